@@ -1,0 +1,1 @@
+"""The edges: Postgres event store and read-model SQL, NATS transport, auth, embedded servers."""

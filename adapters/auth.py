@@ -1,0 +1,54 @@
+"""Bearer tokens: verifies the JWT on each request and, locally, issues them."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+
+import jwt
+
+from services.errors import ChronicleError
+
+
+class TokenAuthority:
+    """HS256 with a shared secret, or RS256 with a public key (verification only)."""
+
+    def __init__(self, *, secret: str | None = None, public_key: str | None = None):
+        if not secret and not public_key:
+            raise ValueError("a JWT secret or public key is required")
+        self.secret = secret
+        self.key = public_key or secret
+        self.algorithms = ["RS256"] if public_key else ["HS256"]
+
+    @classmethod
+    def local(cls, data_dir: Path) -> TokenAuthority:
+        """The embedded default: a secret generated once and kept under the data dir."""
+        path = data_dir / "jwt_secret"
+        if not path.exists():
+            data_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_urlsafe(48))
+            path.chmod(0o600)
+        return cls(secret=path.read_text().strip())
+
+    def issue(self, user_id: str, *, ttl_seconds: int = 30 * 24 * 3600, claims: dict | None = None) -> str:
+        if not self.secret:
+            raise ValueError("tokens can only be issued with a shared secret")
+        now = int(time.time())
+        payload = {"sub": user_id, "iat": now, "exp": now + ttl_seconds, **(claims or {})}
+        return jwt.encode(payload, self.secret, algorithm="HS256")
+
+    def user_of(self, headers: dict[str, str] | None) -> str:
+        """The caller's user id from `Authorization: Bearer <JWT>`, or `unauthorized`."""
+        header = (headers or {}).get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise ChronicleError("unauthorized", "missing bearer token")
+        try:
+            claims = jwt.decode(token.strip(), self.key, algorithms=self.algorithms, options={"require": ["sub"]})
+        except jwt.PyJWTError:
+            raise ChronicleError("unauthorized", "invalid or expired token") from None
+        subject = claims.get("sub")
+        if not isinstance(subject, str) or not subject:
+            raise ChronicleError("unauthorized", "token has no subject")
+        return subject

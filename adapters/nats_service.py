@@ -1,0 +1,137 @@
+"""The NATS edge: one micro-service endpoint per command and query subject.
+
+nats-py runs a subscription's callback one message at a time, so each request is handed
+to its own task (bounded by max_in_flight); that is what lets commands that arrive
+together reach the group commit together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from nats.aio.client import Client as NATS
+from nats.micro import add_service
+from nats.micro.request import Request
+from nats.micro.service import Service
+from pydantic import BaseModel, ValidationError
+
+from adapters.auth import TokenAuthority
+from services.errors import ChronicleError, translate
+
+log = logging.getLogger(__name__)
+
+QUEUE_GROUP = "chronicle"
+Action = Callable[[str, Any, str | None], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Route:
+    subject: str
+    model: type[BaseModel]
+    action: Action  # (user_id, request, idempotency_key) -> reply data
+
+
+def envelope_ok(data: Any) -> bytes:
+    return orjson.dumps({"ok": True, "data": data}, option=orjson.OPT_NON_STR_KEYS)
+
+
+def envelope_error(error: ChronicleError) -> bytes:
+    return orjson.dumps({"ok": False, "error": error.to_wire()})
+
+
+def parse(model: type[BaseModel], data: bytes) -> BaseModel:
+    try:
+        payload = orjson.loads(data) if data.strip() else {}
+    except orjson.JSONDecodeError:
+        raise ChronicleError(
+            "invalid", "payload is not JSON", [{"field": "payload", "rule": "json", "message": "not JSON"}]
+        ) from None
+    if not isinstance(payload, dict):
+        raise ChronicleError(
+            "invalid", "payload must be a JSON object", [{"field": "payload", "rule": "object", "message": "not an object"}]
+        )
+    try:
+        return model.model_validate(payload)
+    except ValidationError as error:
+        raise translate(error) from None
+
+
+class NatsService:
+    def __init__(
+        self,
+        nc: NATS,
+        routes: list[Route],
+        authority: TokenAuthority,
+        *,
+        name: str = "chronicle",
+        version: str = "0.1.0",
+        max_in_flight: int = 2048,
+    ):
+        self.nc = nc
+        self.routes = routes
+        self.authority = authority
+        self.name = name
+        self.version = version
+        self.max_in_flight = max_in_flight
+        self.in_flight: set[asyncio.Task[None]] = set()
+        self.service: Service | None = None
+
+    async def start(self) -> None:
+        self.service = await add_service(
+            self.nc, name=self.name, version=self.version, description="Chronicle commands and queries",
+            queue_group=QUEUE_GROUP,
+        )
+        for route in self.routes:
+            await self.service.add_endpoint(
+                name=route.subject.replace(".", "_"),
+                subject=route.subject,
+                handler=self._dispatcher(route),
+                queue_group=QUEUE_GROUP,
+            )
+
+    async def stop(self) -> None:
+        """Stop taking requests, then let the ones already taken finish."""
+        if self.service is not None:
+            await self.service.stop()
+        if self.in_flight:
+            await asyncio.gather(*self.in_flight, return_exceptions=True)
+
+    def _dispatcher(self, route: Route) -> Callable[[Request], Awaitable[None]]:
+        async def dispatch(request: Request) -> None:
+            if len(self.in_flight) >= self.max_in_flight:
+                error = ChronicleError("rate_limited", "too many requests in flight; retry shortly")
+                await request.respond(envelope_error(error))
+                return
+            task = asyncio.create_task(self._handle(route, request))
+            self.in_flight.add(task)
+            task.add_done_callback(self.in_flight.discard)
+
+        return dispatch
+
+    async def _handle(self, route: Route, request: Request) -> None:
+        started = time.perf_counter()
+        code = "ok"
+        try:
+            user = self.authority.user_of(request.headers)
+            payload = parse(route.model, request.data)
+            key = (request.headers or {}).get("Idempotency-Key") or None
+            data = await route.action(user, payload, key)
+            body = envelope_ok(data)
+        except Exception as error:  # every failure leaves as one envelope
+            failure = translate(error)
+            code = failure.code
+            body = envelope_error(failure)
+        try:
+            await request.respond(body)
+        except Exception as error:
+            log.warning("reply not sent", extra={"subject": route.subject, "error_type": type(error).__name__})
+        log.debug(
+            "request",
+            extra={"subject": route.subject, "code": code, "ms": round((time.perf_counter() - started) * 1000, 2)},
+        )

@@ -1,0 +1,1 @@
+"""Chronicle's aggregates and their events: pure Python, no I/O."""

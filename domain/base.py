@@ -1,0 +1,66 @@
+"""Pydantic event and aggregate bases that plug Chronicle's models into eventsourcing."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggregate
+from pydantic import BaseModel, ConfigDict
+
+from domain.errors import InvalidCommand, NotFound
+
+
+class DomainEvent(BaseModel):
+    """An immutable fact; subclasses name it in the past tense."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    originator_id: UUID
+    originator_version: int
+    timestamp: datetime
+
+
+class Aggregate(BaseAggregate[UUID]):
+    """Base for Chronicle aggregates: every aggregate has an owner user id (`owner`)."""
+
+    class Event(DomainEvent, CanMutateAggregate[UUID]):
+        pass
+
+    class Created(Event, CanInitAggregate[UUID]):
+        originator_topic: str
+        owner: str
+
+        def apply(self, aggregate: Aggregate) -> None:
+            aggregate.owner = self.owner
+
+    def check_visible_to(self, user_id: str) -> None:
+        """Another user's aggregate is reported exactly like a missing one."""
+        if self.owner != user_id or self.is_gone():
+            raise NotFound(f"{type(self).__name__.lower()} {self.id} not found")
+
+    def is_gone(self) -> bool:
+        return False
+
+
+def check_text(field: str, value: str, *, max_length: int, min_length: int = 1) -> None:
+    if len(value) < min_length or (min_length > 0 and not value.strip()):
+        raise InvalidCommand(f"{field} must not be empty", field=field, rule="min_length")
+    if len(value) > max_length:
+        raise InvalidCommand(
+            f"{field} must be at most {max_length} characters", field=field, rule="max_length"
+        )
+
+
+MAX_TAGS = 10
+MAX_TAG_LENGTH = 50
+
+
+def normalise_tags(field: str, tags: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Tags keep their first-seen order, lose duplicates, and obey the tag limits."""
+    unique = tuple(dict.fromkeys(tag.strip() for tag in tags))
+    if len(unique) > MAX_TAGS:
+        raise InvalidCommand(f"{field} may hold at most {MAX_TAGS} tags", field=field, rule="max_items")
+    for tag in unique:
+        check_text(field, tag, max_length=MAX_TAG_LENGTH)
+    return unique

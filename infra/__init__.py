@@ -1,0 +1,1 @@
+"""Infrastructure files shipped with Chronicle: SQL migrations, NATS config, deployment."""

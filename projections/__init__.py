@@ -1,0 +1,1 @@
+"""Event -> read-model writers and the engine that runs them."""

@@ -1,0 +1,74 @@
+"""The Projection base: a read model's tables and one handler per event type it cares about."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any, ClassVar
+
+from eventsourcing.utils import get_topic
+from psycopg import Cursor
+from psycopg.sql import SQL, Composed, Identifier
+
+EventHandler = Callable[[Any, Cursor, Any, int], None]
+
+
+def handles(event_class: type) -> Callable[[EventHandler], EventHandler]:
+    """Mark a projection method as the handler of one event type."""
+
+    def mark(method: EventHandler) -> EventHandler:
+        method.handled_event = event_class  # type: ignore[attr-defined]
+        return method
+
+    return mark
+
+
+class Projection:
+    """Subclasses set `name`, `version` and `tables` (DDL with a {schema} placeholder).
+
+    A projection owns the tables in its schema and nothing else. Bumping `version`
+    makes the engine rebuild the read model from the first event.
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[int]
+    tables: ClassVar[str]
+    handlers: ClassVar[dict[type, EventHandler]]
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls.handlers = {
+            member.handled_event: member
+            for member in vars(cls).values()
+            if callable(member) and hasattr(member, "handled_event")
+        }
+
+    def __init__(self, schema: str | None = None, **options: Any):
+        self.schema = schema or self.live_schema()
+        self.options = options
+
+    @classmethod
+    def live_schema(cls) -> str:
+        return f"rm_{cls.name}"
+
+    @classmethod
+    def topics(cls) -> list[str]:
+        return [get_topic(event_class) for event_class in cls.handlers]
+
+    def sql(self, text: str, **names: str) -> Composed:
+        """A statement with its schema (and any other named identifiers) filled in, cached."""
+        return _compose(text, self.schema, tuple(sorted(names.items())))
+
+    def create_statements(self) -> list[Composed]:
+        return [self.sql(statement) for statement in self.tables.split(";") if statement.strip()]
+
+    def apply(self, cursor: Cursor, event: Any, position: int) -> None:
+        handler = self.handlers.get(type(event))
+        if handler is not None:
+            handler(self, cursor, event, position)
+
+
+@cache
+def _compose(text: str, schema: str, names: tuple[tuple[str, str], ...]) -> Composed:
+    identifiers = {key: Identifier(value) for key, value in names}
+    return SQL(text).format(schema=Identifier(schema), **identifiers)  # type: ignore[arg-type]

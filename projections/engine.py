@@ -1,0 +1,295 @@
+"""Runs projections: batches of events applied with their tracking position in one transaction.
+
+A runner wakes on Postgres NOTIFY (re-listening when that connection drops), reads the
+notification log after its position, applies a batch, and commits the rows with the new
+position, so a crash never double-applies or skips an event. The tracking row is locked
+for each batch, so two runners (or a runner and a rebuild) serialise instead of racing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psycopg
+from psycopg.sql import SQL, Identifier
+
+from adapters.event_store import EVENTS_CHANNEL, PydanticMapper
+from adapters.postgres import PostgresTarget
+from eventsourcing.persistence import StoredEvent
+from projections.base import Projection
+
+log = logging.getLogger(__name__)
+
+PROGRESS_CHANNEL = "chronicle_projections"
+
+SELECT_EVENTS = SQL(
+    "SELECT notification_id, originator_id, originator_version, topic, state FROM chronicle.events"
+    " WHERE notification_id > %s AND notification_id <= %s AND topic = ANY(%s)"
+    " ORDER BY notification_id LIMIT %s"
+)
+HEAD = SQL("SELECT coalesce(max(notification_id), 0) FROM chronicle.events")
+LOCK_TRACKING = SQL("SELECT position, version FROM chronicle.projections WHERE name = %s FOR UPDATE")
+SET_TRACKING = SQL(
+    "UPDATE chronicle.projections SET position = %s, version = %s, updated_at = now() WHERE name = %s"
+)
+ADD_TRACKING = SQL(
+    "INSERT INTO chronicle.projections (name, position, version) VALUES (%s, 0, %s) ON CONFLICT (name) DO NOTHING"
+)
+
+
+@dataclass(frozen=True)
+class ProjectionStatus:
+    name: str
+    position: int
+    head: int
+    version: int
+    code_version: int
+    updated_at: object
+
+    @property
+    def lag(self) -> int:
+        return max(self.head - self.position, 0)
+
+
+class Batcher:
+    """Applies one projection's events in batches, tracked under `tracking_name`."""
+
+    def __init__(self, projection: Projection, tracking_name: str, batch_size: int):
+        self.projection = projection
+        self.tracking_name = tracking_name
+        self.batch_size = batch_size
+        self.mapper = PydanticMapper()
+        self.topics = projection.topics()
+
+    def ensure_tracking(self, conn: psycopg.Connection) -> None:
+        conn.execute(ADD_TRACKING, (self.tracking_name, self.projection.version))
+
+    def apply_batch(self, conn: psycopg.Connection, up_to: int | None = None) -> tuple[int, int]:
+        """Apply the next batch in its own transaction; return (events applied, new position)."""
+        with conn.transaction():
+            return self.apply_batch_in(conn, up_to)
+
+    def apply_batch_in(self, conn: psycopg.Connection, up_to: int | None = None) -> tuple[int, int]:
+        with conn.cursor() as cur:
+            row = cur.execute(LOCK_TRACKING, (self.tracking_name,)).fetchone()
+            assert row is not None, f"no tracking row for {self.tracking_name}"
+            position = row[0]
+            head = up_to if up_to is not None else cur.execute(HEAD).fetchone()[0]  # type: ignore[index]
+            if head <= position:
+                return 0, position
+            rows = cur.execute(SELECT_EVENTS, (position, head, self.topics, self.batch_size)).fetchall()
+            with conn.pipeline():
+                for notification_id, originator_id, version, topic, state in rows:
+                    event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
+                    self.projection.apply(cur, event, notification_id)
+            # A short batch means nothing else this projection cares about exists up to head.
+            new_position = rows[-1][0] if len(rows) == self.batch_size else head
+            cur.execute(SET_TRACKING, (new_position, self.projection.version, self.tracking_name))
+            cur.execute("SELECT pg_notify(%s, %s)", (PROGRESS_CHANNEL, f"{self.tracking_name}:{new_position}"))
+            return len(rows), new_position
+
+
+def head_position(conn: psycopg.Connection) -> int:
+    return conn.execute(HEAD).fetchone()[0]  # type: ignore[index]
+
+
+def create_schema(conn: psycopg.Connection, projection: Projection) -> None:
+    conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(projection.schema)))
+    conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(projection.schema)))
+    for statement in projection.create_statements():
+        conn.execute(statement)
+
+
+def rebuild(
+    target: PostgresTarget,
+    projection_class: type[Projection],
+    *,
+    batch_size: int = 2000,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+    **options: object,
+) -> int:
+    """Rebuild a read model from the first event into fresh tables, then swap them in.
+
+    Queries keep reading the old tables until the swap, which happens in one transaction
+    holding the live tracking row, so the live runner pauses for just that moment.
+    Returns the number of events applied.
+    """
+    name = projection_class.name
+    live = projection_class(**options)
+    scratch = projection_class(schema=f"{live.schema}__rebuild", **options)
+    batcher = Batcher(scratch, f"{name}__rebuild", batch_size)
+    applied = 0
+    with target.connect(autocommit=True) as conn:
+        with conn.transaction():
+            create_schema(conn, scratch)
+            conn.execute("DELETE FROM chronicle.projections WHERE name = %s", (batcher.tracking_name,))
+            batcher.ensure_tracking(conn)
+        total = head_position(conn)
+        while True:
+            count, position = batcher.apply_batch(conn, up_to=total)
+            applied += count
+            progress(position, total)
+            if position >= total:
+                break
+        with conn.transaction():
+            Batcher(live, name, batch_size).ensure_tracking(conn)
+            conn.execute(LOCK_TRACKING, (name,))
+            while True:  # catch up with what arrived meanwhile, holding the live row
+                count, position = batcher.apply_batch_in(conn)
+                applied += count
+                if count == 0:
+                    break
+            conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(live.schema)))
+            conn.execute(SQL("ALTER SCHEMA {} RENAME TO {}").format(Identifier(scratch.schema), Identifier(live.schema)))
+            conn.execute(SET_TRACKING, (position, projection_class.version, name))
+            conn.execute("DELETE FROM chronicle.projections WHERE name = %s", (batcher.tracking_name,))
+            conn.execute("SELECT pg_notify(%s, %s)", (PROGRESS_CHANNEL, f"{name}:{position}"))
+        progress(position, max(total, position))
+    return applied
+
+
+def status(target: PostgresTarget, projection_classes: list[type[Projection]]) -> list[ProjectionStatus]:
+    with target.connect(autocommit=True) as conn:
+        head = head_position(conn)
+        rows = {
+            r[0]: r[1:]
+            for r in conn.execute("SELECT name, position, version, updated_at FROM chronicle.projections")
+        }
+    return [
+        ProjectionStatus(
+            name=p.name,
+            position=rows.get(p.name, (0,))[0],
+            head=head,
+            version=rows.get(p.name, (0, 0))[1],
+            code_version=p.version,
+            updated_at=rows.get(p.name, (0, 0, None))[2],
+        )
+        for p in projection_classes
+    ]
+
+
+class Wakeup:
+    """Listens for new events on Postgres NOTIFY and wakes the runners; re-listens on drop."""
+
+    def __init__(self, target: PostgresTarget, stop: threading.Event):
+        self.target = target
+        self.stop = stop
+        self.events: list[threading.Event] = []
+        self.thread = threading.Thread(target=self._run, name="chronicle-listen", daemon=True)
+
+    def subscribe(self) -> threading.Event:
+        event = threading.Event()
+        self.events.append(event)
+        return event
+
+    def _wake_all(self) -> None:
+        for event in self.events:
+            event.set()
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self.stop.is_set():
+            try:
+                with self.target.connect(autocommit=True) as conn:
+                    conn.execute(SQL("LISTEN {}").format(Identifier(EVENTS_CHANNEL)))
+                    backoff = 0.1
+                    self._wake_all()  # anything committed while we were not listening
+                    while not self.stop.is_set():
+                        for _ in conn.notifies(timeout=0.5, stop_after=1):
+                            self._wake_all()
+            except psycopg.Error as error:
+                log.warning("listen connection lost; reconnecting", extra={"error_type": type(error).__name__})
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+
+class Runner:
+    """Keeps one projection's live read model up to date, in its own thread."""
+
+    def __init__(
+        self,
+        target: PostgresTarget,
+        projection: Projection,
+        wake: threading.Event,
+        stop: threading.Event,
+        batch_size: int,
+        poll_interval: float = 2.0,
+    ):
+        self.target = target
+        self.projection = projection
+        self.batcher = Batcher(projection, projection.name, batch_size)
+        self.wake = wake
+        self.stop = stop
+        self.poll_interval = poll_interval
+        self.thread = threading.Thread(target=self._run, name=f"projection-{projection.name}", daemon=True)
+
+    def prepare(self) -> None:
+        """Create the read model on first run; rebuild it when the code's version changed."""
+        with self.target.connect(autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT version FROM chronicle.projections WHERE name = %s", (self.projection.name,)
+            ).fetchone()
+            if row is None:
+                with conn.transaction():
+                    # Two instances starting at once must not both create (and drop) it.
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.projection.name,))
+                    exists = conn.execute(
+                        "SELECT 1 FROM chronicle.projections WHERE name = %s", (self.projection.name,)
+                    ).fetchone()
+                    if not exists:
+                        create_schema(conn, self.projection)
+                        self.batcher.ensure_tracking(conn)
+                return
+        if row[0] != self.projection.version:
+            log.info("projection version changed; rebuilding", extra={"projection": self.projection.name})
+            rebuild(self.target, type(self.projection), batch_size=self.batcher.batch_size, **self.projection.options)
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self.stop.is_set():
+            try:
+                self.prepare()
+                with self.target.connect(autocommit=True) as conn:
+                    backoff = 0.1
+                    while not self.stop.is_set():
+                        self.wake.clear()
+                        count, _ = self.batcher.apply_batch(conn)
+                        if count < self.batcher.batch_size:
+                            self.wake.wait(self.poll_interval)
+            except psycopg.Error as error:
+                log.warning(
+                    "projection connection lost; retrying",
+                    extra={"projection": self.projection.name, "error_type": type(error).__name__},
+                )
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+            except Exception:
+                log.exception("projection failed; retrying", extra={"projection": self.projection.name})
+                self.stop.wait(5.0)
+
+
+class ProjectionEngine:
+    """Starts a runner per projection plus the shared NOTIFY listener."""
+
+    def __init__(self, target: PostgresTarget, projections: list[Projection], batch_size: int):
+        self.stop_event = threading.Event()
+        self.wakeup = Wakeup(target, self.stop_event)
+        self.runners = [
+            Runner(target, p, self.wakeup.subscribe(), self.stop_event, batch_size) for p in projections
+        ]
+
+    def start(self) -> None:
+        self.wakeup.thread.start()
+        for runner in self.runners:
+            runner.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        for runner in self.runners:
+            runner.wake.set()
+            runner.thread.join(timeout=10)
+        self.wakeup.thread.join(timeout=5)

@@ -1,0 +1,174 @@
+"""History read model: sessions, conversations (with counts and first message), messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import Cursor
+from psycopg.types.json import Jsonb
+
+from domain.conversation import Conversation
+from domain.session import Session
+from projections.base import Projection, handles
+
+FIRST_MESSAGE_PREVIEW = 200
+
+
+class HistoryProjection(Projection):
+    name = "history"
+    version = 1
+    tables = """
+    CREATE TABLE {schema}.sessions (
+        id uuid PRIMARY KEY,
+        owner text NOT NULL,
+        name text NOT NULL,
+        description text NOT NULL,
+        kind text NOT NULL,
+        tags text[] NOT NULL,
+        status text NOT NULL,
+        conversation_count integer NOT NULL DEFAULT 0,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+    );
+    CREATE INDEX ON {schema}.sessions (owner, created_at DESC, id);
+    CREATE TABLE {schema}.conversations (
+        id uuid PRIMARY KEY,
+        owner text NOT NULL,
+        title text NOT NULL,
+        tags text[] NOT NULL,
+        session_id uuid,
+        document_context jsonb,
+        embedding_provider text,
+        message_count integer NOT NULL DEFAULT 0,
+        first_message text,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+    );
+    CREATE INDEX ON {schema}.conversations (owner, updated_at, id);
+    CREATE INDEX ON {schema}.conversations (owner, created_at, id);
+    CREATE INDEX ON {schema}.conversations (owner, title, id);
+    CREATE INDEX ON {schema}.conversations USING gin (tags);
+    CREATE INDEX ON {schema}.conversations (session_id) WHERE session_id IS NOT NULL;
+    CREATE TABLE {schema}.messages (
+        conversation_id uuid NOT NULL,
+        seq bigint NOT NULL,
+        id uuid NOT NULL,
+        role text NOT NULL,
+        content text NOT NULL,
+        metadata jsonb NOT NULL,
+        pinned boolean NOT NULL,
+        message_type text NOT NULL,
+        created_at timestamptz NOT NULL,
+        PRIMARY KEY (conversation_id, seq)
+    )
+    """
+
+    @handles(Session.Created)
+    def session_created(self, cur: Cursor, e: Session.Created, _: int) -> None:
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.sessions (id, owner, name, description, kind, tags, status,"
+                " created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, 'open', %s, %s)"
+            ),
+            (e.originator_id, e.owner, e.name, e.description, e.kind, list(e.tags), e.timestamp, e.timestamp),
+        )
+
+    def _update_session(self, cur: Cursor, e: Any, column: str, value: Any) -> None:
+        cur.execute(
+            self.sql("UPDATE {schema}.sessions SET {column} = %s, updated_at = %s WHERE id = %s", column=column),
+            (value, e.timestamp, e.originator_id),
+        )
+
+    @handles(Session.Renamed)
+    def session_renamed(self, cur: Cursor, e: Session.Renamed, _: int) -> None:
+        self._update_session(cur, e, "name", e.name)
+
+    @handles(Session.Described)
+    def session_described(self, cur: Cursor, e: Session.Described, _: int) -> None:
+        self._update_session(cur, e, "description", e.description)
+
+    @handles(Session.Tagged)
+    def session_tagged(self, cur: Cursor, e: Session.Tagged, _: int) -> None:
+        self._update_session(cur, e, "tags", list(e.tags))
+
+    @handles(Session.Closed)
+    def session_closed(self, cur: Cursor, e: Session.Closed, _: int) -> None:
+        self._update_session(cur, e, "status", "closed")
+
+    @handles(Conversation.Started)
+    def conversation_started(self, cur: Cursor, e: Conversation.Started, _: int) -> None:
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.conversations (id, owner, title, tags, session_id, document_context,"
+                " embedding_provider, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            ),
+            (
+                e.originator_id,
+                e.owner,
+                e.title,
+                list(e.tags),
+                e.session_id,
+                Jsonb(e.document_context) if e.document_context is not None else None,
+                e.embedding_provider,
+                e.timestamp,
+                e.timestamp,
+            ),
+        )
+        if e.session_id is not None:
+            cur.execute(
+                self.sql("UPDATE {schema}.sessions SET conversation_count = conversation_count + 1 WHERE id = %s"),
+                (e.session_id,),
+            )
+
+    @handles(Conversation.MessageAdded)
+    def message_added(self, cur: Cursor, e: Conversation.MessageAdded, _: int) -> None:
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.messages (conversation_id, seq, id, role, content, metadata, pinned,"
+                " message_type, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            ),
+            (
+                e.originator_id,
+                e.originator_version,
+                e.message_id,
+                e.role,
+                e.content,
+                Jsonb(e.metadata),
+                e.pinned,
+                e.message_type,
+                e.timestamp,
+            ),
+        )
+        cur.execute(
+            self.sql(
+                "UPDATE {schema}.conversations SET message_count = message_count + 1,"
+                " first_message = coalesce(first_message, %s), updated_at = %s WHERE id = %s"
+            ),
+            (e.content[:FIRST_MESSAGE_PREVIEW], e.timestamp, e.originator_id),
+        )
+
+    @handles(Conversation.Retitled)
+    def retitled(self, cur: Cursor, e: Conversation.Retitled, _: int) -> None:
+        cur.execute(
+            self.sql("UPDATE {schema}.conversations SET title = %s, updated_at = %s WHERE id = %s"),
+            (e.title, e.timestamp, e.originator_id),
+        )
+
+    @handles(Conversation.Retagged)
+    def retagged(self, cur: Cursor, e: Conversation.Retagged, _: int) -> None:
+        cur.execute(
+            self.sql("UPDATE {schema}.conversations SET tags = %s, updated_at = %s WHERE id = %s"),
+            (list(e.tags), e.timestamp, e.originator_id),
+        )
+
+    @handles(Conversation.Deleted)
+    def deleted(self, cur: Cursor, e: Conversation.Deleted, _: int) -> None:
+        cur.execute(self.sql("DELETE FROM {schema}.messages WHERE conversation_id = %s"), (e.originator_id,))
+        cur.execute(
+            self.sql(
+                "UPDATE {schema}.sessions s SET conversation_count = conversation_count - 1"
+                " FROM {schema}.conversations c WHERE c.id = %s AND s.id = c.session_id"
+            ),
+            (e.originator_id,),
+        )
+        cur.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (e.originator_id,))

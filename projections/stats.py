@@ -1,0 +1,106 @@
+"""Stats read model: per-user conversation and message counts, dates and tag counts."""
+
+from __future__ import annotations
+
+from psycopg import Cursor
+
+from domain.conversation import Conversation
+from projections.base import Projection, handles
+
+
+class StatsProjection(Projection):
+    name = "stats"
+    version = 1
+    tables = """
+    CREATE TABLE {schema}.users (
+        owner text PRIMARY KEY,
+        conversations integer NOT NULL DEFAULT 0,
+        messages bigint NOT NULL DEFAULT 0
+    );
+    CREATE TABLE {schema}.conversations (
+        id uuid PRIMARY KEY,
+        owner text NOT NULL,
+        tags text[] NOT NULL,
+        message_count integer NOT NULL DEFAULT 0,
+        created_at timestamptz NOT NULL
+    );
+    CREATE INDEX ON {schema}.conversations (owner, created_at);
+    -- Counts may fall to zero: readers skip those rows, writers never delete them.
+    CREATE TABLE {schema}.tags (
+        owner text NOT NULL,
+        tag text NOT NULL,
+        count integer NOT NULL,
+        PRIMARY KEY (owner, tag)
+    );
+    CREATE INDEX ON {schema}.tags (owner, count DESC, tag)
+    """
+
+    def _count_tags(self, cur: Cursor, owner: str, tags: list[str], delta: int) -> None:
+        if not tags:
+            return
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.tags (owner, tag, count) SELECT %s, t, %s FROM unnest(%s::text[]) t"
+                " ON CONFLICT (owner, tag) DO UPDATE SET count = {schema}.tags.count + excluded.count"
+            ),
+            (owner, delta, tags),
+        )
+
+    @handles(Conversation.Started)
+    def started(self, cur: Cursor, e: Conversation.Started, _: int) -> None:
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.users (owner, conversations) VALUES (%s, 1)"
+                " ON CONFLICT (owner) DO UPDATE SET conversations = {schema}.users.conversations + 1"
+            ),
+            (e.owner,),
+        )
+        cur.execute(
+            self.sql("INSERT INTO {schema}.conversations (id, owner, tags, created_at) VALUES (%s, %s, %s, %s)"),
+            (e.originator_id, e.owner, list(e.tags), e.timestamp),
+        )
+        self._count_tags(cur, e.owner, list(e.tags), +1)
+
+    @handles(Conversation.MessageAdded)
+    def message_added(self, cur: Cursor, e: Conversation.MessageAdded, _: int) -> None:
+        cur.execute(
+            self.sql(
+                "WITH c AS (UPDATE {schema}.conversations SET message_count = message_count + 1"
+                " WHERE id = %s RETURNING owner)"
+                " UPDATE {schema}.users u SET messages = u.messages + 1 FROM c WHERE u.owner = c.owner"
+            ),
+            (e.originator_id,),
+        )
+
+    @handles(Conversation.Retagged)
+    def retagged(self, cur: Cursor, e: Conversation.Retagged, _: int) -> None:
+        # The old tags live in this read model's own row, read inside the same statement.
+        cur.execute(
+            self.sql(
+                "WITH old AS (SELECT owner, unnest(tags) AS tag FROM {schema}.conversations WHERE id = %s)"
+                " UPDATE {schema}.tags t SET count = t.count - 1 FROM old"
+                " WHERE t.owner = old.owner AND t.tag = old.tag"
+            ),
+            (e.originator_id,),
+        )
+        cur.execute(
+            self.sql(
+                "WITH c AS (UPDATE {schema}.conversations SET tags = %s WHERE id = %s RETURNING owner)"
+                " INSERT INTO {schema}.tags (owner, tag, count) SELECT c.owner, t, 1 FROM c, unnest(%s::text[]) t"
+                " ON CONFLICT (owner, tag) DO UPDATE SET count = {schema}.tags.count + 1"
+            ),
+            (list(e.tags), e.originator_id, list(e.tags)),
+        )
+
+    @handles(Conversation.Deleted)
+    def deleted(self, cur: Cursor, e: Conversation.Deleted, _: int) -> None:
+        cur.execute(
+            self.sql(
+                "WITH gone AS (DELETE FROM {schema}.conversations WHERE id = %s RETURNING owner, tags, message_count),"
+                " users AS (UPDATE {schema}.users u SET conversations = u.conversations - 1,"
+                " messages = u.messages - gone.message_count FROM gone WHERE u.owner = gone.owner)"
+                " UPDATE {schema}.tags t SET count = t.count - 1 FROM gone"
+                " WHERE t.owner = gone.owner AND t.tag = ANY(gone.tags)"
+            ),
+            (e.originator_id,),
+        )

@@ -1,0 +1,1 @@
+"""Application services: command and query handlers, composition root, CLI, client."""

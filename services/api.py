@@ -1,0 +1,53 @@
+"""The subject table: which NATS subject runs which command or query."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from adapters.nats_service import Route
+from services import contract as c
+from services.command_bus import CommandBus
+from services.commands import COMMANDS
+from services.positions import ProjectionPositions
+from services.queries import Queries
+
+QueryFn = Callable[[Queries, str, Any], Awaitable[dict[str, Any]]]
+
+# query subject suffix -> (request model, read models it needs, handler)
+QUERIES: dict[str, tuple[type[c.Query], list[str], QueryFn]] = {
+    "sessions.list": (c.ListSessions, ["history"], Queries.list_sessions),
+    "sessions.get": (c.GetSession, ["history"], Queries.get_session),
+    "conversations.list": (c.ListConversations, ["history"], Queries.list_conversations),
+    "conversations.get": (
+        c.GetConversation, ["history"], lambda queries, user, q: queries.get_conversation(user, q.conversation_id)
+    ),
+    "conversations.search": (c.SearchConversations, ["search"], Queries.search_conversations),
+    "conversations.stats": (c.ConversationStatsQuery, ["stats"], Queries.conversation_stats),
+    "conversations.export": (c.ExportConversation, ["history"], Queries.export_conversation),
+}
+
+
+def routes(
+    prefix: str, bus: CommandBus, queries: Queries, positions: ProjectionPositions, wait_timeout: float
+) -> list[Route]:
+    def command(name: str) -> Any:
+        async def run(user: str, payload: c.Command, key: str | None) -> dict[str, Any]:
+            return await bus.execute(name, payload, user, key)
+
+        return run
+
+    def query(read_models: list[str], handler: QueryFn) -> Any:
+        async def run(user: str, request: c.Query, _: str | None) -> dict[str, Any]:
+            await positions.wait_for(read_models, request.min_position, wait_timeout)
+            return await handler(queries, user, request)
+
+        return run
+
+    return [
+        *(Route(f"{prefix}.cmd.{name}", model, command(name)) for name, (model, _) in COMMANDS.items()),
+        *(
+            Route(f"{prefix}.query.{name}", model, query(read_models, handler))
+            for name, (model, read_models, handler) in QUERIES.items()
+        ),
+    ]

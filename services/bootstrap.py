@@ -1,0 +1,169 @@
+"""The composition root: builds every piece from settings; tests pass overrides in."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from uuid import UUID
+
+import nats
+from psycopg_pool import AsyncConnectionPool
+
+from adapters.auth import TokenAuthority
+from adapters.embedded import EmbeddedNats, EmbeddedPostgres
+from adapters.event_store import EventStore
+from adapters.nats_service import NatsService
+from adapters.postgres import PostgresTarget, migrate
+from projections.base import Projection
+from projections.engine import ProjectionEngine
+from projections.history import HistoryProjection
+from projections.search import SearchProjection
+from projections.stats import StatsProjection
+from services.api import routes
+from services.command_bus import CommandBus
+from services.commands import COMMANDS
+from services.positions import ProjectionPositions
+from services.queries import Queries
+from services.settings import Settings
+
+log = logging.getLogger(__name__)
+
+PROJECTIONS: list[type[Projection]] = [HistoryProjection, StatsProjection, SearchProjection]
+
+
+def projection_options(settings: Settings, projection_class: type[Projection]) -> dict[str, object]:
+    return {"language": settings.search_language} if projection_class is SearchProjection else {}
+
+
+def build_projections(settings: Settings) -> list[Projection]:
+    return [p(**projection_options(settings, p)) for p in PROJECTIONS]
+
+
+def authority_for(settings: Settings) -> TokenAuthority:
+    if settings.jwt_secret or settings.jwt_public_key:
+        return TokenAuthority(secret=settings.jwt_secret, public_key=settings.jwt_public_key)
+    return TokenAuthority.local(settings.data_dir)
+
+
+@dataclass
+class Servers:
+    """The database and NATS URLs in use, starting embedded servers for the missing ones."""
+
+    settings: Settings
+    database_url: str = ""
+    nats_url: str = ""
+    started: list[EmbeddedPostgres | EmbeddedNats] = field(default_factory=list)
+
+    def start(self) -> Servers:
+        self.database_url = self.settings.database_url or self._embed(EmbeddedPostgres(self.settings.data_dir))
+        self.nats_url = self.settings.nats_url or self._embed(EmbeddedNats(self.settings.data_dir))
+        return self
+
+    def _embed(self, server: EmbeddedPostgres | EmbeddedNats) -> str:
+        url = server.start()
+        self.started.append(server)
+        return url
+
+    def stop(self) -> None:
+        while self.started:
+            self.started.pop().stop()
+
+
+@dataclass
+class Chronicle:
+    """A running Chronicle instance and what it started, stopped in reverse order."""
+
+    settings: Settings
+    target: PostgresTarget
+    nats_url: str
+    store: EventStore
+    bus: CommandBus
+    engine: ProjectionEngine | None
+    queries: Queries
+    positions: ProjectionPositions
+    service: NatsService
+    subjects: list[str]
+    _stack: contextlib.AsyncExitStack
+
+    async def stop(self) -> None:
+        await self._stack.aclose()
+
+
+async def bootstrap(
+    settings: Settings,
+    *,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    new_id: Callable[[], UUID] = uuid.uuid4,
+    authority: TokenAuthority | None = None,
+) -> Chronicle:
+    stack = contextlib.AsyncExitStack()
+    try:
+        servers = await asyncio.to_thread(Servers(settings).start)
+        stack.callback(servers.stop)
+        target = PostgresTarget(servers.database_url)
+        await asyncio.to_thread(migrate, target)
+
+        store = await asyncio.to_thread(EventStore, target)
+        stack.callback(store.close)
+        handlers = {name: handler for name, (_, handler) in COMMANDS.items()}
+        bus = CommandBus(
+            store,
+            handlers,
+            max_batch=settings.group_commit_max_batch,
+            cache_size=settings.aggregate_cache_size,
+            clock=clock,
+            new_id=new_id,
+        )
+        bus.start()
+        stack.callback(bus.stop)
+
+        engine = None
+        if settings.run_projections:
+            engine = ProjectionEngine(target, build_projections(settings), settings.projection_batch_size)
+            engine.start()
+            stack.callback(engine.stop)
+
+        pool = AsyncConnectionPool(
+            target.url, min_size=2, max_size=settings.query_pool_size, open=False, check=AsyncConnectionPool.check_connection
+        )
+        await pool.open()
+        stack.push_async_callback(pool.close)
+        queries = Queries(pool, language=settings.search_language)
+        positions = ProjectionPositions(target, [p.name for p in PROJECTIONS])
+        await positions.start()
+        stack.push_async_callback(positions.stop)
+
+        nc = await nats.connect(
+            servers.nats_url, name=settings.service_name, max_reconnect_attempts=-1, reconnect_time_wait=0.5
+        )
+        stack.push_async_callback(nc.drain)
+        service = NatsService(
+            nc,
+            routes(settings.subject_prefix, bus, queries, positions, settings.query_wait_timeout),
+            authority or authority_for(settings),
+            name=settings.service_name,
+            max_in_flight=settings.max_in_flight,
+        )
+        await service.start()
+        stack.push_async_callback(service.stop)
+    except BaseException:
+        await stack.aclose()
+        raise
+    return Chronicle(
+        settings=settings,
+        target=target,
+        nats_url=servers.nats_url,
+        store=store,
+        bus=bus,
+        engine=engine,
+        queries=queries,
+        positions=positions,
+        service=service,
+        subjects=[r.subject for r in service.routes],
+        _stack=stack,
+    )

@@ -1,0 +1,171 @@
+"""ChronicleClient: a typed async client for Chronicle's NATS contract.
+
+The client remembers the log position of its last write and passes it on its next
+queries, so a caller always reads its own writes without sleeping or polling.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+from uuid import UUID
+
+import nats
+import orjson
+from nats.aio.client import Client as NATS
+from pydantic import BaseModel, ValidationError
+
+from services import contract as c
+from services.errors import ChronicleError, invalid_from_validation
+
+__all__ = ["ChronicleClient", "ChronicleError"]
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def build(model: type[R], **fields: Any) -> R:
+    """Validate a request locally; a bad field fails exactly as the service would say."""
+    try:
+        return model(**fields)
+    except ValidationError as error:
+        raise invalid_from_validation(error) from None
+
+
+class ChronicleClient:
+    def __init__(self, nc: NATS, token: str, *, prefix: str = "chronicle", timeout: float = 10.0):
+        self.nc = nc
+        self.token = token
+        self.prefix = prefix
+        self.timeout = timeout
+        self.last_position: int | None = None
+        self._owns_connection = False
+        self.sessions = Sessions(self)
+        self.conversations = Conversations(self)
+
+    @classmethod
+    async def connect(cls, url: str, token: str, **kwargs: Any) -> ChronicleClient:
+        client = cls(await nats.connect(url), token, **kwargs)
+        client._owns_connection = True
+        return client
+
+    async def close(self) -> None:
+        if self._owns_connection:
+            await self.nc.drain()
+
+    async def __aenter__(self) -> ChronicleClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def request(
+        self, subject: str, payload: dict[str, Any], *, idempotency_key: str | None = None
+    ) -> Any:
+        """Send one request; return the reply's data or raise ChronicleError."""
+        headers = {"Authorization": f"Bearer {self.token}"}
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        msg = await self.nc.request(
+            f"{self.prefix}.{subject}", orjson.dumps(payload), timeout=self.timeout, headers=headers
+        )
+        reply = orjson.loads(msg.data)
+        if not reply.get("ok"):
+            error = reply.get("error", {})
+            raise ChronicleError(error.get("code", "internal"), error.get("message", ""), error.get("details"))
+        return reply["data"]
+
+    async def command(self, action: str, request: c.Command, reply: type[R], idempotency_key: str | None) -> R:
+        data = await self.request(
+            f"cmd.{action}", request.model_dump(mode="json", exclude_unset=True), idempotency_key=idempotency_key
+        )
+        position = data.get("position")
+        if position is not None and (self.last_position is None or position > self.last_position):
+            self.last_position = position
+        return reply.model_validate(data)
+
+    async def query(self, action: str, request: c.Query, reply: type[R]) -> R:
+        payload = request.model_dump(mode="json", exclude_unset=True)
+        if request.min_position is None and self.last_position is not None:
+            payload["min_position"] = self.last_position
+        return reply.model_validate(await self.request(f"query.{action}", payload))
+
+
+class Sessions:
+    def __init__(self, client: ChronicleClient):
+        self._client = client
+
+    async def create(self, name: str, *, idempotency_key: str | None = None, **fields: Any) -> c.SessionCreated:
+        return await self._client.command(
+            "session.create", build(c.CreateSession, name=name, **fields), c.SessionCreated, idempotency_key
+        )
+
+    async def update(self, session_id: UUID, *, idempotency_key: str | None = None, **fields: Any) -> c.Written:
+        return await self._client.command(
+            "session.update", build(c.UpdateSession, session_id=session_id, **fields), c.Written, idempotency_key
+        )
+
+    async def close(self, session_id: UUID, *, idempotency_key: str | None = None) -> c.Written:
+        return await self._client.command(
+            "session.close", build(c.CloseSession, session_id=session_id), c.Written, idempotency_key
+        )
+
+    async def list(self, **fields: Any) -> c.Page[c.Session]:
+        return await self._client.query("sessions.list", build(c.ListSessions, **fields), c.Page[c.Session])
+
+    async def get(self, session_id: UUID) -> c.Session:
+        return await self._client.query("sessions.get", build(c.GetSession, session_id=session_id), c.Session)
+
+
+class Conversations:
+    def __init__(self, client: ChronicleClient):
+        self._client = client
+
+    async def start(self, *, idempotency_key: str | None = None, **fields: Any) -> c.ConversationStarted:
+        return await self._client.command(
+            "conversation.start", build(c.StartConversation, **fields), c.ConversationStarted, idempotency_key
+        )
+
+    async def add_message(
+        self,
+        conversation_id: UUID,
+        role: Literal["user", "agent", "system"],
+        content: str,
+        *,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> c.MessageAdded:
+        request = build(c.AddMessage, conversation_id=conversation_id, role=role, content=content, **fields)
+        return await self._client.command("conversation.add_message", request, c.MessageAdded, idempotency_key)
+
+    async def update(self, conversation_id: UUID, *, idempotency_key: str | None = None, **fields: Any) -> c.Written:
+        return await self._client.command(
+            "conversation.update",
+            build(c.UpdateConversation, conversation_id=conversation_id, **fields),
+            c.Written,
+            idempotency_key,
+        )
+
+    async def delete(self, conversation_id: UUID, *, idempotency_key: str | None = None) -> c.Written:
+        return await self._client.command(
+            "conversation.delete", build(c.DeleteConversation, conversation_id=conversation_id), c.Written, idempotency_key
+        )
+
+    async def list(self, **fields: Any) -> c.Page[c.ConversationSummary]:
+        return await self._client.query(
+            "conversations.list", build(c.ListConversations, **fields), c.Page[c.ConversationSummary]
+        )
+
+    async def get(self, conversation_id: UUID) -> c.Conversation:
+        return await self._client.query(
+            "conversations.get", build(c.GetConversation, conversation_id=conversation_id), c.Conversation
+        )
+
+    async def search(self, q: str, **fields: Any) -> c.SearchResults:
+        return await self._client.query("conversations.search", build(c.SearchConversations, q=q, **fields), c.SearchResults)
+
+    async def stats(self, **fields: Any) -> c.ConversationStats:
+        return await self._client.query("conversations.stats", build(c.ConversationStatsQuery, **fields), c.ConversationStats)
+
+    async def export(self, conversation_id: UUID, format: Literal["json", "markdown"] = "json") -> c.Export:
+        return await self._client.query(
+            "conversations.export", build(c.ExportConversation, conversation_id=conversation_id, format=format), c.Export
+        )

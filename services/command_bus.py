@@ -1,0 +1,243 @@
+"""Group commit: commands that arrive together are decided and saved in one transaction.
+
+One writer thread owns the aggregate cache. It takes every command waiting in its queue,
+runs each handler on cached (or batch-loaded) aggregates, and saves all their events and
+idempotency records in a single transaction; each caller gets its reply only after that
+commit. A version conflict (another instance wrote first) re-runs the batch on fresh state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import queue
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import orjson
+from eventsourcing.persistence import IntegrityError
+
+from adapters.event_store import EventStore, IdempotencyRecord
+from services.contract import Command
+from services.errors import ChronicleError, translate
+from services.unit_of_work import AggregateCache, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Any, UnitOfWork], dict[str, Any]]
+MAX_ATTEMPTS = 8
+
+
+def fingerprint(name: str, payload: Command) -> str:
+    return hashlib.sha256(name.encode() + b"\0" + payload.model_dump_json().encode()).hexdigest()
+
+
+@dataclass
+class Submission:
+    name: str
+    payload: Command
+    user_id: str
+    key: str
+    client_key: bool
+    fingerprint: str
+    future: asyncio.Future[dict[str, Any]]
+    loop: asyncio.AbstractEventLoop
+    reply: dict[str, Any] | None = None
+    error: ChronicleError | None = None
+    events: list[Any] = field(default_factory=list)
+    duplicate_of: Submission | None = None
+    replayed: bool = False
+
+    def settle(self) -> None:
+        def resolve() -> None:
+            if self.future.done():
+                return
+            if self.error is not None:
+                self.future.set_exception(self.error)
+            else:
+                self.future.set_result(self.reply or {})
+
+        self.loop.call_soon_threadsafe(resolve)
+
+
+class _Rerun(Exception):
+    """A handler failed after changing an aggregate: redo the batch without it."""
+
+
+class CommandBus:
+    def __init__(
+        self,
+        store: EventStore,
+        handlers: dict[str, Handler],
+        *,
+        max_batch: int = 512,
+        cache_size: int = 20_000,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        new_id: Callable[[], UUID] = uuid.uuid4,
+    ):
+        self.store = store
+        self.handlers = handlers
+        self.max_batch = max_batch
+        self.cache = AggregateCache(cache_size)
+        self.clock = clock
+        self.new_id = new_id
+        self.conflicts = 0
+        self.batches = 0
+        self._queue: queue.Queue[Submission | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="chronicle-writer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Finish what is queued, then stop the writer thread."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+
+    async def execute(
+        self, name: str, payload: Command, user_id: str, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        submission = Submission(
+            name=name,
+            payload=payload,
+            user_id=user_id,
+            key=idempotency_key or f"auto:{uuid.uuid4()}",
+            client_key=idempotency_key is not None,
+            fingerprint=fingerprint(name, payload),
+            future=loop.create_future(),
+            loop=loop,
+        )
+        self._queue.put(submission)
+        return await submission.future
+
+    # --- writer thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                break
+            batch = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                    break
+                batch.append(item)
+            self._commit_batch(batch)
+
+    def _commit_batch(self, batch: list[Submission]) -> None:
+        self.batches += 1
+        pending = list(batch)
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                self._decide_and_save(pending, replay_all_keys=attempt > 1)
+                break
+            except _Rerun:
+                self._forget(pending)
+                pending = [s for s in pending if s.error is None]
+            except IntegrityError:
+                # Another writer got there first: forget what we believed and decide again.
+                self.conflicts += 1
+                self._forget(pending)
+            except Exception as error:  # the database failed: nobody's events were saved
+                self._forget(pending)
+                failure = translate(error)
+                for s in pending:
+                    s.error = failure
+                break
+        else:
+            for s in pending:
+                s.error = ChronicleError("conflict", "too much contention on this aggregate; retry")
+        for s in batch:
+            if s.duplicate_of is not None:
+                s.reply, s.error = s.duplicate_of.reply, s.duplicate_of.error
+            s.settle()
+
+    def _forget(self, batch: list[Submission]) -> None:
+        """Drop cached state the batch may have changed and clear its unsaved decisions."""
+        self.cache.evict({e.originator_id for s in batch for e in s.events})
+        self.cache.evict({i for s in batch for i in s.payload.aggregate_ids()})
+        for s in batch:
+            s.error, s.reply, s.events, s.duplicate_of, s.replayed = None, None, [], None, False
+
+    def _decide_and_save(self, batch: list[Submission], *, replay_all_keys: bool) -> None:
+        keys = [(s.user_id, s.key) for s in batch if s.client_key or replay_all_keys]
+        stored_replies = self.store.recorder.replies(keys)
+        self._prefetch(batch)
+        seen: dict[tuple[str, str], Submission] = {}
+        for s in batch:
+            first = seen.get((s.user_id, s.key))
+            if first is not None:
+                self._check_same_request(s, first.fingerprint)
+                s.duplicate_of = None if s.error else first
+                continue
+            seen[(s.user_id, s.key)] = s
+            if (s.user_id, s.key) in stored_replies:
+                known_fingerprint, reply = stored_replies[(s.user_id, s.key)]
+                self._check_same_request(s, known_fingerprint)
+                if s.error is None:
+                    s.reply, s.replayed = orjson.loads(reply), True
+                continue
+            self._decide(s)
+        self._save(batch)
+
+    def _check_same_request(self, s: Submission, known_fingerprint: str) -> None:
+        if known_fingerprint != s.fingerprint:
+            s.error = ChronicleError(
+                "conflict",
+                "Idempotency-Key was already used for a different request",
+                [{"field": "Idempotency-Key", "rule": "same_request", "message": "key reused"}],
+            )
+
+    def _prefetch(self, batch: list[Submission]) -> None:
+        wanted = {i for s in batch for i in s.payload.aggregate_ids() if i not in self.cache}
+        if wanted:
+            for aggregate in self.store.load_many(wanted).values():
+                self.cache.put(aggregate)
+
+    def _decide(self, s: Submission) -> None:
+        uow = UnitOfWork(
+            user_id=s.user_id, now=self.clock(), new_id=self.new_id, cache=self.cache, load=self.store.load_many
+        )
+        try:
+            s.reply = self.handlers[s.name](s.payload, uow)
+        except Exception as error:
+            s.error = translate(error)
+            if any(a.pending_events for a in uow.touched.values()):
+                self.cache.evict(uow.touched)
+                raise _Rerun from None
+            return
+        for aggregate in uow.touched.values():
+            s.events.extend(aggregate.collect_events())
+
+    def _save(self, batch: list[Submission]) -> None:
+        decided = [s for s in batch if s.reply is not None and s.error is None and not s.replayed]
+        decided = [s for s in decided if s.duplicate_of is None]
+        stored = [self.store.mapper.to_stored_event(e) for s in decided for e in s.events]
+
+        def replies_at(notification_ids: Sequence[int]) -> list[IdempotencyRecord]:
+            ids = iter(notification_ids)
+            for s in decided:
+                positions = [next(ids) for _ in s.events]
+                if positions:
+                    s.reply["position"] = positions[-1]
+            return [
+                IdempotencyRecord(s.user_id, s.key, s.fingerprint, orjson.dumps(s.reply))
+                for s in decided
+                if s.events or s.client_key
+            ]
+
+        self.store.recorder.record(stored, replies_at)

@@ -1,0 +1,79 @@
+"""Read-your-writes: lets a query wait until the read models include a given log position."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import psycopg
+from psycopg.sql import SQL, Identifier
+
+from adapters.postgres import PostgresTarget
+from projections.engine import PROGRESS_CHANNEL
+from services.errors import ChronicleError
+
+log = logging.getLogger(__name__)
+
+
+class ProjectionPositions:
+    """Tracks each projection's committed position from NOTIFY, with a polling fallback."""
+
+    def __init__(self, target: PostgresTarget, names: list[str], poll_interval: float = 1.0):
+        self.target = target
+        self.names = names
+        self.poll_interval = poll_interval
+        self.positions: dict[str, int] = dict.fromkeys(names, 0)
+        self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._listen(), name="projection-positions")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def wait_for(self, names: list[str], position: int | None, timeout: float) -> None:
+        if position is None or all(self.positions.get(n, 0) >= position for n in names):
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._changed:
+                    await self._changed.wait_for(lambda: all(self.positions.get(n, 0) >= position for n in names))
+        except TimeoutError:
+            raise ChronicleError(
+                "unavailable",
+                f"read models have not reached position {position} yet; retry later",
+                [{"field": "min_position", "rule": "reached", "message": "not reached in time"}],
+            ) from None
+
+    async def _record(self, name: str, position: int) -> None:
+        if name in self.positions and position > self.positions[name]:
+            self.positions[name] = position
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def _poll(self, conn: psycopg.AsyncConnection) -> None:
+        cur = await conn.execute("SELECT name, position FROM chronicle.projections WHERE name = ANY(%s)", (self.names,))
+        for name, position in await cur.fetchall():
+            await self._record(name, position)
+
+    async def _listen(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.target.url, autocommit=True) as conn:
+                    await conn.execute(SQL("LISTEN {}").format(Identifier(PROGRESS_CHANNEL)))
+                    backoff = 0.1
+                    while True:
+                        await self._poll(conn)
+                        async for notify in conn.notifies(timeout=self.poll_interval):
+                            name, _, position = notify.payload.rpartition(":")
+                            await self._record(name, int(position))
+            except psycopg.Error as error:
+                log.warning("positions listener lost; reconnecting", extra={"error_type": type(error).__name__})
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)

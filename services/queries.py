@@ -1,0 +1,178 @@
+"""Query handlers: read models only, always scoped to the caller, via the async driver."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import orjson
+from psycopg.rows import dict_row
+from psycopg.sql import SQL, Identifier
+from psycopg_pool import AsyncConnectionPool
+
+from services import contract as c
+from services.errors import ChronicleError
+
+CONVERSATION_COLUMNS = (
+    "id, title, tags, session_id, message_count, first_message, created_at, updated_at"
+)
+
+
+def not_found(kind: str, ident: UUID) -> ChronicleError:
+    return ChronicleError("not_found", f"{kind} {ident} not found")
+
+
+class Queries:
+    def __init__(self, pool: AsyncConnectionPool, *, language: str = "english"):
+        self.pool = pool
+        self.language = language
+
+    async def _all(self, query: Any, params: Any) -> list[dict[str, Any]]:
+        async with self.pool.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(query, params, prepare=True)
+            return await cur.fetchall()
+
+    async def _one(self, query: Any, params: Any) -> dict[str, Any] | None:
+        rows = await self._all(query, params)
+        return rows[0] if rows else None
+
+    # --- sessions -------------------------------------------------------------------------
+
+    async def list_sessions(self, user: str, q: c.ListSessions) -> dict[str, Any]:
+        rows = await self._all(
+            "SELECT id, name, description, kind, tags, status, conversation_count, created_at, updated_at,"
+            " count(*) OVER () AS total FROM rm_history.sessions"
+            " WHERE owner = %(user)s AND (%(kind)s::text IS NULL OR kind = %(kind)s)"
+            " ORDER BY created_at DESC, id LIMIT %(limit)s OFFSET %(offset)s",
+            {"user": user, "kind": q.kind, "limit": q.limit, "offset": q.offset},
+        )
+        return page(rows, q.limit, q.offset)
+
+    async def get_session(self, user: str, q: c.GetSession) -> dict[str, Any]:
+        row = await self._one(
+            "SELECT id, name, description, kind, tags, status, conversation_count, created_at, updated_at"
+            " FROM rm_history.sessions WHERE id = %s AND owner = %s",
+            (q.session_id, user),
+        )
+        if row is None:
+            raise not_found("session", q.session_id)
+        return row
+
+    # --- conversations --------------------------------------------------------------------
+
+    async def list_conversations(self, user: str, q: c.ListConversations) -> dict[str, Any]:
+        # sort_by and order are closed Literals; they become identifiers and keywords, never text.
+        order = SQL("DESC" if q.order == "desc" else "ASC")
+        query = SQL(
+            "SELECT " + CONVERSATION_COLUMNS + ", count(*) OVER () AS total FROM rm_history.conversations"
+            " WHERE owner = %(user)s AND tags @> %(tags)s::text[]"
+            " AND (%(session)s::uuid IS NULL OR session_id = %(session)s)"
+            " ORDER BY {sort} {order}, id {order} LIMIT %(limit)s OFFSET %(offset)s"
+        ).format(sort=Identifier(q.sort_by), order=order)
+        rows = await self._all(
+            query,
+            {"user": user, "tags": q.tags, "session": q.session_id, "limit": q.limit, "offset": q.offset},
+        )
+        if not rows and q.offset:
+            total = await self._one(
+                "SELECT count(*) AS total FROM rm_history.conversations WHERE owner = %(user)s"
+                " AND tags @> %(tags)s::text[] AND (%(session)s::uuid IS NULL OR session_id = %(session)s)",
+                {"user": user, "tags": q.tags, "session": q.session_id},
+            )
+            return {"items": [], "total": total["total"] if total else 0, "limit": q.limit, "offset": q.offset}
+        return page(rows, q.limit, q.offset)
+
+    async def get_conversation(self, user: str, conversation_id: UUID) -> dict[str, Any]:
+        conversation = await self._one(
+            "SELECT " + CONVERSATION_COLUMNS + ", document_context, embedding_provider"
+            " FROM rm_history.conversations WHERE id = %s AND owner = %s",
+            (conversation_id, user),
+        )
+        if conversation is None:
+            raise not_found("conversation", conversation_id)
+        conversation["messages"] = await self._all(
+            "SELECT id, role, content, metadata, pinned, message_type, created_at"
+            " FROM rm_history.messages WHERE conversation_id = %s ORDER BY seq",
+            (conversation_id,),
+        )
+        return conversation
+
+    async def search_conversations(self, user: str, q: c.SearchConversations) -> dict[str, Any]:
+        # The owner lexeme is ANDed into the query so the GIN index returns only the
+        # caller's documents; ts_rank then scores just those, and ts_headline runs only
+        # on the page returned.
+        rows = await self._all(
+            """
+            WITH query AS (
+                SELECT websearch_to_tsquery(%(language)s::regconfig, %(q)s) AS words,
+                       ('owner' || md5(%(user)s))::tsquery AS mine
+            ),
+            hits AS (
+                SELECT m.conversation_id, m.id AS message_id, m.content AS text, m.created_at,
+                       ts_rank(m.tsv, query.words) AS score
+                FROM rm_search.messages m, query
+                WHERE m.tsv @@ (query.words && query.mine) AND numnode(query.words) > 0
+                UNION ALL
+                SELECT c.id, NULL, c.title, c.created_at, ts_rank(c.tsv, query.words) * 2
+                FROM rm_search.conversations c, query
+                WHERE c.tsv @@ (query.words && query.mine) AND numnode(query.words) > 0
+            ),
+            best AS (
+                SELECT * FROM hits ORDER BY score DESC, created_at DESC LIMIT %(limit)s
+            )
+            SELECT best.conversation_id, sc.title, best.message_id, best.created_at,
+                   ts_headline(%(language)s::regconfig, best.text, query.words,
+                               'StartSel=<mark>, StopSel=</mark>, MaxWords=30, MinWords=10') AS snippet
+            FROM best JOIN rm_search.conversations sc ON sc.id = best.conversation_id, query
+            ORDER BY best.score DESC, best.created_at DESC
+            """,
+            {"language": self.language, "q": q.q, "user": user, "limit": q.limit},
+        )
+        for rank, row in enumerate(rows, start=1):
+            row["rank"] = rank
+        return {"items": rows, "query": q.q}
+
+    async def conversation_stats(self, user: str, q: c.ConversationStatsQuery) -> dict[str, Any]:
+        totals = await self._one(
+            "SELECT coalesce(u.conversations, 0) AS total_conversations, coalesce(u.messages, 0) AS total_messages,"
+            " (SELECT min(created_at) FROM rm_stats.conversations WHERE owner = %(user)s) AS first_conversation_at,"
+            " (SELECT max(created_at) FROM rm_stats.conversations WHERE owner = %(user)s) AS last_conversation_at"
+            " FROM (SELECT 1) one LEFT JOIN rm_stats.users u ON u.owner = %(user)s",
+            {"user": user},
+        )
+        assert totals is not None
+        tags = await self._all(
+            "SELECT tag, count FROM rm_stats.tags WHERE owner = %s AND count > 0"
+            " ORDER BY count DESC, tag LIMIT %s",
+            (user, q.top_tags),
+        )
+        conversations = totals["total_conversations"]
+        totals["average_messages"] = round(totals["total_messages"] / conversations, 2) if conversations else 0.0
+        totals["top_tags"] = tags
+        return totals
+
+    async def export_conversation(self, user: str, q: c.ExportConversation) -> dict[str, Any]:
+        conversation = await self.get_conversation(user, q.conversation_id)
+        if q.format == "json":
+            content = orjson.dumps(conversation, option=orjson.OPT_INDENT_2).decode()
+        else:
+            content = to_markdown(conversation)
+        return {"format": q.format, "content": content}
+
+
+def page(rows: list[dict[str, Any]], limit: int, offset: int) -> dict[str, Any]:
+    total = rows[0]["total"] if rows else 0
+    for row in rows:
+        del row["total"]
+    return {"items": rows, "total": total, "limit": limit, "offset": offset}
+
+
+def to_markdown(conversation: dict[str, Any]) -> str:
+    lines = [f"# {conversation['title'] or 'Untitled conversation'}", ""]
+    if conversation["tags"]:
+        lines += ["Tags: " + ", ".join(conversation["tags"]), ""]
+    lines += [f"Created: {conversation['created_at'].isoformat()}", ""]
+    for message in conversation["messages"]:
+        lines += [f"## {message['role']} · {message['created_at'].isoformat()}", "", message["content"], ""]
+    return "\n".join(lines)

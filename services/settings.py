@@ -1,0 +1,35 @@
+"""Configuration from CHRONICLE_* environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CHRONICLE_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None, description="PostgreSQL URL; unset starts an embedded server under data_dir"
+    )
+    nats_url: str | None = Field(
+        default=None, description="NATS URL; unset starts an embedded nats-server under data_dir"
+    )
+    data_dir: Path = Field(default=Path(".chronicle"), description="where embedded servers keep data")
+    subject_prefix: str = Field(default="chronicle", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+    service_name: str = "chronicle"
+
+    jwt_secret: str | None = Field(default=None, description="HS256 secret for bearer tokens")
+    jwt_public_key: str | None = Field(default=None, description="RS256 public key (PEM) for bearer tokens")
+
+    log_level: str = "INFO"
+    max_in_flight: int = Field(default=2048, ge=1, description="requests handled at once per instance")
+    group_commit_max_batch: int = Field(default=512, ge=1)
+    aggregate_cache_size: int = Field(default=20_000, ge=0)
+    projection_batch_size: int = Field(default=2000, ge=1)
+    run_projections: bool = Field(default=True, description="run the projection engine in this process")
+    query_wait_timeout: float = Field(default=5.0, gt=0, description="seconds a query waits for min_position")
+    query_pool_size: int = Field(default=8, ge=1)
+    search_language: str = Field(default="english", description="Postgres text search configuration")

@@ -1,0 +1,79 @@
+"""What one command sees while it runs: the caller, the clock, and the aggregates it touches."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeVar
+from uuid import UUID
+
+from domain.base import Aggregate
+from domain.errors import NotFound
+
+A = TypeVar("A", bound=Aggregate)
+
+
+class AggregateCache:
+    """Least-recently-used aggregates, owned by the single writer thread."""
+
+    def __init__(self, maxsize: int):
+        self.maxsize = maxsize
+        self._items: OrderedDict[UUID, Aggregate] = OrderedDict()
+
+    def get(self, aggregate_id: UUID) -> Aggregate | None:
+        aggregate = self._items.get(aggregate_id)
+        if aggregate is not None:
+            self._items.move_to_end(aggregate_id)
+        return aggregate
+
+    def put(self, aggregate: Aggregate) -> None:
+        self._items[aggregate.id] = aggregate
+        self._items.move_to_end(aggregate.id)
+        while len(self._items) > self.maxsize:
+            self._items.popitem(last=False)
+
+    def evict(self, aggregate_ids: object) -> None:
+        for aggregate_id in aggregate_ids:  # type: ignore[attr-defined]
+            self._items.pop(aggregate_id, None)
+
+    def __contains__(self, aggregate_id: UUID) -> bool:
+        return aggregate_id in self._items
+
+
+class UnitOfWork:
+    """Hands a command handler its aggregates; remembers which ones it touched."""
+
+    def __init__(
+        self,
+        *,
+        user_id: str,
+        now: datetime,
+        new_id: Callable[[], UUID],
+        cache: AggregateCache,
+        load: Callable[[list[UUID]], dict[UUID, Aggregate]],
+    ):
+        self.user_id = user_id
+        self.now = now
+        self.new_id = new_id
+        self._cache = cache
+        self._load = load
+        self.touched: dict[UUID, Aggregate] = {}
+
+    def get(self, kind: type[A], aggregate_id: UUID) -> A:
+        """The caller's aggregate of this kind, or NotFound (missing, deleted, or not theirs)."""
+        aggregate = self.touched.get(aggregate_id) or self._cache.get(aggregate_id)
+        if aggregate is None:
+            aggregate = self._load([aggregate_id]).get(aggregate_id)
+            if aggregate is not None:
+                self._cache.put(aggregate)
+        if not isinstance(aggregate, kind):
+            raise NotFound(f"{kind.__name__.lower()} {aggregate_id} not found")
+        aggregate.check_visible_to(self.user_id)
+        self.touched[aggregate_id] = aggregate
+        return aggregate
+
+    def add(self, aggregate: A) -> A:
+        self.touched[aggregate.id] = aggregate
+        self._cache.put(aggregate)
+        return aggregate

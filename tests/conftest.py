@@ -1,0 +1,84 @@
+"""Shared fixtures: real servers, a fresh database per session, a running Chronicle."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from adapters.auth import TokenAuthority
+from services.bootstrap import Chronicle, bootstrap
+from services.client import ChronicleClient
+from services.settings import Settings
+from tests.servers import TestServers, test_servers
+
+JWT_SECRET = "chronicle-test-secret-that-is-long-enough-for-hs256"
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestServers]:
+    with test_servers(tmp_path_factory.mktemp("servers")) as found:
+        yield found
+
+
+@pytest.fixture(scope="session")
+def database_url(servers: TestServers) -> Iterator[str]:
+    with servers.fresh_database() as url:
+        yield url
+
+
+def make_settings(database_url: str, nats_url: str, data_dir: Path, **overrides: object) -> Settings:
+    return Settings(
+        database_url=database_url,
+        nats_url=nats_url,
+        data_dir=data_dir,
+        subject_prefix=f"t{uuid.uuid4().hex[:10]}",
+        jwt_secret=JWT_SECRET,
+        **overrides,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str, servers: TestServers, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return make_settings(database_url, servers.nats_url, tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture(scope="session")
+async def chronicle(settings: Settings) -> AsyncIterator[Chronicle]:
+    instance = await bootstrap(settings)
+    yield instance
+    await instance.stop()
+
+
+@pytest.fixture(scope="session")
+def authority() -> TokenAuthority:
+    return TokenAuthority(secret=JWT_SECRET)
+
+
+ClientFactory = Callable[..., Awaitable[ChronicleClient]]
+
+
+@pytest.fixture(scope="session")
+async def connect(chronicle: Chronicle, authority: TokenAuthority) -> AsyncIterator[ClientFactory]:
+    """`await connect(user_id=None)`: a client for that user (a fresh random user by default)."""
+    clients: list[ChronicleClient] = []
+
+    async def make(user_id: str | None = None) -> ChronicleClient:
+        client = await ChronicleClient.connect(
+            chronicle.nats_url,
+            authority.issue(user_id or f"user-{uuid.uuid4().hex[:12]}"),
+            prefix=chronicle.settings.subject_prefix,
+        )
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.close()
+
+
+@pytest.fixture
+async def client(connect: ClientFactory) -> ChronicleClient:
+    return await connect()

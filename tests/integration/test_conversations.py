@@ -1,0 +1,115 @@
+"""Conversation commands and queries over real NATS and Postgres."""
+
+from __future__ import annotations
+
+import uuid
+
+import orjson
+import pytest
+
+from services.client import ChronicleClient, ChronicleError
+from tests.conftest import ClientFactory
+
+
+async def test_start_add_list_get(client: ChronicleClient) -> None:
+    started = await client.conversations.start(tags=["work"])
+    first = await client.conversations.add_message(started.conversation_id, "user", "Plan the quarterly review")
+    await client.conversations.add_message(started.conversation_id, "agent", "Here is a plan", pinned=True)
+
+    page = await client.conversations.list()
+    assert page.total == 1
+    [summary] = page.items
+    assert summary.id == started.conversation_id
+    assert summary.title == "Plan the quarterly review"
+    assert summary.message_count == 2
+    assert summary.first_message == "Plan the quarterly review"
+    assert summary.updated_at >= summary.created_at
+
+    conversation = await client.conversations.get(started.conversation_id)
+    assert [m.content for m in conversation.messages] == ["Plan the quarterly review", "Here is a plan"]
+    assert conversation.messages[0].id == first.message_id
+    assert conversation.messages[1].pinned is True
+
+
+async def test_invalid_input_names_the_field_and_writes_nothing(client: ChronicleClient) -> None:
+    started = await client.conversations.start(title="limits")
+    cases = [
+        ({"role": "user", "content": ""}, "content"),
+        ({"role": "user", "content": "x" * 10_001}, "content"),
+        ({"role": "robot", "content": "hi"}, "role"),
+        ({"role": "user", "content": "hi", "surprise": 1}, "surprise"),
+    ]
+    for fields, field in cases:
+        payload = {"conversation_id": str(started.conversation_id), **fields}
+        with pytest.raises(ChronicleError) as raised:
+            await client.request("cmd.conversation.add_message", payload)
+        assert raised.value.code == "invalid"
+        assert field in raised.value.fields
+    with pytest.raises(ChronicleError) as raised:
+        await client.conversations.start(title="t" * 501)
+    assert raised.value.fields == ["title"]
+    with pytest.raises(ChronicleError) as raised:
+        await client.conversations.start(tags=[f"t{i}" for i in range(11)])
+    assert raised.value.fields == ["tags"]
+    conversation = await client.conversations.get(started.conversation_id)
+    assert conversation.messages == []
+
+
+async def test_bad_json_and_missing_token(client: ChronicleClient) -> None:
+    reply = orjson.loads(
+        (await client.nc.request(f"{client.prefix}.cmd.conversation.start", b"{not json", timeout=5,
+                                 headers={"Authorization": f"Bearer {client.token}"})).data
+    )
+    assert reply["ok"] is False and reply["error"]["code"] == "invalid"
+    for headers in ({}, {"Authorization": "Bearer nonsense"}, {"Authorization": "Basic abc"}):
+        reply = orjson.loads(
+            (await client.nc.request(f"{client.prefix}.query.conversations.list", b"{}", timeout=5,
+                                     headers=headers)).data
+        )
+        assert reply["error"]["code"] == "unauthorized"
+
+
+async def test_another_users_conversation_is_not_found(connect: ClientFactory) -> None:
+    alice, mallory = await connect(), await connect()
+    started = await alice.conversations.start(title="private")
+    missing = uuid.uuid4()
+    for target in (started.conversation_id, missing):
+        for attempt in (
+            mallory.conversations.get(target),
+            mallory.conversations.add_message(target, "user", "sneaky"),
+            mallory.conversations.update(target, title="mine"),
+            mallory.conversations.delete(target),
+            mallory.conversations.export(target),
+        ):
+            with pytest.raises(ChronicleError) as raised:
+                await attempt
+            assert raised.value.code == "not_found"
+    assert (await mallory.conversations.list()).total == 0
+    assert (await alice.conversations.get(started.conversation_id)).title == "private"
+
+
+async def test_delete_removes_from_every_read_model(client: ChronicleClient) -> None:
+    started = await client.conversations.start(title="ephemeral zebra", tags=["gone"])
+    await client.conversations.add_message(started.conversation_id, "user", "zebra crossing")
+    assert (await client.conversations.search("zebra")).items
+    await client.conversations.delete(started.conversation_id)
+    assert (await client.conversations.list()).total == 0
+    assert (await client.conversations.search("zebra")).items == []
+    stats = await client.conversations.stats()
+    assert (stats.total_conversations, stats.total_messages, stats.top_tags) == (0, 0, [])
+    with pytest.raises(ChronicleError) as raised:
+        await client.conversations.get(started.conversation_id)
+    assert raised.value.code == "not_found"
+
+
+async def test_sessions(client: ChronicleClient) -> None:
+    session = await client.sessions.create("research", tags=["r"])
+    await client.conversations.start(session_id=session.session_id)
+    await client.sessions.update(session.session_id, name="research 2")
+    got = await client.sessions.get(session.session_id)
+    assert (got.name, got.conversation_count, got.status) == ("research 2", 1, "open")
+    await client.sessions.close(session.session_id)
+    with pytest.raises(ChronicleError) as raised:
+        await client.conversations.start(session_id=session.session_id)
+    assert raised.value.code == "conflict"
+    assert (await client.sessions.list()).items[0].status == "closed"
