@@ -8,12 +8,14 @@ together reach the group commit together.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import nats.errors
 import orjson
 from nats.aio.client import Client as NATS
 from nats.micro import add_service
@@ -96,10 +98,18 @@ class NatsService:
             )
 
     async def stop(self) -> None:
-        """Stop taking requests, then let the ones already taken finish."""
+        """Stop taking requests, answer those already delivered, then let them all finish.
+
+        Service.stop() would unsubscribe, dropping requests already delivered to this
+        process but not yet dispatched; draining each endpoint's subscription answers them.
+        The service's own $SRV subscriptions go when the connection drains.
+        """
         if self.service is not None:
-            await self.service.stop()
-        if self.in_flight:
+            for endpoint in self.service._endpoints:  # nats.micro has no public drain
+                if endpoint._subscription is not None:
+                    with contextlib.suppress(nats.errors.Error):
+                        await endpoint._subscription.drain()
+        while self.in_flight:
             await asyncio.gather(*self.in_flight, return_exceptions=True)
 
     def _dispatcher(self, route: Route) -> Callable[[Request], Awaitable[None]]:

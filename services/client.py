@@ -42,8 +42,11 @@ class ChronicleClient:
         self.conversations = Conversations(self)
 
     @classmethod
-    async def connect(cls, url: str, token: str, **kwargs: Any) -> ChronicleClient:
-        client = cls(await nats.connect(url), token, **kwargs)
+    async def connect(
+        cls, url: str, token: str, *, nats_options: dict[str, Any] | None = None, **kwargs: Any
+    ) -> ChronicleClient:
+        """Connect to NATS at `url`; `nats_options` go to nats.connect (e.g. reconnect_time_wait)."""
+        client = cls(await nats.connect(url, **(nats_options or {})), token, **kwargs)
         client._owns_connection = True
         return client
 

@@ -19,6 +19,8 @@ LOCAL_NATS = "nats://127.0.0.1:4222"
 
 @dataclass
 class TestServers:
+    __test__ = False  # a fixture value, not a test class
+
     admin_url: str  # a database we may CREATE DATABASE from
     nats_url: str
 

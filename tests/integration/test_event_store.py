@@ -1,0 +1,27 @@
+"""The database itself keeps stored events append-only."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from services.bootstrap import Chronicle
+from services.client import ChronicleClient
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE chronicle.events SET state = 'x'::bytea",
+        "DELETE FROM chronicle.events",
+        "TRUNCATE chronicle.events",
+    ],
+)
+async def test_stored_events_cannot_change(chronicle: Chronicle, client: ChronicleClient, statement: str) -> None:
+    started = await client.conversations.start(title="immutable")
+    before = chronicle.store.events_of(started.conversation_id)
+    # The service's own role (a superuser here) is refused too: the trigger binds everyone.
+    with psycopg.connect(chronicle.target.url) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+            conn.execute(statement)
+    assert chronicle.store.events_of(started.conversation_id) == before

@@ -1,0 +1,99 @@
+"""Postgres or NATS going away: clear errors or reconnection, never a half-write, no restart."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from adapters.auth import TokenAuthority
+from adapters.embedded import EmbeddedNats
+from services.bootstrap import bootstrap
+from services.client import ChronicleClient, ChronicleError
+from tests.conftest import make_settings
+from tests.servers import TestServers
+
+
+def terminate_connections(admin_url: str, database_url: str) -> int:
+    dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        return len(
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (dbname,),
+            ).fetchall()
+        )
+
+
+async def test_service_survives_postgres_dropping_every_connection(
+    servers: TestServers, authority: TokenAuthority, tmp_path: Path
+) -> None:
+    with servers.fresh_database() as url:
+        instance = await bootstrap(make_settings(url, servers.nats_url, tmp_path))
+        client = await ChronicleClient.connect(
+            instance.nats_url, authority.issue(f"u-{uuid.uuid4().hex}"), prefix=instance.settings.subject_prefix
+        )
+        try:
+            started = await client.conversations.start(title="before")
+            await client.conversations.add_message(started.conversation_id, "user", "first")
+            assert terminate_connections(servers.admin_url, url) > 0
+
+            outcomes = []
+            for n in range(5):
+                try:
+                    await client.conversations.add_message(started.conversation_id, "user", f"after {n}")
+                    outcomes.append("ok")
+                except ChronicleError as error:
+                    assert error.code == "unavailable"
+                    outcomes.append(error.code)
+            assert outcomes[-1] == "ok", "the service works again without a restart"
+
+            # Read models catch up too: the projections and the positions listener reconnected.
+            conversation = await client.conversations.get(started.conversation_id)
+            expected = ["first"] + [f"after {n}" for n, o in enumerate(outcomes) if o == "ok"]
+            assert [m.content for m in conversation.messages] == expected
+            assert len(instance.store.events_of(started.conversation_id)) == len(expected) + 1  # + Started
+        finally:
+            await client.close()
+            await instance.stop()
+
+
+async def test_service_and_client_reconnect_when_nats_restarts(
+    database_url: str, authority: TokenAuthority, tmp_path: Path
+) -> None:
+    nats_server = EmbeddedNats(tmp_path / "nats")
+    nats_url = nats_server.start()
+    instance = await bootstrap(make_settings(database_url, nats_url, tmp_path))
+    client = await ChronicleClient.connect(
+        nats_url,
+        authority.issue(f"u-{uuid.uuid4().hex}"),
+        prefix=instance.settings.subject_prefix,
+        nats_options={"reconnect_time_wait": 0.1, "max_reconnect_attempts": -1},
+        timeout=2.0,
+    )
+    try:
+        started = await client.conversations.start(title="nats outage")
+        nats_server.stop()
+        with pytest.raises(Exception):
+            await client.conversations.add_message(started.conversation_id, "user", "lost in the void")
+        nats_server.start()
+
+        async def works_again() -> None:
+            while True:
+                try:
+                    await client.conversations.add_message(started.conversation_id, "user", "back")
+                    return
+                except Exception:
+                    await asyncio.sleep(0.1)
+
+        await asyncio.wait_for(works_again(), timeout=30)
+        conversation = await client.conversations.get(started.conversation_id)
+        assert [m.content for m in conversation.messages][-1] == "back"
+        assert "lost in the void" not in [m.content for m in conversation.messages]
+    finally:
+        await client.close()
+        await instance.stop()
+        nats_server.stop()
