@@ -74,6 +74,8 @@ class EmbeddedNats:
              *self.extra_args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            # Its own session: a Ctrl-C meant for us must not kill it before we drain.
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while not reachable("127.0.0.1", self.port):

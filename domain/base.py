@@ -34,6 +34,13 @@ class Aggregate(BaseAggregate[UUID]):
         def apply(self, aggregate: Aggregate) -> None:
             aggregate.owner = self.owner
 
+    def trigger_event(self, event_class: type, **kwargs: object) -> None:  # type: ignore[override]
+        # An aggregate's events never go back in time, even if two instances' clocks differ.
+        at = kwargs.get("timestamp")
+        if isinstance(at, datetime) and at < self.modified_on:
+            kwargs["timestamp"] = self.modified_on
+        super().trigger_event(event_class, **kwargs)  # type: ignore[arg-type]
+
     def check_visible_to(self, user_id: str) -> None:
         """Another user's aggregate is reported exactly like a missing one."""
         if self.owner != user_id or self.is_gone():

@@ -52,7 +52,8 @@ class ChronicleClient:
 
     async def close(self) -> None:
         if self._owns_connection:
-            await self.nc.drain()
+            # Drain when connected so replies in flight arrive; otherwise just let go.
+            await (self.nc.drain() if self.nc.is_connected else self.nc.close())
 
     async def __aenter__(self) -> ChronicleClient:
         return self

@@ -32,4 +32,6 @@ def configure(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    logging.getLogger("nats").setLevel(logging.WARNING)
+    logging.captureWarnings(True)  # library warnings become JSON lines too
+    for noisy in ("nats", "pgserver", "py.warnings"):
+        logging.getLogger(noisy).setLevel(logging.WARNING if noisy != "py.warnings" else logging.ERROR)

@@ -79,3 +79,11 @@ def test_update_records_only_changes() -> None:
     assert conversation.collect_events() == []
     conversation.update(at=NOW, title="B", tags=["y"])
     assert [type(e).__name__ for e in conversation.collect_events()] == ["Retitled", "Retagged"]
+
+
+def test_event_times_never_go_backwards() -> None:
+    conversation = started()
+    conversation.add_message(message_id=uuid4(), at=NOW - timedelta(minutes=5), role="user", content="late clock")
+    times = [e.timestamp for e in conversation.collect_events()]
+    assert times == sorted(times)
+    assert times[-1] == NOW
