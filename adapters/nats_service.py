@@ -48,18 +48,10 @@ def envelope_error(error: ChronicleError) -> bytes:
 
 
 def parse(model: type[BaseModel], data: bytes) -> BaseModel:
+    # pydantic's own JSON parser keeps big integers exact (orjson would turn them into
+    # floats), so the model's validators can refuse them instead of storing a changed value.
     try:
-        payload = orjson.loads(data) if data.strip() else {}
-    except orjson.JSONDecodeError:
-        raise ChronicleError(
-            "invalid", "payload is not JSON", [{"field": "payload", "rule": "json", "message": "not JSON"}]
-        ) from None
-    if not isinstance(payload, dict):
-        raise ChronicleError(
-            "invalid", "payload must be a JSON object", [{"field": "payload", "rule": "object", "message": "not an object"}]
-        )
-    try:
-        return model.model_validate(payload)
+        return model.model_validate_json(data if data.strip() else b"{}")
     except ValidationError as error:
         raise translate(error) from None
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from domain.base import Aggregate, check_text, normalise_tags
+from domain.hitl import HumanInTheLoop
 
 MAX_TITLE = 500
 MAX_CONTENT = 10_000
@@ -28,8 +29,8 @@ def derive_title(content: str) -> str:
     return cut.rstrip() + "…"
 
 
-class Conversation(Aggregate):
-    """State: owner, title, title_derived, tags, session_id, message_count, deleted.
+class Conversation(HumanInTheLoop, Aggregate):
+    """State: owner, title, title_derived, tags, session_id, message_count, deleted, checkpoints.
 
     (Plain attributes set by the events' apply methods: class-level annotations would
     make eventsourcing generate an __init__ that expects them.)
@@ -50,6 +51,7 @@ class Conversation(Aggregate):
             conversation.session_id = self.session_id
             conversation.message_count = 0
             conversation.deleted = False
+            conversation.checkpoints = {}
 
     class MessageAdded(Aggregate.Event):
         message_id: UUID

@@ -8,11 +8,14 @@ class DomainError(Exception):
 
     code = "invalid"
 
-    def __init__(self, message: str, *, field: str | None = None, rule: str | None = None):
+    def __init__(
+        self, message: str, *, field: str | None = None, rule: str | None = None, context: dict | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.field = field
         self.rule = rule
+        self.context = context or {}
 
 
 class InvalidCommand(DomainError):

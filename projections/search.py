@@ -1,8 +1,10 @@
 """Search read model: Postgres full text over message content and conversation titles.
 
-Every document's tsvector also holds one lexeme naming its owner ('owner' || md5(owner)),
+Every document's tsvector also holds one lexeme naming its owner ('OWNER ' || md5(owner)),
 so a query ANDs it in and the GIN index yields only the caller's matches: no extension
-needed, and a common word never makes Postgres look at every user's rows.
+needed, and a common word never makes Postgres look at every user's rows. The lexeme has
+an upper-case word and a space, which to_tsvector never produces, so no text a user
+writes can forge another user's lexeme (queries also filter on the owner column).
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from psycopg import Cursor
 from domain.conversation import Conversation
 from projections.base import Projection, handles
 
-OWNER_LEXEME_SQL = "array_to_tsvector(ARRAY['owner' || md5({owner})])"
+OWNER_LEXEME_SQL = "array_to_tsvector(ARRAY['OWNER ' || md5({owner})])"
 
 
 class SearchProjection(Projection):
     name = "search"
-    version = 1
+    version = 2
     tables = """
     CREATE TABLE {schema}.conversations (
         id uuid PRIMARY KEY,

@@ -25,6 +25,8 @@ QUERIES: dict[str, tuple[type[c.Query], list[str], QueryFn]] = {
     "conversations.search": (c.SearchConversations, ["search"], Queries.search_conversations),
     "conversations.stats": (c.ConversationStatsQuery, ["stats"], Queries.conversation_stats),
     "conversations.export": (c.ExportConversation, ["history"], Queries.export_conversation),
+    "hitl.get": (c.GetRun, ["hitl"], Queries.get_run),
+    "hitl.list": (c.ListRuns, ["hitl"], Queries.list_runs),
 }
 
 

@@ -17,23 +17,27 @@ from psycopg_pool import AsyncConnectionPool
 from adapters.auth import TokenAuthority
 from adapters.embedded import EmbeddedNats, EmbeddedPostgres
 from adapters.event_store import EventStore
+from adapters.jetstream import ensure_stream
 from adapters.nats_service import NatsService
 from adapters.postgres import PostgresTarget, migrate
 from projections.base import Projection
 from projections.engine import ProjectionEngine
 from projections.history import HistoryProjection
+from projections.hitl import HitlProjection
 from projections.search import SearchProjection
 from projections.stats import StatsProjection
 from services.api import routes
 from services.command_bus import CommandBus
-from services.commands import COMMANDS
+from services.contract import hitl_stream
+from services.hitl_coordinator import ExpirySweeper, SignalRelay
+from services.commands import COMMANDS, INTERNAL_COMMANDS
 from services.positions import ProjectionPositions
 from services.queries import Queries
 from services.settings import Settings
 
 log = logging.getLogger(__name__)
 
-PROJECTIONS: list[type[Projection]] = [HistoryProjection, StatsProjection, SearchProjection]
+PROJECTIONS: list[type[Projection]] = [HistoryProjection, StatsProjection, SearchProjection, HitlProjection]
 
 
 def projection_options(settings: Settings, projection_class: type[Projection]) -> dict[str, object]:
@@ -110,7 +114,7 @@ async def bootstrap(
 
         store = await asyncio.to_thread(EventStore, target)
         stack.callback(store.close)
-        handlers = {name: handler for name, (_, handler) in COMMANDS.items()}
+        handlers = {name: handler for name, (_, handler) in (COMMANDS | INTERNAL_COMMANDS).items()}
         bus = CommandBus(
             store,
             handlers,
@@ -142,6 +146,15 @@ async def bootstrap(
             servers.nats_url, name=settings.service_name, max_reconnect_attempts=-1, reconnect_time_wait=0.5
         )
         stack.push_async_callback(nc.drain)
+        js = nc.jetstream()
+        await ensure_stream(js, hitl_stream(settings.subject_prefix), [f"{settings.subject_prefix}.hitl.>"])
+        if settings.run_projections:
+            relay = SignalRelay(target.url, js, settings.subject_prefix)
+            await relay.start()
+            stack.push_async_callback(relay.stop)
+            sweeper = ExpirySweeper(queries.due_runs, bus.execute)
+            await sweeper.start()
+            stack.push_async_callback(sweeper.stop)
         service = NatsService(
             nc,
             routes(settings.subject_prefix, bus, queries, positions, settings.query_wait_timeout),

@@ -15,6 +15,7 @@ from nats.aio.client import Client as NATS
 from pydantic import BaseModel, ValidationError
 
 from services import contract as c
+from services.client_hitl import Hitl
 from services.errors import ChronicleError, invalid_from_validation
 
 __all__ = ["ChronicleClient", "ChronicleError"]
@@ -31,6 +32,8 @@ def build(model: type[R], **fields: Any) -> R:
 
 
 class ChronicleClient:
+    build = staticmethod(build)
+
     def __init__(self, nc: NATS, token: str, *, prefix: str = "chronicle", timeout: float = 10.0):
         self.nc = nc
         self.token = token
@@ -40,6 +43,7 @@ class ChronicleClient:
         self._owns_connection = False
         self.sessions = Sessions(self)
         self.conversations = Conversations(self)
+        self.hitl = Hitl(self)
 
     @classmethod
     async def connect(
@@ -81,10 +85,13 @@ class ChronicleClient:
         data = await self.request(
             f"cmd.{action}", request.model_dump(mode="json", exclude_unset=True), idempotency_key=idempotency_key
         )
-        position = data.get("position")
+        self.observed(data.get("position"))
+        return reply.model_validate(data)
+
+    def observed(self, position: int | None) -> None:
+        """Reads from now on include this log position (a write's, or a signal's)."""
         if position is not None and (self.last_position is None or position > self.last_position):
             self.last_position = position
-        return reply.model_validate(data)
 
     async def query(self, action: str, request: c.Query, reply: type[R]) -> R:
         payload = request.model_dump(mode="json", exclude_unset=True)

@@ -6,14 +6,16 @@ aggregates enforce the same rules.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from domain.base import MAX_TAG_LENGTH, MAX_TAGS
 from domain.conversation import MAX_CONTENT, MAX_EMBEDDING_PROVIDER, MAX_MESSAGE_TYPE, MAX_TITLE
+from domain.hitl import MAX_CHECKPOINT_TYPE, MAX_PROMPT, MAX_STEP, HistoryWindow
 from domain.session import MAX_SESSION_DESCRIPTION, MAX_SESSION_NAME, SESSION_KINDS
 
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_LENGTH, pattern=r"\S")]
@@ -21,6 +23,28 @@ Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
 Title = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TITLE, pattern=r"\S")]
 Content = Annotated[str, StringConstraints(min_length=1, max_length=MAX_CONTENT, pattern=r"\S")]
 Role = Literal["user", "agent", "system"]
+
+
+def check_json_values(value: Any, path: str = "") -> Any:
+    """Refuse what JSON round trips would change: integers beyond 64 bits, NaN, infinity."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**64:
+            raise ValueError(f"integer at {path or 'top level'} does not fit in 64 bits")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"number at {path or 'top level'} must be finite")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_json_values(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_json_values(item, f"{path}[{index}]")
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(check_json_values)]
 
 
 class Request(BaseModel):
@@ -46,7 +70,7 @@ class CreateSession(Command):
     description: Annotated[str, Field(max_length=MAX_SESSION_DESCRIPTION)] = ""
     kind: Literal[SESSION_KINDS] = "general"  # type: ignore[valid-type]
     tags: Tags = []
-    metadata: dict[str, Any] = {}
+    metadata: JsonObject = {}
 
 
 class UpdateSession(Command):
@@ -76,7 +100,7 @@ class StartConversation(Command):
     title: Title | None = None
     tags: Tags = []
     session_id: UUID | None = None
-    document_context: dict[str, Any] | None = None
+    document_context: JsonObject | None = None
     embedding_provider: Annotated[str, Field(min_length=1, max_length=MAX_EMBEDDING_PROVIDER)] | None = None
 
 
@@ -84,7 +108,7 @@ class AddMessage(Command):
     conversation_id: UUID
     role: Role
     content: Content
-    metadata: dict[str, Any] = {}
+    metadata: JsonObject = {}
     pinned: bool = False
     message_type: Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_TYPE)] = "text"
 
@@ -124,6 +148,66 @@ class ConversationStatsQuery(Query):
 class ExportConversation(Query):
     conversation_id: UUID
     format: Literal["json", "markdown"] = "json"
+
+
+# --- human in the loop --------------------------------------------------------------------
+
+RunId = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")]
+MAX_EXPIRES_IN = 30 * 24 * 3600
+
+
+class History(HistoryWindow):
+    """all | last `count` messages | `recent`: pinned plus the last `minutes`."""
+
+    count: int | None = Field(default=None, ge=1, le=10_000)
+    minutes: float | None = Field(default=None, gt=0, le=60 * 24 * 365)
+
+    @model_validator(mode="after")
+    def needs_its_parameter(self) -> History:
+        if self.mode == "last" and self.count is None:
+            raise ValueError("mode 'last' needs count")
+        if self.mode == "recent" and self.minutes is None:
+            raise ValueError("mode 'recent' needs minutes")
+        return self
+
+
+class PauseRun(Command):
+    conversation_id: UUID
+    run_id: RunId | None = Field(default=None, description="generated when absent")
+    step: Annotated[str, StringConstraints(min_length=1, max_length=MAX_STEP, pattern=r"\S")]
+    checkpoint_type: Annotated[str, StringConstraints(min_length=1, max_length=MAX_CHECKPOINT_TYPE)] = "approval"
+    prompt: Annotated[str, StringConstraints(min_length=1, max_length=MAX_PROMPT, pattern=r"\S")]
+    data: JsonObject = {}
+    conversation_mode: bool = False
+    expires_in: float | None = Field(default=None, gt=0, le=MAX_EXPIRES_IN, description="seconds")
+    history: History | None = Field(default=None, description="what the signals carry; default all")
+
+
+class ResumeRun(Command):
+    run_id: RunId
+    approved: bool
+    edits: JsonObject = {}
+    feedback: Annotated[str, StringConstraints(min_length=1, max_length=MAX_PROMPT, pattern=r"\S")] | None = None
+
+
+class ExpireRun(Command):
+    """Internal: the expiry sweeper records that a checkpoint's time ran out."""
+
+    run_id: RunId
+
+
+class GetRun(Query):
+    run_id: RunId
+
+
+class ListRuns(Query):
+    limit: int = Field(default=50, ge=1, le=100)
+    offset: int = Field(default=0, ge=0)
+
+
+def hitl_stream(prefix: str) -> str:
+    """The JetStream stream holding `<prefix>.hitl.>` signals (names allow no dots)."""
+    return prefix.replace(".", "_").upper() + "_HITL"
 
 
 # --- replies ------------------------------------------------------------------------------
@@ -233,3 +317,67 @@ class ConversationStats(Reply):
 class Export(Reply):
     format: Literal["json", "markdown"]
     content: str
+
+
+class RunPaused(Written):
+    run_id: str
+    conversation_id: UUID
+    prompt_message_id: UUID
+
+
+class RunResumed(Written):
+    run_id: str
+    conversation_id: UUID
+    feedback_message_id: UUID | None
+
+
+class RunStatus(Reply):
+    run_id: str
+    conversation_id: UUID
+    status: Literal["paused", "resumed", "expired"]
+    step: str
+    checkpoint_type: str
+    prompt: str
+    data: dict[str, Any]
+    conversation_mode: bool
+    paused_at: datetime
+    expires_at: datetime | None
+    resumed_at: datetime | None
+    expired_at: datetime | None
+    approved: bool | None
+    edits: dict[str, Any] | None
+    feedback: str | None
+    checkpoints: int
+
+
+class Checkpoint(Reply):
+    step: str
+    checkpoint_type: str
+    prompt: str
+    prompt_message_id: UUID
+    data: dict[str, Any]
+    conversation_mode: bool
+    expires_at: datetime | None
+
+
+class Signal(Reply):
+    """What a run's subject carries: `<prefix>.hitl.<run_id>.<event>`."""
+
+    event: Literal["paused", "resumed", "expired"]
+    run_id: str
+    conversation_id: UUID
+    position: int
+    at: datetime
+
+
+class PauseSignal(Signal):
+    checkpoint: Checkpoint
+    history: list[Message]
+
+
+class ResumeSignal(Signal):
+    approved: bool
+    edits: dict[str, Any]
+    feedback: str | None
+    feedback_message_id: UUID | None
+    history: list[Message]

@@ -54,7 +54,11 @@ def translate(error: BaseException) -> ChronicleError:
     if isinstance(error, ValidationError):
         return invalid_from_validation(error)
     if isinstance(error, DomainError):
-        details = [{"field": error.field, "rule": error.rule, "message": error.message}] if error.field else []
+        details = (
+            [{"field": error.field, "rule": error.rule, "message": error.message, **error.context}]
+            if error.field
+            else []
+        )
         return ChronicleError(error.code, error.message, details)
     if isinstance(error, (OperationalError, psycopg.OperationalError, psycopg.InterfaceError, TimeoutError)):
         return ChronicleError("unavailable", "the database is unavailable; retry later")

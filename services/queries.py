@@ -100,23 +100,25 @@ class Queries:
 
     async def search_conversations(self, user: str, q: c.SearchConversations) -> dict[str, Any]:
         # The owner lexeme is ANDed into the query so the GIN index returns only the
-        # caller's documents; ts_rank then scores just those, and ts_headline runs only
-        # on the page returned.
+        # caller's documents (the owner column check is the guarantee, the lexeme the
+        # speed); ts_rank then scores just those, and ts_headline runs only on the page.
         rows = await self._all(
             """
             WITH query AS (
                 SELECT websearch_to_tsquery(%(language)s::regconfig, %(q)s) AS words,
-                       ('owner' || md5(%(user)s))::tsquery AS mine
+                       quote_literal('OWNER ' || md5(%(user)s))::tsquery AS mine
             ),
             hits AS (
                 SELECT m.conversation_id, m.id AS message_id, m.content AS text, m.created_at,
                        ts_rank(m.tsv, query.words) AS score
                 FROM rm_search.messages m, query
-                WHERE m.tsv @@ (query.words && query.mine) AND numnode(query.words) > 0
+                WHERE m.tsv @@ (query.words && query.mine) AND m.owner = %(user)s
+                  AND numnode(query.words) > 0
                 UNION ALL
                 SELECT c.id, NULL, c.title, c.created_at, ts_rank(c.tsv, query.words) * 2
                 FROM rm_search.conversations c, query
-                WHERE c.tsv @@ (query.words && query.mine) AND numnode(query.words) > 0
+                WHERE c.tsv @@ (query.words && query.mine) AND c.owner = %(user)s
+                  AND numnode(query.words) > 0
             ),
             best AS (
                 SELECT * FROM hits ORDER BY score DESC, created_at DESC LIMIT %(limit)s
@@ -152,6 +154,34 @@ class Queries:
         totals["top_tags"] = tags
         return totals
 
+    # --- human in the loop -----------------------------------------------------------------
+
+    async def get_run(self, user: str, q: c.GetRun) -> dict[str, Any]:
+        row = await self._one(
+            "SELECT " + RUN_COLUMNS + ", count(*) OVER () AS checkpoints FROM rm_hitl.checkpoints"
+            " WHERE run_id = %s AND owner = %s ORDER BY seq DESC LIMIT 1",
+            (q.run_id, user),
+        )
+        if row is None:
+            raise ChronicleError("not_found", f"run {q.run_id} not found")
+        return row
+
+    async def list_runs(self, user: str, q: c.ListRuns) -> dict[str, Any]:
+        rows = await self._all(
+            "SELECT " + RUN_COLUMNS + ", 1 AS checkpoints, count(*) OVER () AS total FROM rm_hitl.checkpoints"
+            " WHERE owner = %s AND status = 'paused' ORDER BY paused_at, run_id LIMIT %s OFFSET %s",
+            (user, q.limit, q.offset),
+        )
+        return page(rows, q.limit, q.offset)
+
+    async def due_runs(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Paused checkpoints whose expiry has passed, for the sweeper (not scoped: internal)."""
+        return await self._all(
+            "SELECT run_id, owner FROM rm_hitl.checkpoints WHERE status = 'paused' AND expires_at <= now()"
+            " ORDER BY expires_at LIMIT %s",
+            (limit,),
+        )
+
     async def export_conversation(self, user: str, q: c.ExportConversation) -> dict[str, Any]:
         conversation = await self.get_conversation(user, q.conversation_id)
         if q.format == "json":
@@ -159,6 +189,12 @@ class Queries:
         else:
             content = to_markdown(conversation)
         return {"format": q.format, "content": content}
+
+
+RUN_COLUMNS = (
+    "run_id, conversation_id, status, step, checkpoint_type, prompt, data, conversation_mode, paused_at,"
+    " expires_at, resumed_at, expired_at, approved, edits, feedback"
+)
 
 
 def page(rows: list[dict[str, Any]], limit: int, offset: int) -> dict[str, Any]:

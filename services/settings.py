@@ -29,7 +29,9 @@ class Settings(BaseSettings):
     group_commit_max_batch: int = Field(default=512, ge=1)
     aggregate_cache_size: int = Field(default=20_000, ge=0)
     projection_batch_size: int = Field(default=2000, ge=1)
-    run_projections: bool = Field(default=True, description="run the projection engine in this process")
+    run_projections: bool = Field(
+        default=True, description="run the projection engine, HITL signal relay and expiry sweeper here"
+    )
     query_wait_timeout: float = Field(default=5.0, gt=0, description="seconds a query waits for min_position")
     query_pool_size: int = Field(default=8, ge=1)
     search_language: str = Field(default="english", description="Postgres text search configuration")

@@ -62,14 +62,21 @@ class UnitOfWork:
 
     def get(self, kind: type[A], aggregate_id: UUID) -> A:
         """The caller's aggregate of this kind, or NotFound (missing, deleted, or not theirs)."""
+        aggregate = self.find(kind, aggregate_id)
+        if aggregate is None:
+            raise NotFound(f"{kind.__name__.lower()} {aggregate_id} not found")
+        aggregate.check_visible_to(self.user_id)
+        return aggregate
+
+    def find(self, kind: type[A], aggregate_id: UUID) -> A | None:
+        """The aggregate of this kind with this id, whoever owns it, or None."""
         aggregate = self.touched.get(aggregate_id) or self._cache.get(aggregate_id)
         if aggregate is None:
             aggregate = self._load([aggregate_id]).get(aggregate_id)
             if aggregate is not None:
                 self._cache.put(aggregate)
         if not isinstance(aggregate, kind):
-            raise NotFound(f"{kind.__name__.lower()} {aggregate_id} not found")
-        aggregate.check_visible_to(self.user_id)
+            return None
         self.touched[aggregate_id] = aggregate
         return aggregate
 

@@ -23,6 +23,7 @@ TABLES = {
     "rm_history": ["sessions", "conversations", "messages"],
     "rm_stats": ["users", "conversations", "tags"],
     "rm_search": ["conversations", "messages"],
+    "rm_hitl": ["conversations", "checkpoints"],
 }
 
 
@@ -93,7 +94,7 @@ async def test_rebuild_reproduces_live_read_models_while_writes_continue(
     status = await asyncio.to_thread(chronicle_cli, url, tmp_path, "projections", "status")
     assert status.returncode == 0
     rows = [line.split() for line in status.stdout.splitlines()[1:]]
-    assert {r[0] for r in rows} == {"history", "stats", "search"}
+    assert {r[0] for r in rows} == {"history", "stats", "search", "hitl"}
     assert all(r[3] == "0" for r in rows), status.stdout  # no lag
     await client.close()
 

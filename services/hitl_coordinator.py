@@ -1,0 +1,187 @@
+"""The HITL coordinator: relays checkpoint events to JetStream and expires overdue pauses.
+
+Signals are derived from committed events, never sent before the commit. The relay
+reads the event log after its tracked position, publishes each signal with
+`Nats-Msg-Id` = the event's notification id (JetStream drops a repeat), and stores the
+new position; a crash in between publishes again rather than losing a signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+from uuid import UUID
+
+import orjson
+import psycopg
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.utils import get_topic
+from nats.js import JetStreamContext
+
+from adapters.event_store import EVENTS_CHANNEL, PydanticMapper
+from domain.conversation import Conversation
+from domain.hitl import HitlExpired, HitlPaused, HitlResumed, select_history
+from services import contract as c
+from services.errors import ChronicleError
+
+log = logging.getLogger(__name__)
+
+RELAY_NAME = "hitl_signals"
+SIGNAL_TOPICS = [get_topic(HitlPaused), get_topic(HitlResumed), get_topic(HitlExpired)]
+BATCH = 100
+
+
+def message_of(event: Conversation.MessageAdded) -> dict[str, Any]:
+    return {
+        "id": event.message_id,
+        "role": event.role,
+        "content": event.content,
+        "metadata": event.metadata,
+        "pinned": event.pinned,
+        "message_type": event.message_type,
+        "created_at": event.timestamp,
+    }
+
+
+def build_signal(stream: list[Any], event: Any, position: int) -> tuple[str, dict[str, Any]]:
+    """The (event name, payload) a checkpoint event becomes, from its conversation's events."""
+    messages = [message_of(e) for e in stream if isinstance(e, Conversation.MessageAdded)]
+    pause = next(e for e in reversed(stream) if isinstance(e, HitlPaused) and e.run_id == event.run_id)
+    base = {"run_id": event.run_id, "conversation_id": event.originator_id, "position": position, "at": event.timestamp}
+    if isinstance(event, HitlPaused):
+        history = select_history(messages, event.history, event.timestamp, {event.prompt_message_id})
+        checkpoint = event.model_dump(
+            include={"step", "checkpoint_type", "prompt", "prompt_message_id", "data", "conversation_mode", "expires_at"}
+        )
+        return "paused", {**base, "event": "paused", "checkpoint": checkpoint, "history": history}
+    if isinstance(event, HitlResumed):
+        keep = {pause.prompt_message_id} | ({event.feedback_message_id} if event.feedback_message_id else set())
+        history = select_history(messages, pause.history, event.timestamp, keep)
+        answer = event.model_dump(include={"approved", "edits", "feedback", "feedback_message_id"})
+        return "resumed", {**base, "event": "resumed", **answer, "history": history}
+    return "expired", {**base, "event": "expired"}
+
+
+class SignalRelay:
+    def __init__(self, url: str, js: JetStreamContext, prefix: str):
+        self.url = url
+        self.js = js
+        self.prefix = prefix
+        self.stream = c.hitl_stream(prefix)
+        self.mapper = PydanticMapper()
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+            await conn.execute(
+                "INSERT INTO chronicle.projections (name, position, version) VALUES (%s, 0, 1)"
+                " ON CONFLICT (name) DO NOTHING",
+                (RELAY_NAME,),
+            )
+        self.task = asyncio.create_task(self._run(), name="hitl-signal-relay")
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                async with (
+                    await psycopg.AsyncConnection.connect(self.url, autocommit=True) as listener,
+                    await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn,
+                ):
+                    await listener.execute(f"LISTEN {EVENTS_CHANNEL}")
+                    while True:
+                        while await self.relay_batch(conn) == BATCH:
+                            pass
+                        backoff = 0.1
+                        async for _ in listener.notifies(timeout=1.0, stop_after=1):
+                            pass
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # Postgres or NATS away: retry, the position was not moved
+                log.warning("signal relay interrupted; retrying", extra={"error_type": type(error).__name__})
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    async def relay_batch(self, conn: psycopg.AsyncConnection) -> int:
+        async with conn.transaction():
+            # Losing this commit on a crash only means publishing again (deduplicated).
+            await conn.execute("SET LOCAL synchronous_commit = off")
+            cur = await conn.execute(
+                "SELECT position FROM chronicle.projections WHERE name = %s FOR UPDATE", (RELAY_NAME,)
+            )
+            (position,) = await cur.fetchone()  # type: ignore[misc]
+            cur = await conn.execute("SELECT coalesce(max(notification_id), 0) FROM chronicle.events")
+            (head,) = await cur.fetchone()  # type: ignore[misc]
+            cur = await conn.execute(
+                "SELECT notification_id, originator_id, originator_version, topic, state FROM chronicle.events"
+                " WHERE notification_id > %s AND notification_id <= %s AND topic = ANY(%s)"
+                " ORDER BY notification_id LIMIT %s",
+                (position, head, SIGNAL_TOPICS, BATCH),
+            )
+            rows = await cur.fetchall()
+            for notification_id, originator_id, version, _, _ in rows:
+                stream = await self._stream(conn, originator_id, version)
+                name, payload = build_signal(stream, stream[-1], notification_id)
+                await self.js.publish(
+                    f"{self.prefix}.hitl.{payload['run_id']}.{name}",
+                    orjson.dumps(payload),
+                    stream=self.stream,
+                    headers={"Nats-Msg-Id": f"{self.stream}:{notification_id}"},
+                )
+            new_position = rows[-1][0] if len(rows) == BATCH else head
+            await conn.execute(
+                "UPDATE chronicle.projections SET position = %s, updated_at = now() WHERE name = %s",
+                (new_position, RELAY_NAME),
+            )
+            return len(rows)
+
+    async def _stream(self, conn: psycopg.AsyncConnection, conversation_id: UUID, up_to: int) -> list[Any]:
+        cur = await conn.execute(
+            "SELECT originator_version, topic, state FROM chronicle.events"
+            " WHERE originator_id = %s AND originator_version <= %s ORDER BY originator_version",
+            (conversation_id, up_to),
+            prepare=True,
+        )
+        return [
+            self.mapper.to_domain_event(StoredEvent(conversation_id, version, topic, state))
+            for version, topic, state in await cur.fetchall()
+        ]
+
+
+class ExpirySweeper:
+    """Expires paused checkpoints whose time is up; every instance may sweep, the domain
+    makes a second expiry of the same checkpoint a no-op."""
+
+    def __init__(self, due: Any, execute: Any, interval: float = 0.5):
+        self.due = due
+        self.execute = execute
+        self.interval = interval
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name="hitl-expiry")
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                for run in await self.due():
+                    await self.execute("hitl.expire", c.ExpireRun(run_id=run["run_id"]), run["owner"])
+            except asyncio.CancelledError:
+                raise
+            except (ChronicleError, psycopg.Error) as error:
+                log.warning("expiry sweep failed; retrying", extra={"error_type": type(error).__name__})
+            await asyncio.sleep(self.interval)

@@ -1,0 +1,202 @@
+"""Human-in-the-loop pause and resume over NATS and JetStream, with the history carried across."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from services import contract as c
+from adapters.auth import TokenAuthority
+from services.bootstrap import Chronicle, bootstrap
+from services.client import ChronicleClient, ChronicleError
+from services.client_hitl import Expired
+from tests.conftest import ClientFactory, make_settings
+from tests.servers import TestServers
+
+
+async def conversation_with_history(client: ChronicleClient) -> uuid.UUID:
+    started = await client.conversations.start(title="sunset")
+    await client.conversations.add_message(started.conversation_id, "user", "a 1:1 sunset image please")
+    await client.conversations.add_message(started.conversation_id, "agent", "calling the image API with 16:9")
+    return started.conversation_id
+
+
+async def next_signal(client: ChronicleClient, run_id: str, event: str, timeout: float = 10) -> dict:
+    """What an observer of `<prefix>.hitl.<run_id>.<event>` receives (from the stream's start)."""
+    js = client.nc.jetstream()
+    subscription = await js.pull_subscribe(
+        f"{client.prefix}.hitl.{run_id}.{event}",
+        stream=c.hitl_stream(client.prefix),
+        config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
+    )
+    try:
+        [message] = await subscription.fetch(1, timeout=timeout)
+        return orjson.loads(message.data)
+    finally:
+        await subscription.unsubscribe()
+
+
+async def test_pause_resume_round_trip(client: ChronicleClient) -> None:
+    conversation_id = await conversation_with_history(client)
+    handle = await client.hitl.pause(
+        conversation_id,
+        step="generate_image",
+        checkpoint_type="error_recovery",
+        prompt="The image API refused aspect ratio 16:9. Which one should I use?",
+        data={"error": "invalid aspect ratio", "form": {"aspect_ratio": "16:9"}},
+        conversation_mode=True,
+    )
+    paused = await next_signal(client, handle.run_id, "paused")
+    assert paused["checkpoint"]["checkpoint_type"] == "error_recovery"
+    assert paused["checkpoint"]["data"]["form"] == {"aspect_ratio": "16:9"}
+    assert [m["content"] for m in paused["history"]][-1].startswith("The image API refused")
+
+    waiting = asyncio.create_task(handle.wait_for_resume(timeout=10))
+    resumed = await client.hitl.resume(handle.run_id, approved=True, edits={"aspect_ratio": "1:1"}, feedback="use 1:1")
+    answer = await waiting
+
+    assert (answer.approved, answer.edits, answer.feedback) == (True, {"aspect_ratio": "1:1"}, "use 1:1")
+    contents = [m.content for m in answer.history]
+    assert contents[0] == "a 1:1 sunset image please", "the original request is in the history"
+    assert contents[-2:] == [paused["checkpoint"]["prompt"], "use 1:1"]
+    assert len({m.id for m in answer.history}) == len(answer.history)
+    assert [m.created_at for m in answer.history] == sorted(m.created_at for m in answer.history)
+
+    stored = await client.conversations.get(conversation_id)
+    feedback = [m for m in stored.messages if m.message_type == "hitl_feedback"]
+    assert [(m.content, m.id, m.metadata["run_id"]) for m in feedback] == [
+        ("use 1:1", resumed.feedback_message_id, handle.run_id)
+    ]
+    status = await client.hitl.get(handle.run_id)
+    assert (status.status, status.approved, status.feedback) == ("resumed", True, "use 1:1")
+    assert status.resumed_at and status.resumed_at >= status.paused_at
+
+
+async def test_resume_while_orchestrator_is_down_reaches_a_new_process(
+    client: ChronicleClient, chronicle: Chronicle
+) -> None:
+    conversation_id = await conversation_with_history(client)
+    run_id = f"run-{uuid.uuid4().hex}"
+    await client.hitl.pause(conversation_id, step="review", prompt="Approve the draft?", run_id=run_id)
+    # Nobody waits now: the orchestrator is down when the person answers.
+    await client.hitl.resume(run_id, approved=False, feedback="shorter, please")
+
+    later = await ChronicleClient.connect(chronicle.nats_url, client.token, prefix=client.prefix)
+    try:
+        answer = await later.hitl.run(run_id).wait_for_resume(timeout=10)
+        assert (answer.approved, answer.feedback) == (False, "shorter, please")
+        with pytest.raises(TimeoutError):  # exactly once: a second wait gets nothing
+            await later.hitl.run(run_id).wait_for_resume(timeout=1)
+    finally:
+        await later.close()
+
+
+async def test_exactly_once_across_a_service_restart(
+    servers: TestServers, authority: TokenAuthority, tmp_path: Path
+) -> None:
+    """Pause on one service process, restart it, resume on the next: one answer, once."""
+    with servers.fresh_database() as url:
+        settings = make_settings(url, servers.nats_url, tmp_path)
+        first = await bootstrap(settings)
+        client = await ChronicleClient.connect(first.nats_url, authority.issue("restart-user"), prefix=settings.subject_prefix)
+        try:
+            conversation_id = await conversation_with_history(client)
+            handle = await client.hitl.pause(conversation_id, step="restart", prompt="Still there?")
+            await first.stop()
+            second = await bootstrap(settings)
+            try:
+                await client.hitl.resume(handle.run_id, approved=True, feedback="yes, still here")
+                answer = await handle.wait_for_resume(timeout=10)
+                assert (answer.approved, answer.feedback) == (True, "yes, still here")
+                with pytest.raises(TimeoutError):
+                    await client.hitl.run(handle.run_id).wait_for_resume(timeout=1)
+            finally:
+                await second.stop()
+        finally:
+            await client.close()
+
+
+async def test_lifecycle_errors_write_nothing(client: ChronicleClient, connect: ClientFactory) -> None:
+    conversation_id = await conversation_with_history(client)
+    with pytest.raises(ChronicleError) as raised:
+        await client.hitl.resume(f"never-{uuid.uuid4().hex}", approved=True)
+    assert raised.value.code == "not_found"
+
+    handle = await client.hitl.pause(conversation_id, step="s1", prompt="ok?")
+    with pytest.raises(ChronicleError) as raised:
+        await client.hitl.pause(conversation_id, step="s1", prompt="again?", run_id=handle.run_id)
+    assert raised.value.code == "conflict"
+
+    mallory = await connect()
+    with pytest.raises(ChronicleError) as raised:
+        await mallory.hitl.resume(handle.run_id, approved=True)
+    assert raised.value.code == "not_found"
+    with pytest.raises(ChronicleError) as raised:
+        await mallory.hitl.get(handle.run_id)
+    assert raised.value.code == "not_found"
+    assert (await mallory.hitl.list()).total == 0
+
+    first = await client.hitl.resume(handle.run_id, approved=True, feedback="yes")
+    with pytest.raises(ChronicleError) as raised:
+        await client.hitl.resume(handle.run_id, approved=False, feedback="no")
+    assert raised.value.code == "conflict"
+    assert raised.value.details[0]["approved"] is True, "the second reply names the first resume"
+    assert "resumed_at" in raised.value.details[0]
+
+    with pytest.raises(ChronicleError) as raised:
+        await client.hitl.pause(uuid.uuid4(), step="s", prompt="p")
+    assert raised.value.code == "not_found"
+
+    messages = (await client.conversations.get(conversation_id)).messages
+    assert [m.message_type for m in messages].count("hitl_feedback") == 1
+    assert first.feedback_message_id in {m.id for m in messages}
+
+
+async def test_expiry(client: ChronicleClient) -> None:
+    conversation_id = await conversation_with_history(client)
+    handle = await client.hitl.pause(conversation_id, step="slow human", prompt="Quick!", expires_in=0.3)
+    with pytest.raises(Expired):
+        await handle.wait_for_resume(timeout=15)
+    expired = await next_signal(client, handle.run_id, "expired")
+    assert expired["event"] == "expired"
+    with pytest.raises(ChronicleError) as raised:
+        await client.hitl.resume(handle.run_id, approved=True)
+    assert raised.value.code == "conflict"
+    assert (await client.hitl.get(handle.run_id)).status == "expired"
+
+
+async def test_open_checkpoints_are_listed_oldest_first(client: ChronicleClient) -> None:
+    conversation_id = await conversation_with_history(client)
+    runs = [
+        (await client.hitl.pause(conversation_id, step=f"step {n}", prompt=f"question {n}", run_id=f"r{n}-{uuid.uuid4().hex}")).run_id
+        for n in range(3)
+    ]
+    await client.hitl.resume(runs[1], approved=True)
+    listed = await client.hitl.list()
+    assert [r.run_id for r in listed.items] == [runs[0], runs[2]]
+    assert all(r.status == "paused" for r in listed.items)
+
+
+@pytest.mark.parametrize(
+    ("window", "expected"),
+    [
+        ({"mode": "last", "count": 1}, ["Approve?", "fine"]),
+        ({"mode": "all"}, ["first", "pinned note", "second", "Approve?", "fine"]),
+        ({"mode": "recent", "minutes": 0.0001}, ["pinned note", "Approve?", "fine"]),
+    ],
+)
+async def test_history_window(client: ChronicleClient, window: dict, expected: list[str]) -> None:
+    started = await client.conversations.start(title="window")
+    await client.conversations.add_message(started.conversation_id, "user", "first")
+    await client.conversations.add_message(started.conversation_id, "user", "pinned note", pinned=True)
+    await client.conversations.add_message(started.conversation_id, "agent", "second")
+    await asyncio.sleep(0.05)  # the 'recent' window must leave the older messages out
+    handle = await client.hitl.pause(started.conversation_id, step="w", prompt="Approve?", history=window)
+    await client.hitl.resume(handle.run_id, approved=True, feedback="fine")
+    answer = await handle.wait_for_resume(timeout=10)
+    assert [m.content for m in answer.history] == expected
