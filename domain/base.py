@@ -51,6 +51,8 @@ class Aggregate(BaseAggregate[UUID]):
 
 
 def check_text(field: str, value: str, *, max_length: int, min_length: int = 1) -> None:
+    if "\x00" in value:
+        raise InvalidCommand(f"{field} must not contain NUL characters", field=field, rule="no_nul")
     if len(value) < min_length or (min_length > 0 and not value.strip()):
         raise InvalidCommand(f"{field} must not be empty", field=field, rule="min_length")
     if len(value) > max_length:

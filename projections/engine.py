@@ -260,14 +260,14 @@ class Runner:
                         count, _ = self.batcher.apply_batch(conn)
                         if count < self.batcher.batch_size:
                             self.wake.wait(self.poll_interval)
-            except psycopg.Error as error:
+            except (psycopg.OperationalError, psycopg.InterfaceError) as error:
                 log.warning(
                     "projection connection lost; retrying",
                     extra={"projection": self.projection.name, "error_type": type(error).__name__},
                 )
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
-            except Exception:
+            except Exception:  # an event this projection cannot apply: loud, and retried slowly
                 log.exception("projection failed; retrying", extra={"projection": self.projection.name})
                 self.stop.wait(5.0)
 

@@ -12,6 +12,9 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 import nats
+import orjson
+import psycopg
+from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
 from adapters.auth import TokenAuthority
@@ -46,6 +49,12 @@ def projection_options(settings: Settings, projection_class: type[Projection]) -
 
 def build_projections(settings: Settings) -> list[Projection]:
     return [p(**projection_options(settings, p)) for p in PROJECTIONS]
+
+
+async def read_json_with_orjson(conn: psycopg.AsyncConnection) -> None:
+    # jsonb turns a float like 1e20 into the integer 100000000000000000000, which the
+    # orjson reply encoder refuses; orjson's own parser reads it back as the float it was.
+    set_json_loads(orjson.loads, conn)
 
 
 def authority_for(settings: Settings) -> TokenAuthority:
@@ -133,7 +142,12 @@ async def bootstrap(
             stack.callback(engine.stop)
 
         pool = AsyncConnectionPool(
-            target.url, min_size=2, max_size=settings.query_pool_size, open=False, check=AsyncConnectionPool.check_connection
+            target.url,
+            min_size=2,
+            max_size=settings.query_pool_size,
+            open=False,
+            check=AsyncConnectionPool.check_connection,
+            configure=read_json_with_orjson,
         )
         await pool.open()
         stack.push_async_callback(pool.close)

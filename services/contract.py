@@ -18,16 +18,37 @@ from domain.conversation import MAX_CONTENT, MAX_EMBEDDING_PROVIDER, MAX_MESSAGE
 from domain.hitl import MAX_CHECKPOINT_TYPE, MAX_PROMPT, MAX_STEP, HistoryWindow
 from domain.session import MAX_SESSION_DESCRIPTION, MAX_SESSION_NAME, SESSION_KINDS
 
-Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_LENGTH, pattern=r"\S")]
+
+def no_nul(text: str) -> str:
+    # Postgres text and jsonb cannot hold NUL; refusing it here keeps it out of the log.
+    if "\x00" in text:
+        raise ValueError("must not contain NUL characters")
+    return text
+
+
+def text(max_length: int, *, may_be_blank: bool = False) -> Any:
+    """A request's text field: length limits, not blank (unless allowed), no NUL."""
+    constraints = StringConstraints(
+        min_length=0 if may_be_blank else 1, max_length=max_length, pattern=None if may_be_blank else r"\S"
+    )
+    return Annotated[str, constraints, AfterValidator(no_nul)]
+
+
+Tag = text(MAX_TAG_LENGTH)
 Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
-Title = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TITLE, pattern=r"\S")]
-Content = Annotated[str, StringConstraints(min_length=1, max_length=MAX_CONTENT, pattern=r"\S")]
+Title = text(MAX_TITLE)
+Content = text(MAX_CONTENT)
 Role = Literal["user", "agent", "system"]
 
 
 def check_json_values(value: Any, path: str = "") -> Any:
-    """Refuse what JSON round trips would change: integers beyond 64 bits, NaN, infinity."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    """Refuse what storing and reading back would change or refuse: integers beyond 64
+    bits, NaN, infinity, NUL characters."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(f"text at {path or 'top level'} must not contain NUL characters")
         return value
     if isinstance(value, int):
         if not -(2**63) <= value < 2**64:
@@ -37,6 +58,8 @@ def check_json_values(value: Any, path: str = "") -> Any:
             raise ValueError(f"number at {path or 'top level'} must be finite")
     elif isinstance(value, dict):
         for key, item in value.items():
+            if "\x00" in key:
+                raise ValueError(f"keys at {path or 'top level'} must not contain NUL characters")
             check_json_values(item, f"{path}.{key}" if path else str(key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
@@ -66,8 +89,8 @@ class Query(Request):
 # --- sessions -----------------------------------------------------------------------------
 
 class CreateSession(Command):
-    name: Annotated[str, StringConstraints(min_length=1, max_length=MAX_SESSION_NAME, pattern=r"\S")]
-    description: Annotated[str, Field(max_length=MAX_SESSION_DESCRIPTION)] = ""
+    name: text(MAX_SESSION_NAME)  # type: ignore[valid-type]
+    description: text(MAX_SESSION_DESCRIPTION, may_be_blank=True) = ""  # type: ignore[valid-type]
     kind: Literal[SESSION_KINDS] = "general"  # type: ignore[valid-type]
     tags: Tags = []
     metadata: JsonObject = {}
@@ -75,8 +98,8 @@ class CreateSession(Command):
 
 class UpdateSession(Command):
     session_id: UUID
-    name: Annotated[str, StringConstraints(min_length=1, max_length=MAX_SESSION_NAME, pattern=r"\S")] | None = None
-    description: Annotated[str, Field(max_length=MAX_SESSION_DESCRIPTION)] | None = None
+    name: text(MAX_SESSION_NAME) | None = None  # type: ignore[valid-type]
+    description: text(MAX_SESSION_DESCRIPTION, may_be_blank=True) | None = None  # type: ignore[valid-type]
     tags: Tags | None = None
 
 
@@ -87,7 +110,7 @@ class CloseSession(Command):
 class ListSessions(Query):
     limit: int = Field(default=50, ge=1, le=100)
     offset: int = Field(default=0, ge=0)
-    kind: str | None = None
+    kind: text(50) | None = None  # type: ignore[valid-type]
 
 
 class GetSession(Query):
@@ -101,7 +124,7 @@ class StartConversation(Command):
     tags: Tags = []
     session_id: UUID | None = None
     document_context: JsonObject | None = None
-    embedding_provider: Annotated[str, Field(min_length=1, max_length=MAX_EMBEDDING_PROVIDER)] | None = None
+    embedding_provider: text(MAX_EMBEDDING_PROVIDER) | None = None  # type: ignore[valid-type]
 
 
 class AddMessage(Command):
@@ -110,7 +133,7 @@ class AddMessage(Command):
     content: Content
     metadata: JsonObject = {}
     pinned: bool = False
-    message_type: Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_TYPE)] = "text"
+    message_type: text(MAX_MESSAGE_TYPE) = "text"  # type: ignore[valid-type]
 
 
 class UpdateConversation(Command):
@@ -137,7 +160,7 @@ class GetConversation(Query):
 
 
 class SearchConversations(Query):
-    q: Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=r"\S")]
+    q: text(500)  # type: ignore[valid-type]
     limit: int = Field(default=20, ge=1, le=100)
 
 
@@ -174,9 +197,9 @@ class History(HistoryWindow):
 class PauseRun(Command):
     conversation_id: UUID
     run_id: RunId | None = Field(default=None, description="generated when absent")
-    step: Annotated[str, StringConstraints(min_length=1, max_length=MAX_STEP, pattern=r"\S")]
-    checkpoint_type: Annotated[str, StringConstraints(min_length=1, max_length=MAX_CHECKPOINT_TYPE)] = "approval"
-    prompt: Annotated[str, StringConstraints(min_length=1, max_length=MAX_PROMPT, pattern=r"\S")]
+    step: text(MAX_STEP)  # type: ignore[valid-type]
+    checkpoint_type: text(MAX_CHECKPOINT_TYPE) = "approval"  # type: ignore[valid-type]
+    prompt: text(MAX_PROMPT)  # type: ignore[valid-type]
     data: JsonObject = {}
     conversation_mode: bool = False
     expires_in: float | None = Field(default=None, gt=0, le=MAX_EXPIRES_IN, description="seconds")
@@ -187,7 +210,7 @@ class ResumeRun(Command):
     run_id: RunId
     approved: bool
     edits: JsonObject = {}
-    feedback: Annotated[str, StringConstraints(min_length=1, max_length=MAX_PROMPT, pattern=r"\S")] | None = None
+    feedback: text(MAX_PROMPT) | None = None  # type: ignore[valid-type]
 
 
 class ExpireRun(Command):
