@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from pathlib import Path
@@ -44,11 +45,20 @@ class TokenAuthority:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise ChronicleError("unauthorized", "missing bearer token")
+        subject, expires = self._verified(token.strip())
+        if expires is not None and expires <= time.time():
+            raise ChronicleError("unauthorized", "invalid or expired token")
+        return subject
+
+    @functools.lru_cache(maxsize=10_000)  # noqa: B019  # one authority per process
+    def _verified(self, token: str) -> tuple[str, float | None]:
+        """Signature checked once per token; expiry is checked on every use by the caller."""
         try:
-            claims = jwt.decode(token.strip(), self.key, algorithms=self.algorithms, options={"require": ["sub"]})
+            claims = jwt.decode(token, self.key, algorithms=self.algorithms, options={"require": ["sub"]})
         except jwt.PyJWTError:
             raise ChronicleError("unauthorized", "invalid or expired token") from None
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
             raise ChronicleError("unauthorized", "token has no subject")
-        return subject
+        expires = claims.get("exp")
+        return subject, float(expires) if isinstance(expires, int | float) else None

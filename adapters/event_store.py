@@ -12,10 +12,17 @@ from typing import Any
 from uuid import UUID
 
 import orjson
-from eventsourcing.persistence import Mapper, Notification, StoredEvent, Transcoder
+from eventsourcing.persistence import (
+    InterfaceError,
+    Mapper,
+    Notification,
+    OperationalError,
+    StoredEvent,
+    Transcoder,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from eventsourcing.utils import get_topic, resolve_topic
-from psycopg.sql import SQL
+from eventsourcing.utils import get_topic, resolve_topic, retry
+from psycopg.sql import SQL, Identifier
 
 from adapters.postgres import PostgresTarget
 from domain.base import Aggregate, DomainEvent
@@ -23,6 +30,7 @@ from domain.base import Aggregate, DomainEvent
 EVENTS_SCHEMA = "chronicle"
 EVENTS_TABLE = "events"
 EVENTS_CHANNEL = "chronicle_events"
+SIGNALS_CHANNEL = "chronicle_signals"
 
 
 class OrjsonTranscoder(Transcoder):
@@ -77,9 +85,12 @@ class IdempotencyRecord:
 class ChronicleRecorder(PostgresApplicationRecorder):
     """Adds idempotency records to the events' transaction and reads many streams at once."""
 
-    def __init__(self, datastore: PostgresDatastore):
+    def __init__(self, datastore: PostgresDatastore, signal_topics: Iterable[str] = ()):
         super().__init__(datastore, events_table_name=EVENTS_TABLE)
         self.channel_name = EVENTS_CHANNEL
+        # Transactions holding one of these also notify SIGNALS_CHANNEL, so a listener
+        # that relays only them is not woken by every other event.
+        self.signal_topics = frozenset(signal_topics)
         self.insert_idempotency = SQL(
             "INSERT INTO chronicle.idempotency (owner, key, fingerprint, reply) VALUES (%s, %s, %s, %s)"
         )
@@ -97,6 +108,8 @@ class ChronicleRecorder(PostgresApplicationRecorder):
     ) -> Sequence[int]:
         notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs) or []
         self._insert_replies(curs, kwargs["replies_at"](notification_ids))
+        if any(event.topic in self.signal_topics for event in stored_events):
+            curs.execute(SQL("NOTIFY {}").format(Identifier(SIGNALS_CHANNEL)))
         return notification_ids
 
     def _insert_replies(self, curs: Any, records: Sequence[IdempotencyRecord]) -> None:
@@ -121,6 +134,7 @@ class ChronicleRecorder(PostgresApplicationRecorder):
             self._insert_replies(curs, replies_at([]))
         return []
 
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def streams(self, originator_ids: Iterable[UUID]) -> list[StoredEvent]:
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self.select_streams, (list(originator_ids),), prepare=True)
@@ -134,6 +148,7 @@ class ChronicleRecorder(PostgresApplicationRecorder):
                 for row in curs.fetchall()
             ]
 
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, bytes]]:
         if not keys:
             return {}
@@ -143,9 +158,13 @@ class ChronicleRecorder(PostgresApplicationRecorder):
 
 
 class EventStore:
-    """Saves aggregates' pending events and rebuilds aggregates from their streams."""
+    """Saves aggregates' pending events and rebuilds aggregates from their streams.
 
-    def __init__(self, target: PostgresTarget, *, pool_size: int = 4):
+    Connections are not pinged before use (a round trip per transaction); a dropped one
+    fails its statement, the pool discards it, and the recorder's retry takes another.
+    """
+
+    def __init__(self, target: PostgresTarget, *, pool_size: int = 4, signal_topics: Iterable[str] = ()):
         params = target.params
         self.datastore = PostgresDatastore(
             dbname=params["dbname"],
@@ -155,10 +174,9 @@ class EventStore:
             password=params["password"],
             pool_size=pool_size,
             max_overflow=pool_size,
-            pre_ping=True,
             schema=EVENTS_SCHEMA,
         )
-        self.recorder = ChronicleRecorder(self.datastore)
+        self.recorder = ChronicleRecorder(self.datastore, signal_topics)
         self.mapper = PydanticMapper()
 
     def load_many(self, ids: Iterable[UUID]) -> dict[UUID, Aggregate]:

@@ -7,10 +7,11 @@ from functools import cache
 from typing import Any, ClassVar
 
 from eventsourcing.utils import get_topic
-from psycopg import Cursor
 from psycopg.sql import SQL, Composed, Identifier
 
-EventHandler = Callable[[Any, Cursor, Any, int], None]
+from projections.batch import Batch
+
+EventHandler = Callable[[Any, Batch, Any, int], None]
 
 
 def handles(event_class: type) -> Callable[[EventHandler], EventHandler]:
@@ -59,13 +60,18 @@ class Projection:
         """A statement with its schema (and any other named identifiers) filled in, cached."""
         return _compose(text, self.schema, tuple(sorted(names.items())))
 
-    def create_statements(self) -> list[Composed]:
-        return [self.sql(statement) for statement in self.tables.split(";") if statement.strip()]
+    def create_statements(self, deferred: bool | None = None) -> list[Composed]:
+        """The DDL; `deferred=False` leaves out the bulk (GIN) indexes, `True` gives only
+        those, so a rebuild can build them once after loading instead of row by row."""
+        statements = [s for s in self.tables.split(";") if s.strip()]
+        if deferred is not None:
+            statements = [s for s in statements if ("USING gin" in s) == deferred]
+        return [self.sql(statement) for statement in statements]
 
-    def apply(self, cursor: Cursor, event: Any, position: int) -> None:
+    def apply(self, batch: Batch, event: Any, position: int) -> None:
         handler = self.handlers.get(type(event))
         if handler is not None:
-            handler(self, cursor, event, position)
+            handler(self, batch, event, position)
 
 
 @cache

@@ -21,6 +21,7 @@ from adapters.event_store import EVENTS_CHANNEL, PydanticMapper
 from adapters.postgres import PostgresTarget
 from eventsourcing.persistence import StoredEvent
 from projections.base import Projection
+from projections.batch import Batch
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +83,14 @@ class Batcher:
             if head <= position:
                 return 0, position
             rows = cur.execute(SELECT_EVENTS, (position, head, self.topics, self.batch_size)).fetchall()
-            with conn.pipeline():
-                for notification_id, originator_id, version, topic, state in rows:
-                    event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
-                    self.projection.apply(cur, event, notification_id)
+            # A read model is derived: if a crash loses this commit, rows and position are
+            # lost together and re-applied, so it need not wait for the disk.
+            cur.execute("SET LOCAL synchronous_commit = off")
+            batch = Batch(cur)
+            for notification_id, originator_id, version, topic, state in rows:
+                event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
+                self.projection.apply(batch, event, notification_id)
+            batch.flush()
             # A short batch means nothing else this projection cares about exists up to head.
             new_position = rows[-1][0] if len(rows) == self.batch_size else head
             cur.execute(SET_TRACKING, (new_position, self.projection.version, self.tracking_name))
@@ -97,11 +102,18 @@ def head_position(conn: psycopg.Connection) -> int:
     return conn.execute(HEAD).fetchone()[0]  # type: ignore[index]
 
 
-def create_schema(conn: psycopg.Connection, projection: Projection) -> None:
+def create_schema(conn: psycopg.Connection, projection: Projection, *, defer_bulk_indexes: bool = False) -> None:
     conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(projection.schema)))
     conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(projection.schema)))
-    for statement in projection.create_statements():
+    for statement in projection.create_statements(deferred=False if defer_bulk_indexes else None):
         conn.execute(statement)
+
+
+def vacuum_analyze(conn: psycopg.Connection, schema: str) -> None:
+    """Fresh statistics and a clean visibility map for every table of a read model."""
+    tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()
+    for (table,) in tables:
+        conn.execute(SQL("VACUUM (ANALYZE) {}.{}").format(Identifier(schema), Identifier(table)))
 
 
 def rebuild(
@@ -110,13 +122,17 @@ def rebuild(
     *,
     batch_size: int = 2000,
     progress: Callable[[int, int], None] = lambda done, total: None,
+    only_if_outdated: bool = False,
     **options: object,
 ) -> int:
     """Rebuild a read model from the first event into fresh tables, then swap them in.
 
     Queries keep reading the old tables until the swap, which happens in one transaction
-    holding the live tracking row, so the live runner pauses for just that moment.
-    Returns the number of events applied.
+    holding the live tracking row, so the live runner pauses for just that moment. Bulk
+    (GIN) indexes are built once after loading, and the tables are vacuumed and analysed
+    before they go live. One rebuild per read model at a time, fleet-wide; with
+    `only_if_outdated`, a rebuild that finds the read model current (another process just
+    built it) does nothing. Returns the number of events applied.
     """
     name = projection_class.name
     live = projection_class(**options)
@@ -124,8 +140,11 @@ def rebuild(
     batcher = Batcher(scratch, f"{name}__rebuild", batch_size)
     applied = 0
     with target.connect(autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"rebuild:{name}",))
+        if only_if_outdated and tracked_version(conn, name) == projection_class.version:
+            return 0
         with conn.transaction():
-            create_schema(conn, scratch)
+            create_schema(conn, scratch, defer_bulk_indexes=True)
             conn.execute("DELETE FROM chronicle.projections WHERE name = %s", (batcher.tracking_name,))
             batcher.ensure_tracking(conn)
         total = head_position(conn)
@@ -135,6 +154,9 @@ def rebuild(
             progress(position, total)
             if position >= total:
                 break
+        for statement in scratch.create_statements(deferred=True):
+            conn.execute(statement)
+        vacuum_analyze(conn, scratch.schema)
         with conn.transaction():
             Batcher(live, name, batch_size).ensure_tracking(conn)
             conn.execute(LOCK_TRACKING, (name,))
@@ -148,8 +170,48 @@ def rebuild(
             conn.execute(SET_TRACKING, (position, projection_class.version, name))
             conn.execute("DELETE FROM chronicle.projections WHERE name = %s", (batcher.tracking_name,))
             conn.execute("SELECT pg_notify(%s, %s)", (PROGRESS_CHANNEL, f"{name}:{position}"))
+        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"rebuild:{name}",))
         progress(position, max(total, position))
     return applied
+
+
+def rebuild_all(
+    target: PostgresTarget,
+    projections: list[tuple[type[Projection], dict[str, object]]],
+    *,
+    batch_size: int = 2000,
+    progress: Callable[[str, int, int], None] = lambda name, done, total: None,
+) -> dict[str, int]:
+    """Rebuild several read models side by side (one thread each: while one waits on
+    Postgres another runs Python); returns events applied per read model."""
+    applied: dict[str, int] = {}
+    failures: list[BaseException] = []
+
+    def one(projection_class: type[Projection], options: dict[str, object]) -> None:
+        try:
+            applied[projection_class.name] = rebuild(
+                target,
+                projection_class,
+                batch_size=batch_size,
+                progress=lambda done, total: progress(projection_class.name, done, total),
+                **options,
+            )
+        except BaseException as error:  # reported after every thread has finished
+            failures.append(error)
+
+    threads = [threading.Thread(target=one, args=item, name=f"rebuild-{item[0].name}") for item in projections]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return applied
+
+
+def tracked_version(conn: psycopg.Connection, name: str) -> int | None:
+    row = conn.execute("SELECT version FROM chronicle.projections WHERE name = %s", (name,)).fetchone()
+    return row[0] if row else None
 
 
 def status(target: PostgresTarget, projection_classes: list[type[Projection]]) -> list[ProjectionStatus]:
@@ -225,28 +287,22 @@ class Runner:
         self.wake = wake
         self.stop = stop
         self.poll_interval = poll_interval
+        self.applied = 0  # events applied by this runner, read by the janitor
         self.thread = threading.Thread(target=self._run, name=f"projection-{projection.name}", daemon=True)
 
     def prepare(self) -> None:
-        """Create the read model on first run; rebuild it when the code's version changed."""
+        """Build the read model when it is missing or the code's version changed."""
         with self.target.connect(autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT version FROM chronicle.projections WHERE name = %s", (self.projection.name,)
-            ).fetchone()
-            if row is None:
-                with conn.transaction():
-                    # Two instances starting at once must not both create (and drop) it.
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.projection.name,))
-                    exists = conn.execute(
-                        "SELECT 1 FROM chronicle.projections WHERE name = %s", (self.projection.name,)
-                    ).fetchone()
-                    if not exists:
-                        create_schema(conn, self.projection)
-                        self.batcher.ensure_tracking(conn)
-                return
-        if row[0] != self.projection.version:
-            log.info("projection version changed; rebuilding", extra={"projection": self.projection.name})
-            rebuild(self.target, type(self.projection), batch_size=self.batcher.batch_size, **self.projection.options)
+            current = tracked_version(conn, self.projection.name) == self.projection.version
+        if not current:
+            log.info("building read model", extra={"projection": self.projection.name})
+            rebuild(
+                self.target,
+                type(self.projection),
+                batch_size=self.batcher.batch_size,
+                only_if_outdated=True,
+                **self.projection.options,
+            )
 
     def _run(self) -> None:
         backoff = 0.1
@@ -258,6 +314,7 @@ class Runner:
                     while not self.stop.is_set():
                         self.wake.clear()
                         count, _ = self.batcher.apply_batch(conn)
+                        self.applied += count
                         if count < self.batcher.batch_size:
                             self.wake.wait(self.poll_interval)
             except (psycopg.OperationalError, psycopg.InterfaceError) as error:
@@ -272,20 +329,55 @@ class Runner:
                 self.stop.wait(5.0)
 
 
-class ProjectionEngine:
-    """Starts a runner per projection plus the shared NOTIFY listener."""
+class Janitor:
+    """Vacuums and analyses read models that changed a lot, where autovacuum is off.
 
-    def __init__(self, target: PostgresTarget, projections: list[Projection], batch_size: int):
+    Every message updates its conversation's row; without vacuum those tables bloat and
+    without statistics the planner guesses. Postgres's autovacuum does this when enabled.
+    """
+
+    def __init__(self, target: PostgresTarget, runners: list[Runner], stop: threading.Event, every_events: int):
+        self.target = target
+        self.runners = runners
+        self.stop = stop
+        self.every_events = every_events
+        self.thread = threading.Thread(target=self._run, name="projection-janitor", daemon=True)
+
+    def _run(self) -> None:
+        vacuumed_at = {runner.projection.name: 0 for runner in self.runners}
+        while not self.stop.wait(30.0):
+            try:
+                with self.target.connect(autocommit=True) as conn:
+                    if conn.execute("SHOW autovacuum").fetchone()[0] == "on":  # type: ignore[index]
+                        return
+                    for runner in self.runners:
+                        name = runner.projection.name
+                        if runner.applied - vacuumed_at[name] >= self.every_events:
+                            vacuum_analyze(conn, runner.projection.schema)
+                            vacuumed_at[name] = runner.applied
+            except psycopg.Error as error:
+                log.warning("read-model vacuum failed", extra={"error_type": type(error).__name__})
+
+
+class ProjectionEngine:
+    """Starts a runner per projection, the shared NOTIFY listener and the janitor."""
+
+    def __init__(
+        self, target: PostgresTarget, projections: list[Projection], batch_size: int, vacuum_every: int = 100_000
+    ):
         self.stop_event = threading.Event()
         self.wakeup = Wakeup(target, self.stop_event)
         self.runners = [
             Runner(target, p, self.wakeup.subscribe(), self.stop_event, batch_size) for p in projections
         ]
+        self.janitor = Janitor(target, self.runners, self.stop_event, vacuum_every) if vacuum_every else None
 
     def start(self) -> None:
         self.wakeup.thread.start()
         for runner in self.runners:
             runner.thread.start()
+        if self.janitor is not None:
+            self.janitor.thread.start()
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -293,3 +385,5 @@ class ProjectionEngine:
             runner.wake.set()
             runner.thread.join(timeout=10)
         self.wakeup.thread.join(timeout=5)
+        if self.janitor is not None:
+            self.janitor.thread.join(timeout=60)

@@ -10,6 +10,7 @@ from psycopg.types.json import Jsonb
 from domain.conversation import Conversation
 from domain.session import Session
 from projections.base import Projection, handles
+from projections.batch import Batch, Rows, Totals, columns
 
 FIRST_MESSAGE_PREVIEW = 200
 
@@ -63,9 +64,35 @@ class HistoryProjection(Projection):
     )
     """
 
-    @handles(Session.Created)
-    def session_created(self, cur: Cursor, e: Session.Created, _: int) -> None:
+    def __init__(self, schema: str | None = None, **options: Any):
+        super().__init__(schema, **options)
+        self.new_messages = Rows(self._copy_messages)
+        # Per conversation: (messages added, first message's preview, latest time).
+        self.message_totals = Totals(lambda a, b: (a[0] + b[0], a[1], max(a[2], b[2])), self._add_message_totals)
+
+    def _copy_messages(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        statement = self.sql(
+            "COPY {schema}.messages (conversation_id, seq, id, role, content, metadata, pinned, message_type,"
+            " created_at) FROM STDIN"
+        )
+        with cur.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def _add_message_totals(self, cur: Cursor, items: list[tuple[Any, Any]]) -> None:
         cur.execute(
+            self.sql(
+                "UPDATE {schema}.conversations c SET message_count = c.message_count + d.added,"
+                " first_message = coalesce(c.first_message, d.first), updated_at = greatest(c.updated_at, d.at)"
+                " FROM unnest(%s::uuid[], %s::int[], %s::text[], %s::timestamptz[]) AS d(id, added, first, at)"
+                " WHERE c.id = d.id"
+            ),
+            columns([(key, *value) for key, value in items], 4),
+        )
+
+    @handles(Session.Created)
+    def session_created(self, batch: Batch, e: Session.Created, _: int) -> None:
+        batch.execute(
             self.sql(
                 "INSERT INTO {schema}.sessions (id, owner, name, description, kind, tags, status,"
                 " created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, 'open', %s, %s)"
@@ -73,31 +100,31 @@ class HistoryProjection(Projection):
             (e.originator_id, e.owner, e.name, e.description, e.kind, list(e.tags), e.timestamp, e.timestamp),
         )
 
-    def _update_session(self, cur: Cursor, e: Any, column: str, value: Any) -> None:
-        cur.execute(
+    def _update_session(self, batch: Batch, e: Any, column: str, value: Any) -> None:
+        batch.execute(
             self.sql("UPDATE {schema}.sessions SET {column} = %s, updated_at = %s WHERE id = %s", column=column),
             (value, e.timestamp, e.originator_id),
         )
 
     @handles(Session.Renamed)
-    def session_renamed(self, cur: Cursor, e: Session.Renamed, _: int) -> None:
-        self._update_session(cur, e, "name", e.name)
+    def session_renamed(self, batch: Batch, e: Session.Renamed, _: int) -> None:
+        self._update_session(batch, e, "name", e.name)
 
     @handles(Session.Described)
-    def session_described(self, cur: Cursor, e: Session.Described, _: int) -> None:
-        self._update_session(cur, e, "description", e.description)
+    def session_described(self, batch: Batch, e: Session.Described, _: int) -> None:
+        self._update_session(batch, e, "description", e.description)
 
     @handles(Session.Tagged)
-    def session_tagged(self, cur: Cursor, e: Session.Tagged, _: int) -> None:
-        self._update_session(cur, e, "tags", list(e.tags))
+    def session_tagged(self, batch: Batch, e: Session.Tagged, _: int) -> None:
+        self._update_session(batch, e, "tags", list(e.tags))
 
     @handles(Session.Closed)
-    def session_closed(self, cur: Cursor, e: Session.Closed, _: int) -> None:
-        self._update_session(cur, e, "status", "closed")
+    def session_closed(self, batch: Batch, e: Session.Closed, _: int) -> None:
+        self._update_session(batch, e, "status", "closed")
 
     @handles(Conversation.Started)
-    def conversation_started(self, cur: Cursor, e: Conversation.Started, _: int) -> None:
-        cur.execute(
+    def conversation_started(self, batch: Batch, e: Conversation.Started, _: int) -> None:
+        batch.execute(
             self.sql(
                 "INSERT INTO {schema}.conversations (id, owner, title, tags, session_id, document_context,"
                 " embedding_provider, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
@@ -115,18 +142,15 @@ class HistoryProjection(Projection):
             ),
         )
         if e.session_id is not None:
-            cur.execute(
+            batch.execute(
                 self.sql("UPDATE {schema}.sessions SET conversation_count = conversation_count + 1 WHERE id = %s"),
                 (e.session_id,),
             )
 
     @handles(Conversation.MessageAdded)
-    def message_added(self, cur: Cursor, e: Conversation.MessageAdded, _: int) -> None:
-        cur.execute(
-            self.sql(
-                "INSERT INTO {schema}.messages (conversation_id, seq, id, role, content, metadata, pinned,"
-                " message_type, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            ),
+    def message_added(self, batch: Batch, e: Conversation.MessageAdded, _: int) -> None:
+        batch.append(
+            self.new_messages,
             (
                 e.originator_id,
                 e.originator_version,
@@ -139,36 +163,32 @@ class HistoryProjection(Projection):
                 e.timestamp,
             ),
         )
-        cur.execute(
-            self.sql(
-                "UPDATE {schema}.conversations SET message_count = message_count + 1,"
-                " first_message = coalesce(first_message, %s), updated_at = %s WHERE id = %s"
-            ),
-            (e.content[:FIRST_MESSAGE_PREVIEW], e.timestamp, e.originator_id),
+        batch.accumulate(
+            self.message_totals, e.originator_id, (1, e.content[:FIRST_MESSAGE_PREVIEW], e.timestamp)
         )
 
     @handles(Conversation.Retitled)
-    def retitled(self, cur: Cursor, e: Conversation.Retitled, _: int) -> None:
-        cur.execute(
+    def retitled(self, batch: Batch, e: Conversation.Retitled, _: int) -> None:
+        batch.execute(
             self.sql("UPDATE {schema}.conversations SET title = %s, updated_at = %s WHERE id = %s"),
             (e.title, e.timestamp, e.originator_id),
         )
 
     @handles(Conversation.Retagged)
-    def retagged(self, cur: Cursor, e: Conversation.Retagged, _: int) -> None:
-        cur.execute(
+    def retagged(self, batch: Batch, e: Conversation.Retagged, _: int) -> None:
+        batch.execute(
             self.sql("UPDATE {schema}.conversations SET tags = %s, updated_at = %s WHERE id = %s"),
             (list(e.tags), e.timestamp, e.originator_id),
         )
 
     @handles(Conversation.Deleted)
-    def deleted(self, cur: Cursor, e: Conversation.Deleted, _: int) -> None:
-        cur.execute(self.sql("DELETE FROM {schema}.messages WHERE conversation_id = %s"), (e.originator_id,))
-        cur.execute(
+    def deleted(self, batch: Batch, e: Conversation.Deleted, _: int) -> None:
+        batch.execute(self.sql("DELETE FROM {schema}.messages WHERE conversation_id = %s"), (e.originator_id,))
+        batch.execute(
             self.sql(
                 "UPDATE {schema}.sessions s SET conversation_count = conversation_count - 1"
                 " FROM {schema}.conversations c WHERE c.id = %s AND s.id = c.session_id"
             ),
             (e.originator_id,),
         )
-        cur.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (e.originator_id,))
+        batch.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (e.originator_id,))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
 from domain.conversation import Conversation
 from domain.hitl import HitlExpired, HitlPaused, HitlResumed
 from projections.base import Projection, handles
+from projections.batch import Batch
 
 
 class HitlProjection(Projection):
@@ -44,12 +44,12 @@ class HitlProjection(Projection):
     """
 
     @handles(Conversation.Started)
-    def started(self, cur: Cursor, e: Conversation.Started, _: int) -> None:
-        cur.execute(self.sql("INSERT INTO {schema}.conversations (id, owner) VALUES (%s, %s)"), (e.originator_id, e.owner))
+    def started(self, batch: Batch, e: Conversation.Started, _: int) -> None:
+        batch.execute(self.sql("INSERT INTO {schema}.conversations (id, owner) VALUES (%s, %s)"), (e.originator_id, e.owner))
 
     @handles(HitlPaused)
-    def paused(self, cur: Cursor, e: HitlPaused, _: int) -> None:
-        cur.execute(
+    def paused(self, batch: Batch, e: HitlPaused, _: int) -> None:
+        batch.execute(
             self.sql(
                 "INSERT INTO {schema}.checkpoints (run_id, seq, owner, conversation_id, step, checkpoint_type,"
                 " prompt, data, conversation_mode, status, paused_at, expires_at)"
@@ -74,8 +74,8 @@ class HitlProjection(Projection):
         return "(SELECT max(seq) FROM {schema}.checkpoints WHERE run_id = %(run_id)s)"
 
     @handles(HitlResumed)
-    def resumed(self, cur: Cursor, e: HitlResumed, _: int) -> None:
-        cur.execute(
+    def resumed(self, batch: Batch, e: HitlResumed, _: int) -> None:
+        batch.execute(
             self.sql(
                 "UPDATE {schema}.checkpoints SET status = 'resumed', resumed_at = %(at)s, approved = %(approved)s,"
                 " edits = %(edits)s, feedback = %(feedback)s WHERE run_id = %(run_id)s AND seq = " + self._latest()
@@ -84,8 +84,8 @@ class HitlProjection(Projection):
         )
 
     @handles(HitlExpired)
-    def expired(self, cur: Cursor, e: HitlExpired, _: int) -> None:
-        cur.execute(
+    def expired(self, batch: Batch, e: HitlExpired, _: int) -> None:
+        batch.execute(
             self.sql(
                 "UPDATE {schema}.checkpoints SET status = 'expired', expired_at = %(at)s"
                 " WHERE run_id = %(run_id)s AND seq = " + self._latest()
@@ -94,6 +94,6 @@ class HitlProjection(Projection):
         )
 
     @handles(Conversation.Deleted)
-    def deleted(self, cur: Cursor, e: Conversation.Deleted, _: int) -> None:
-        cur.execute(self.sql("DELETE FROM {schema}.checkpoints WHERE conversation_id = %s"), (e.originator_id,))
-        cur.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (e.originator_id,))
+    def deleted(self, batch: Batch, e: Conversation.Deleted, _: int) -> None:
+        batch.execute(self.sql("DELETE FROM {schema}.checkpoints WHERE conversation_id = %s"), (e.originator_id,))
+        batch.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (e.originator_id,))

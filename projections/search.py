@@ -9,17 +9,20 @@ writes can forge another user's lexeme (queries also filter on the owner column)
 
 from __future__ import annotations
 
+from typing import Any
+
 from psycopg import Cursor
 
 from domain.conversation import Conversation
 from projections.base import Projection, handles
+from projections.batch import Batch, Rows, columns
 
 OWNER_LEXEME_SQL = "array_to_tsvector(ARRAY['OWNER ' || md5({owner})])"
 
 
 class SearchProjection(Projection):
     name = "search"
-    version = 2
+    version = 3
     tables = """
     CREATE TABLE {schema}.conversations (
         id uuid PRIMARY KEY,
@@ -29,6 +32,7 @@ class SearchProjection(Projection):
         created_at timestamptz NOT NULL
     );
     CREATE INDEX ON {schema}.conversations USING gin (tsv);
+    CREATE INDEX ON {schema}.conversations (owner);
     CREATE TABLE {schema}.messages (
         id uuid PRIMARY KEY,
         conversation_id uuid NOT NULL,
@@ -37,17 +41,32 @@ class SearchProjection(Projection):
         tsv tsvector NOT NULL,
         created_at timestamptz NOT NULL
     );
-    CREATE INDEX ON {schema}.messages USING gin (tsv);
+    -- A small pending list: new entries are merged into the index in short, frequent
+    -- steps instead of a quarter-second stall every 4 MB.
+    CREATE INDEX ON {schema}.messages USING gin (tsv) WITH (gin_pending_list_limit = 256);
     CREATE INDEX ON {schema}.messages (conversation_id)
     """
 
-    @property
-    def language(self) -> str:
-        return str(self.options.get("language", "english"))
+    def __init__(self, schema: str | None = None, **options: Any):
+        super().__init__(schema, **options)
+        self.language = str(options.get("language", "english"))
+        self.new_messages = Rows(self._index_messages)
+
+    def _index_messages(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.messages (id, conversation_id, owner, content, tsv, created_at)"
+                " SELECT m.id, c.id, c.owner, m.content, to_tsvector(%s::regconfig, m.content) || "
+                + OWNER_LEXEME_SQL.format(owner="c.owner")
+                + ", m.at FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::timestamptz[])"
+                " AS m(id, conversation_id, content, at) JOIN {schema}.conversations c ON c.id = m.conversation_id"
+            ),
+            [self.language, *columns(rows, 4)],
+        )
 
     @handles(Conversation.Started)
-    def started(self, cur: Cursor, e: Conversation.Started, _: int) -> None:
-        cur.execute(
+    def started(self, batch: Batch, e: Conversation.Started, _: int) -> None:
+        batch.execute(
             self.sql(
                 "INSERT INTO {schema}.conversations (id, owner, title, tsv, created_at)"
                 " VALUES (%(id)s, %(owner)s, %(title)s,"
@@ -59,8 +78,8 @@ class SearchProjection(Projection):
         )
 
     @handles(Conversation.Retitled)
-    def retitled(self, cur: Cursor, e: Conversation.Retitled, _: int) -> None:
-        cur.execute(
+    def retitled(self, batch: Batch, e: Conversation.Retitled, _: int) -> None:
+        batch.execute(
             self.sql(
                 "UPDATE {schema}.conversations SET title = %(title)s,"
                 " tsv = to_tsvector(%(language)s::regconfig, %(title)s) || "
@@ -71,25 +90,10 @@ class SearchProjection(Projection):
         )
 
     @handles(Conversation.MessageAdded)
-    def message_added(self, cur: Cursor, e: Conversation.MessageAdded, _: int) -> None:
-        cur.execute(
-            self.sql(
-                "INSERT INTO {schema}.messages (id, conversation_id, owner, content, tsv, created_at)"
-                " SELECT %(message_id)s, c.id, c.owner, %(content)s,"
-                " to_tsvector(%(language)s::regconfig, %(content)s) || "
-                + OWNER_LEXEME_SQL.format(owner="c.owner")
-                + ", %(at)s FROM {schema}.conversations c WHERE c.id = %(id)s"
-            ),
-            {
-                "message_id": e.message_id,
-                "content": e.content,
-                "language": self.language,
-                "at": e.timestamp,
-                "id": e.originator_id,
-            },
-        )
+    def message_added(self, batch: Batch, e: Conversation.MessageAdded, _: int) -> None:
+        batch.append(self.new_messages, (e.message_id, e.originator_id, e.content, e.timestamp))
 
     @handles(Conversation.Deleted)
-    def deleted(self, cur: Cursor, e: Conversation.Deleted, _: int) -> None:
-        cur.execute(self.sql("DELETE FROM {schema}.messages WHERE conversation_id = %s"), (e.originator_id,))
-        cur.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (e.originator_id,))
+    def deleted(self, batch: Batch, e: Conversation.Deleted, _: int) -> None:
+        batch.execute(self.sql("DELETE FROM {schema}.messages WHERE conversation_id = %s"), (e.originator_id,))
+        batch.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (e.originator_id,))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from psycopg import Cursor
 
 from domain.conversation import Conversation
 from projections.base import Projection, handles
+from projections.batch import Batch, Totals, columns
 
 
 class StatsProjection(Projection):
@@ -35,47 +38,56 @@ class StatsProjection(Projection):
     CREATE INDEX ON {schema}.tags (owner, count DESC, tag)
     """
 
-    def _count_tags(self, cur: Cursor, owner: str, tags: list[str], delta: int) -> None:
-        if not tags:
-            return
+    def __init__(self, schema: str | None = None, **options: Any):
+        super().__init__(schema, **options)
+        self.messages_added = Totals(lambda a, b: a + b, self._add_messages)
+
+    def _add_messages(self, cur: Cursor, items: list[tuple[Any, int]]) -> None:
         cur.execute(
             self.sql(
-                "INSERT INTO {schema}.tags (owner, tag, count) SELECT %s, t, %s FROM unnest(%s::text[]) t"
-                " ON CONFLICT (owner, tag) DO UPDATE SET count = {schema}.tags.count + excluded.count"
+                "WITH added AS (SELECT * FROM unnest(%s::uuid[], %s::int[]) AS a(id, n)),"
+                " counted AS (UPDATE {schema}.conversations c SET message_count = c.message_count + added.n"
+                " FROM added WHERE c.id = added.id RETURNING c.owner, added.n)"
+                " UPDATE {schema}.users u SET messages = u.messages + per_owner.n"
+                " FROM (SELECT owner, sum(n) AS n FROM counted GROUP BY owner) per_owner"
+                " WHERE u.owner = per_owner.owner"
             ),
-            (owner, delta, tags),
+            columns(items, 2),
         )
 
+    def _count_tags(self, batch: Batch, owner: str, tags: list[str], delta: int) -> None:
+        if tags:
+            batch.execute(
+                self.sql(
+                    "INSERT INTO {schema}.tags (owner, tag, count) SELECT %s, t, %s FROM unnest(%s::text[]) t"
+                    " ON CONFLICT (owner, tag) DO UPDATE SET count = {schema}.tags.count + excluded.count"
+                ),
+                (owner, delta, tags),
+            )
+
     @handles(Conversation.Started)
-    def started(self, cur: Cursor, e: Conversation.Started, _: int) -> None:
-        cur.execute(
+    def started(self, batch: Batch, e: Conversation.Started, _: int) -> None:
+        batch.execute(
             self.sql(
                 "INSERT INTO {schema}.users (owner, conversations) VALUES (%s, 1)"
                 " ON CONFLICT (owner) DO UPDATE SET conversations = {schema}.users.conversations + 1"
             ),
             (e.owner,),
         )
-        cur.execute(
+        batch.execute(
             self.sql("INSERT INTO {schema}.conversations (id, owner, tags, created_at) VALUES (%s, %s, %s, %s)"),
             (e.originator_id, e.owner, list(e.tags), e.timestamp),
         )
-        self._count_tags(cur, e.owner, list(e.tags), +1)
+        self._count_tags(batch, e.owner, list(e.tags), +1)
 
     @handles(Conversation.MessageAdded)
-    def message_added(self, cur: Cursor, e: Conversation.MessageAdded, _: int) -> None:
-        cur.execute(
-            self.sql(
-                "WITH c AS (UPDATE {schema}.conversations SET message_count = message_count + 1"
-                " WHERE id = %s RETURNING owner)"
-                " UPDATE {schema}.users u SET messages = u.messages + 1 FROM c WHERE u.owner = c.owner"
-            ),
-            (e.originator_id,),
-        )
+    def message_added(self, batch: Batch, e: Conversation.MessageAdded, _: int) -> None:
+        batch.accumulate(self.messages_added, e.originator_id, 1)
 
     @handles(Conversation.Retagged)
-    def retagged(self, cur: Cursor, e: Conversation.Retagged, _: int) -> None:
+    def retagged(self, batch: Batch, e: Conversation.Retagged, _: int) -> None:
         # The old tags live in this read model's own row, read inside the same statement.
-        cur.execute(
+        batch.execute(
             self.sql(
                 "WITH old AS (SELECT owner, unnest(tags) AS tag FROM {schema}.conversations WHERE id = %s)"
                 " UPDATE {schema}.tags t SET count = t.count - 1 FROM old"
@@ -83,7 +95,7 @@ class StatsProjection(Projection):
             ),
             (e.originator_id,),
         )
-        cur.execute(
+        batch.execute(
             self.sql(
                 "WITH c AS (UPDATE {schema}.conversations SET tags = %s WHERE id = %s RETURNING owner)"
                 " INSERT INTO {schema}.tags (owner, tag, count) SELECT c.owner, t, 1 FROM c, unnest(%s::text[]) t"
@@ -93,8 +105,8 @@ class StatsProjection(Projection):
         )
 
     @handles(Conversation.Deleted)
-    def deleted(self, cur: Cursor, e: Conversation.Deleted, _: int) -> None:
-        cur.execute(
+    def deleted(self, batch: Batch, e: Conversation.Deleted, _: int) -> None:
+        batch.execute(
             self.sql(
                 "WITH gone AS (DELETE FROM {schema}.conversations WHERE id = %s RETURNING owner, tags, message_count),"
                 " users AS (UPDATE {schema}.users u SET conversations = u.conversations - 1,"

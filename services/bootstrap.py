@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import IO
 from datetime import UTC, datetime
 from uuid import UUID
 
@@ -32,7 +34,7 @@ from projections.stats import StatsProjection
 from services.api import routes
 from services.command_bus import CommandBus
 from services.contract import hitl_stream
-from services.hitl_coordinator import ExpirySweeper, SignalRelay
+from services.hitl_coordinator import SIGNAL_TOPICS, ExpirySweeper, SignalRelay
 from services.commands import COMMANDS, INTERNAL_COMMANDS
 from services.positions import ProjectionPositions
 from services.queries import Queries
@@ -71,11 +73,27 @@ class Servers:
     database_url: str = ""
     nats_url: str = ""
     started: list[EmbeddedPostgres | EmbeddedNats] = field(default_factory=list)
+    _lock: IO[str] | None = None
 
     def start(self) -> Servers:
+        if not (self.settings.database_url and self.settings.nats_url):
+            self._lock_data_dir()
         self.database_url = self.settings.database_url or self._embed(EmbeddedPostgres(self.settings.data_dir))
         self.nats_url = self.settings.nats_url or self._embed(EmbeddedNats(self.settings.data_dir))
         return self
+
+    def _lock_data_dir(self) -> None:
+        """One process at a time runs embedded servers on a data dir."""
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.settings.data_dir / "serve.lock", "w")  # noqa: SIM115  # held until stop
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            raise RuntimeError(
+                f"another Chronicle process runs embedded servers on {self.settings.data_dir}; "
+                "stop it, or set CHRONICLE_DATA_DIR / the server URLs"
+            ) from None
 
     def _embed(self, server: EmbeddedPostgres | EmbeddedNats) -> str:
         url = server.start()
@@ -85,6 +103,9 @@ class Servers:
     def stop(self) -> None:
         while self.started:
             self.started.pop().stop()
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
 
 @dataclass
@@ -121,7 +142,7 @@ async def bootstrap(
         target = PostgresTarget(servers.database_url)
         await asyncio.to_thread(migrate, target)
 
-        store = await asyncio.to_thread(EventStore, target)
+        store = await asyncio.to_thread(EventStore, target, signal_topics=SIGNAL_TOPICS)
         stack.callback(store.close)
         handlers = {name: handler for name, (_, handler) in (COMMANDS | INTERNAL_COMMANDS).items()}
         bus = CommandBus(
@@ -137,7 +158,9 @@ async def bootstrap(
 
         engine = None
         if settings.run_projections:
-            engine = ProjectionEngine(target, build_projections(settings), settings.projection_batch_size)
+            engine = ProjectionEngine(
+                target, build_projections(settings), settings.projection_batch_size, settings.read_model_vacuum_every
+            )
             engine.start()
             stack.callback(engine.stop)
 
@@ -146,7 +169,6 @@ async def bootstrap(
             min_size=2,
             max_size=settings.query_pool_size,
             open=False,
-            check=AsyncConnectionPool.check_connection,
             configure=read_json_with_orjson,
         )
         await pool.open()

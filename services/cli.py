@@ -74,30 +74,34 @@ def projections_status(settings: Settings) -> None:
 def projections_rebuild(settings: Settings, names: list[str]) -> None:
     from tqdm import tqdm
 
-    from projections.engine import rebuild
+    from projections.engine import rebuild_all
     from services.bootstrap import PROJECTIONS, projection_options
 
-    chosen = [p for p in PROJECTIONS if "all" in names or p.name in names]
     unknown = set(names) - {p.name for p in PROJECTIONS} - {"all"}
     if unknown:
         sys.exit(f"unknown projection(s): {', '.join(sorted(unknown))}; known: {', '.join(p.name for p in PROJECTIONS)}")
+    chosen = [p for p in PROJECTIONS if "all" in names or p.name in names]
+    bars = {
+        p.name: tqdm(desc=f"rebuild {p.name}", unit="pos", total=0, position=i, file=sys.stderr)
+        for i, p in enumerate(chosen)
+    }
+
+    def progress(name: str, done: int, total: int) -> None:
+        bars[name].total = total
+        bars[name].n = done
+        bars[name].refresh()
+
     with database(settings) as target:
-        for projection in chosen:
-            with tqdm(desc=f"rebuild {projection.name}", unit="pos", total=0, file=sys.stderr) as bar:
-
-                def progress(done: int, total: int, bar: tqdm = bar) -> None:
-                    bar.total = total
-                    bar.n = done
-                    bar.refresh()
-
-                applied = rebuild(
-                    target,
-                    projection,
-                    batch_size=settings.projection_batch_size,
-                    progress=progress,
-                    **projection_options(settings, projection),
-                )
-            print(f"{projection.name}: rebuilt from {applied} events")
+        applied = rebuild_all(
+            target,
+            [(p, projection_options(settings, p)) for p in chosen],
+            batch_size=settings.projection_batch_size,
+            progress=progress,
+        )
+    for bar in bars.values():
+        bar.close()
+    for name, count in applied.items():
+        print(f"{name}: rebuilt from {count} events")
 
 
 def run_projections(settings: Settings) -> None:
@@ -110,7 +114,9 @@ def run_projections(settings: Settings) -> None:
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     with database(settings) as target:
-        engine = ProjectionEngine(target, build_projections(settings), settings.projection_batch_size)
+        engine = ProjectionEngine(
+            target, build_projections(settings), settings.projection_batch_size, settings.read_model_vacuum_every
+        )
         engine.start()
         log.info("projections running", extra={"postgres": target.describe()})
         with contextlib.suppress(KeyboardInterrupt):

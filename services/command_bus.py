@@ -12,7 +12,9 @@ import asyncio
 import hashlib
 import logging
 import queue
+import random
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +33,8 @@ from services.unit_of_work import AggregateCache, UnitOfWork
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Any, UnitOfWork], dict[str, Any]]
-MAX_ATTEMPTS = 8
+MAX_ATTEMPTS = 16
+CONFLICT_BACKOFF = 0.001  # seconds; doubled per attempt, randomised
 
 
 def fingerprint(name: str, payload: Command) -> str:
@@ -149,9 +152,11 @@ class CommandBus:
                 self._forget(pending)
                 pending = [s for s in pending if s.error is None]
             except IntegrityError:
-                # Another writer got there first: forget what we believed and decide again.
+                # Another writer got there first: forget what we believed and decide again,
+                # after a random pause that grows, so two instances stop colliding.
                 self.conflicts += 1
                 self._forget(pending)
+                time.sleep(random.uniform(0, CONFLICT_BACKOFF * 2 ** min(attempt, 6)))
             except Exception as error:  # the database failed: nobody's events were saved
                 self._forget(pending)
                 failure = translate(error)

@@ -20,7 +20,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from nats.js import JetStreamContext
 
-from adapters.event_store import EVENTS_CHANNEL, PydanticMapper
+from adapters.event_store import SIGNALS_CHANNEL, PydanticMapper
 from domain.conversation import Conversation
 from domain.hitl import HitlExpired, HitlPaused, HitlResumed, select_history
 from services import contract as c
@@ -96,7 +96,7 @@ class SignalRelay:
                     await psycopg.AsyncConnection.connect(self.url, autocommit=True) as listener,
                     await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn,
                 ):
-                    await listener.execute(f"LISTEN {EVENTS_CHANNEL}")
+                    await listener.execute(f"LISTEN {SIGNALS_CHANNEL}")
                     while True:
                         while await self.relay_batch(conn) == BATCH:
                             pass

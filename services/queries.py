@@ -6,8 +6,9 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+import psycopg
 from psycopg.rows import dict_row
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 from psycopg_pool import AsyncConnectionPool
 
 from services import contract as c
@@ -28,10 +29,18 @@ class Queries:
         self.language = language
 
     async def _all(self, query: Any, params: Any) -> list[dict[str, Any]]:
-        async with self.pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(query, params, prepare=True)
-            return await cur.fetchall()
+        # Pooled connections are not pinged before use (a round trip per query); a read
+        # that meets a dropped one is simply tried once more on another.
+        for attempt in (1, 2):
+            try:
+                async with self.pool.connection() as conn:
+                    cur = conn.cursor(row_factory=dict_row)
+                    await cur.execute(query, params, prepare=True)
+                    return await cur.fetchall()
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     async def _one(self, query: Any, params: Any) -> dict[str, Any] | None:
         rows = await self._all(query, params)
@@ -62,24 +71,20 @@ class Queries:
     # --- conversations --------------------------------------------------------------------
 
     async def list_conversations(self, user: str, q: c.ListConversations) -> dict[str, Any]:
-        # sort_by and order are closed Literals; they become identifiers and keywords, never text.
+        # Only the filters given reach the WHERE clause: a prepared statement with
+        # "tags @> '{}'" gets a generic plan that scans the tags index for every call.
+        # sort_by and order are closed Literals: they become identifiers and keywords.
+        where = conversation_filters(q)
         order = SQL("DESC" if q.order == "desc" else "ASC")
         query = SQL(
             "SELECT " + CONVERSATION_COLUMNS + ", count(*) OVER () AS total FROM rm_history.conversations"
-            " WHERE owner = %(user)s AND tags @> %(tags)s::text[]"
-            " AND (%(session)s::uuid IS NULL OR session_id = %(session)s)"
-            " ORDER BY {sort} {order}, id {order} LIMIT %(limit)s OFFSET %(offset)s"
-        ).format(sort=Identifier(q.sort_by), order=order)
-        rows = await self._all(
-            query,
-            {"user": user, "tags": q.tags, "session": q.session_id, "limit": q.limit, "offset": q.offset},
-        )
+            " WHERE {where} ORDER BY {sort} {order}, id {order} LIMIT %(limit)s OFFSET %(offset)s"
+        ).format(where=where, sort=Identifier(q.sort_by), order=order)
+        params = {"user": user, "tags": q.tags, "session": q.session_id, "limit": q.limit, "offset": q.offset}
+        rows = await self._all(query, params)
         if not rows and q.offset:
-            total = await self._one(
-                "SELECT count(*) AS total FROM rm_history.conversations WHERE owner = %(user)s"
-                " AND tags @> %(tags)s::text[] AND (%(session)s::uuid IS NULL OR session_id = %(session)s)",
-                {"user": user, "tags": q.tags, "session": q.session_id},
-            )
+            count = SQL("SELECT count(*) AS total FROM rm_history.conversations WHERE {where}").format(where=where)
+            total = await self._one(count, params)
             return {"items": [], "total": total["total"] if total else 0, "limit": q.limit, "offset": q.offset}
         return page(rows, q.limit, q.offset)
 
@@ -195,6 +200,15 @@ RUN_COLUMNS = (
     "run_id, conversation_id, status, step, checkpoint_type, prompt, data, conversation_mode, paused_at,"
     " expires_at, resumed_at, expired_at, approved, edits, feedback"
 )
+
+
+def conversation_filters(q: c.ListConversations) -> Composed:
+    conditions = [SQL("owner = %(user)s")]
+    if q.tags:
+        conditions.append(SQL("tags @> %(tags)s::text[]"))
+    if q.session_id is not None:
+        conditions.append(SQL("session_id = %(session)s"))
+    return SQL(" AND ").join(conditions)
 
 
 def page(rows: list[dict[str, Any]], limit: int, offset: int) -> dict[str, Any]:

@@ -29,7 +29,12 @@ class Served:
             [sys.executable, "-m", "services.cli", "serve"], env=env, stderr=subprocess.PIPE, text=True
         )
         self.lines: list[dict[str, object]] = []
-        self.ready = self._read_until("ready")
+        try:
+            self.ready = self._read_until("ready")
+        except BaseException:
+            self.process.kill()  # never leave a half-started service behind
+            self.process.wait()
+            raise
 
     def _read_until(self, message: str) -> dict[str, object]:
         assert self.process.stderr is not None

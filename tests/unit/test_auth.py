@@ -1,0 +1,48 @@
+"""Bearer tokens: verified once, but expiry and tampering are still caught."""
+
+from __future__ import annotations
+
+import time
+
+import jwt
+import pytest
+
+from adapters.auth import TokenAuthority
+from services.errors import ChronicleError
+
+SECRET = "unit-test-secret-unit-test-secret-unit-test"
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_a_token_names_its_user_every_time() -> None:
+    authority = TokenAuthority(secret=SECRET)
+    token = authority.issue("alice")
+    assert authority.user_of(bearer(token)) == authority.user_of(bearer(token)) == "alice"
+
+
+def test_an_expired_token_is_refused_even_after_it_was_verified() -> None:
+    authority = TokenAuthority(secret=SECRET)
+    token = authority.issue("alice", ttl_seconds=1)
+    assert authority.user_of(bearer(token)) == "alice"
+    time.sleep(1.1)
+    with pytest.raises(ChronicleError) as raised:
+        authority.user_of(bearer(token))
+    assert raised.value.code == "unauthorized"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        {},
+        {"Authorization": "Basic abc"},
+        bearer(jwt.encode({"sub": "alice"}, "another-secret-another-secret-another", algorithm="HS256")),
+        bearer(jwt.encode({"name": "no subject"}, SECRET, algorithm="HS256")),
+    ],
+)
+def test_bad_tokens_are_unauthorized(header: dict[str, str]) -> None:
+    with pytest.raises(ChronicleError) as raised:
+        TokenAuthority(secret=SECRET).user_of(header)
+    assert raised.value.code == "unauthorized"
