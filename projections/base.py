@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from eventsourcing.utils import get_topic
 from psycopg.sql import SQL, Composed, Identifier
 
-from projections.batch import Batch
+from projections.batch import Batch, Rows, Totals
 
 EventHandler = Callable[[Any, Batch, Any, int], None]
 
@@ -47,6 +47,10 @@ class Projection:
     def __init__(self, schema: str | None = None, **options: Any):
         self.schema = schema or self.live_schema()
         self.options = options
+        self.sinks: list[Rows | Totals] = []  # subclasses list theirs in write order
+
+    def batch(self, cursor: Any) -> Batch:
+        return Batch(cursor, self.sinks)
 
     @classmethod
     def live_schema(cls) -> str:

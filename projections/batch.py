@@ -2,8 +2,10 @@
 
 A handler either runs a statement now (`execute`) or hands over a row (`append`) or a
 per-key value (`accumulate`) for a sink that writes the whole batch's worth in one
-statement. Running a statement first writes everything held back, so the outcome is
-exactly that of running each event's statements one by one, in far fewer round trips.
+statement. Running a statement first writes everything held back, and sinks are written
+in the order the projection declares them (rows a later sink's statement relies on come
+first), so the outcome is exactly that of running each event's statements one by one,
+in far fewer round trips.
 """
 
 from __future__ import annotations
@@ -34,36 +36,30 @@ class Totals:
 
 
 class Batch:
-    def __init__(self, cursor: Cursor):
+    def __init__(self, cursor: Cursor, sinks: list[Rows | Totals]):
         self.cursor = cursor
+        self.sinks = sinks  # in the order they must be written
         self._rows: dict[Rows, list[Any]] = {}
         self._totals: dict[Totals, dict[Hashable, Any]] = {}
-        self._order: list[Rows | Totals] = []
 
     def execute(self, statement: Any, params: Any = None) -> None:
         self.flush()
         self.cursor.execute(statement, params, prepare=True)
 
     def append(self, sink: Rows, row: Any) -> None:
-        if sink not in self._rows:
-            self._rows[sink] = []
-            self._order.append(sink)
-        self._rows[sink].append(row)
+        self._rows.setdefault(sink, []).append(row)
 
     def accumulate(self, sink: Totals, key: Hashable, value: Any) -> None:
-        if sink not in self._totals:
-            self._totals[sink] = {}
-            self._order.append(sink)
-        values = self._totals[sink]
+        values = self._totals.setdefault(sink, {})
         values[key] = sink.combine(values[key], value) if key in values else value
 
     def flush(self) -> None:
-        for sink in self._order:
-            if isinstance(sink, Rows):
+        for sink in self.sinks:
+            if isinstance(sink, Rows) and sink in self._rows:
                 sink.write(self.cursor, self._rows.pop(sink))
-            else:
+            elif isinstance(sink, Totals) and sink in self._totals:
                 sink.write(self.cursor, list(self._totals.pop(sink).items()))
-        self._order.clear()
+        assert not self._rows and not self._totals, "a sink the projection did not declare"
 
 
 def columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:

@@ -21,7 +21,6 @@ from adapters.event_store import EVENTS_CHANNEL, PydanticMapper
 from adapters.postgres import PostgresTarget
 from eventsourcing.persistence import StoredEvent
 from projections.base import Projection
-from projections.batch import Batch
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +85,7 @@ class Batcher:
             # A read model is derived: if a crash loses this commit, rows and position are
             # lost together and re-applied, so it need not wait for the disk.
             cur.execute("SET LOCAL synchronous_commit = off")
-            batch = Batch(cur)
+            batch = self.projection.batch(cur)
             for notification_id, originator_id, version, topic, state in rows:
                 event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
                 self.projection.apply(batch, event, notification_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from psycopg import Cursor
@@ -66,18 +67,59 @@ class HistoryProjection(Projection):
 
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
-        self.new_messages = Rows(self._copy_messages)
+        self.new_conversations = Rows(
+            self._copier(
+                "COPY {schema}.conversations (id, owner, title, tags, session_id, document_context,"
+                " embedding_provider, created_at, updated_at) FROM STDIN"
+            )
+        )
+        self.conversations_per_session = Totals(lambda a, b: a + b, self._count_session_conversations)
+        self.new_messages = Rows(
+            self._copier(
+                "COPY {schema}.messages (conversation_id, seq, id, role, content, metadata, pinned,"
+                " message_type, created_at) FROM STDIN"
+            )
+        )
         # Per conversation: (messages added, first message's preview, latest time).
         self.message_totals = Totals(lambda a, b: (a[0] + b[0], a[1], max(a[2], b[2])), self._add_message_totals)
+        # Per conversation: the batch's latest (title, time).
+        self.titles = Totals(lambda earlier, later: later, self._retitle)
+        self.sinks = [
+            self.new_conversations,
+            self.conversations_per_session,
+            self.titles,
+            self.new_messages,
+            self.message_totals,
+        ]
 
-    def _copy_messages(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
-        statement = self.sql(
-            "COPY {schema}.messages (conversation_id, seq, id, role, content, metadata, pinned, message_type,"
-            " created_at) FROM STDIN"
+    def _retitle(self, cur: Cursor, items: list[tuple[Any, Any]]) -> None:
+        cur.execute(
+            self.sql(
+                "UPDATE {schema}.conversations c SET title = d.title, updated_at = greatest(c.updated_at, d.at)"
+                " FROM unnest(%s::uuid[], %s::text[], %s::timestamptz[]) AS d(id, title, at) WHERE c.id = d.id"
+            ),
+            columns([(key, *value) for key, value in items], 3),
+            prepare=True,
+            binary=True,
         )
-        with cur.copy(statement) as copy:
-            for row in rows:
-                copy.write_row(row)
+
+    def _copier(self, statement: str) -> Callable[[Cursor, list[tuple[Any, ...]]], None]:
+        def copy_rows(cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+            with cur.copy(self.sql(statement)) as copy:
+                for row in rows:
+                    copy.write_row(row)
+
+        return copy_rows
+
+    def _count_session_conversations(self, cur: Cursor, items: list[tuple[Any, int]]) -> None:
+        cur.execute(
+            self.sql(
+                "UPDATE {schema}.sessions s SET conversation_count = s.conversation_count + d.added"
+                " FROM unnest(%s::uuid[], %s::int[]) AS d(id, added) WHERE s.id = d.id"
+            ),
+            columns(items, 2),
+            prepare=True,
+        )
 
     def _add_message_totals(self, cur: Cursor, items: list[tuple[Any, Any]]) -> None:
         cur.execute(
@@ -88,6 +130,8 @@ class HistoryProjection(Projection):
                 " WHERE c.id = d.id"
             ),
             columns([(key, *value) for key, value in items], 4),
+            prepare=True,
+            binary=True,
         )
 
     @handles(Session.Created)
@@ -124,11 +168,8 @@ class HistoryProjection(Projection):
 
     @handles(Conversation.Started)
     def conversation_started(self, batch: Batch, e: Conversation.Started, _: int) -> None:
-        batch.execute(
-            self.sql(
-                "INSERT INTO {schema}.conversations (id, owner, title, tags, session_id, document_context,"
-                " embedding_provider, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            ),
+        batch.append(
+            self.new_conversations,
             (
                 e.originator_id,
                 e.owner,
@@ -142,10 +183,7 @@ class HistoryProjection(Projection):
             ),
         )
         if e.session_id is not None:
-            batch.execute(
-                self.sql("UPDATE {schema}.sessions SET conversation_count = conversation_count + 1 WHERE id = %s"),
-                (e.session_id,),
-            )
+            batch.accumulate(self.conversations_per_session, e.session_id, 1)
 
     @handles(Conversation.MessageAdded)
     def message_added(self, batch: Batch, e: Conversation.MessageAdded, _: int) -> None:
@@ -169,10 +207,7 @@ class HistoryProjection(Projection):
 
     @handles(Conversation.Retitled)
     def retitled(self, batch: Batch, e: Conversation.Retitled, _: int) -> None:
-        batch.execute(
-            self.sql("UPDATE {schema}.conversations SET title = %s, updated_at = %s WHERE id = %s"),
-            (e.title, e.timestamp, e.originator_id),
-        )
+        batch.accumulate(self.titles, e.originator_id, (e.title, e.timestamp))
 
     @handles(Conversation.Retagged)
     def retagged(self, batch: Batch, e: Conversation.Retagged, _: int) -> None:

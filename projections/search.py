@@ -15,7 +15,7 @@ from psycopg import Cursor
 
 from domain.conversation import Conversation
 from projections.base import Projection, handles
-from projections.batch import Batch, Rows, columns
+from projections.batch import Batch, Rows, Totals, columns
 
 OWNER_LEXEME_SQL = "array_to_tsvector(ARRAY['OWNER ' || md5({owner})])"
 
@@ -50,7 +50,36 @@ class SearchProjection(Projection):
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
         self.language = str(options.get("language", "english"))
+        self.new_conversations = Rows(self._index_conversations)
+        self.titles = Totals(lambda earlier, later: later, self._retitle)
         self.new_messages = Rows(self._index_messages)
+        self.sinks = [self.new_conversations, self.titles, self.new_messages]
+
+    def _retitle(self, cur: Cursor, items: list[tuple[Any, str]]) -> None:
+        cur.execute(
+            self.sql(
+                "UPDATE {schema}.conversations c SET title = d.title,"
+                " tsv = to_tsvector(%s::regconfig, d.title) || "
+                + OWNER_LEXEME_SQL.format(owner="c.owner")
+                + " FROM unnest(%s::uuid[], %s::text[]) AS d(id, title) WHERE c.id = d.id"
+            ),
+            [self.language, *columns(items, 2)],
+            prepare=True,
+            binary=True,
+        )
+
+    def _index_conversations(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.conversations (id, owner, title, tsv, created_at)"
+                " SELECT c.id, c.owner, c.title, to_tsvector(%s::regconfig, c.title) || "
+                + OWNER_LEXEME_SQL.format(owner="c.owner")
+                + ", c.at FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::timestamptz[]) AS c(id, owner, title, at)"
+            ),
+            [self.language, *columns(rows, 4)],
+            prepare=True,
+            binary=True,
+        )
 
     def _index_messages(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
         cur.execute(
@@ -62,32 +91,17 @@ class SearchProjection(Projection):
                 " AS m(id, conversation_id, content, at) JOIN {schema}.conversations c ON c.id = m.conversation_id"
             ),
             [self.language, *columns(rows, 4)],
+            prepare=True,
+            binary=True,
         )
 
     @handles(Conversation.Started)
     def started(self, batch: Batch, e: Conversation.Started, _: int) -> None:
-        batch.execute(
-            self.sql(
-                "INSERT INTO {schema}.conversations (id, owner, title, tsv, created_at)"
-                " VALUES (%(id)s, %(owner)s, %(title)s,"
-                " to_tsvector(%(language)s::regconfig, %(title)s) || "
-                + OWNER_LEXEME_SQL.format(owner="%(owner)s")
-                + ", %(at)s)"
-            ),
-            {"id": e.originator_id, "owner": e.owner, "title": e.title, "language": self.language, "at": e.timestamp},
-        )
+        batch.append(self.new_conversations, (e.originator_id, e.owner, e.title, e.timestamp))
 
     @handles(Conversation.Retitled)
     def retitled(self, batch: Batch, e: Conversation.Retitled, _: int) -> None:
-        batch.execute(
-            self.sql(
-                "UPDATE {schema}.conversations SET title = %(title)s,"
-                " tsv = to_tsvector(%(language)s::regconfig, %(title)s) || "
-                + OWNER_LEXEME_SQL.format(owner="owner")
-                + " WHERE id = %(id)s"
-            ),
-            {"id": e.originator_id, "title": e.title, "language": self.language},
-        )
+        batch.accumulate(self.titles, e.originator_id, e.title)
 
     @handles(Conversation.MessageAdded)
     def message_added(self, batch: Batch, e: Conversation.MessageAdded, _: int) -> None:

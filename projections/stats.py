@@ -8,7 +8,7 @@ from psycopg import Cursor
 
 from domain.conversation import Conversation
 from projections.base import Projection, handles
-from projections.batch import Batch, Totals, columns
+from projections.batch import Batch, Rows, Totals, columns
 
 
 class StatsProjection(Projection):
@@ -40,7 +40,38 @@ class StatsProjection(Projection):
 
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
+        self.conversations_started = Totals(lambda a, b: a + b, self._count_started)
+        self.new_conversations = Rows(self._copy_conversations)
+        self.tags_started = Totals(lambda a, b: a + b, self._count_started_tags)
         self.messages_added = Totals(lambda a, b: a + b, self._add_messages)
+        self.sinks = [self.conversations_started, self.new_conversations, self.tags_started, self.messages_added]
+
+    def _count_started(self, cur: Cursor, items: list[tuple[str, int]]) -> None:
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.users (owner, conversations) SELECT * FROM unnest(%s::text[], %s::int[])"
+                " ON CONFLICT (owner) DO UPDATE SET conversations = {schema}.users.conversations + excluded.conversations"
+            ),
+            columns(items, 2),
+            prepare=True,
+            binary=True,
+        )
+
+    def _copy_conversations(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        with cur.copy(self.sql("COPY {schema}.conversations (id, owner, tags, created_at) FROM STDIN")) as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def _count_started_tags(self, cur: Cursor, items: list[tuple[tuple[str, str], int]]) -> None:
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.tags (owner, tag, count) SELECT * FROM unnest(%s::text[], %s::text[], %s::int[])"
+                " ON CONFLICT (owner, tag) DO UPDATE SET count = {schema}.tags.count + excluded.count"
+            ),
+            columns([(owner, tag, n) for (owner, tag), n in items], 3),
+            prepare=True,
+            binary=True,
+        )
 
     def _add_messages(self, cur: Cursor, items: list[tuple[Any, int]]) -> None:
         cur.execute(
@@ -53,32 +84,16 @@ class StatsProjection(Projection):
                 " WHERE u.owner = per_owner.owner"
             ),
             columns(items, 2),
+            prepare=True,
+            binary=True,
         )
-
-    def _count_tags(self, batch: Batch, owner: str, tags: list[str], delta: int) -> None:
-        if tags:
-            batch.execute(
-                self.sql(
-                    "INSERT INTO {schema}.tags (owner, tag, count) SELECT %s, t, %s FROM unnest(%s::text[]) t"
-                    " ON CONFLICT (owner, tag) DO UPDATE SET count = {schema}.tags.count + excluded.count"
-                ),
-                (owner, delta, tags),
-            )
 
     @handles(Conversation.Started)
     def started(self, batch: Batch, e: Conversation.Started, _: int) -> None:
-        batch.execute(
-            self.sql(
-                "INSERT INTO {schema}.users (owner, conversations) VALUES (%s, 1)"
-                " ON CONFLICT (owner) DO UPDATE SET conversations = {schema}.users.conversations + 1"
-            ),
-            (e.owner,),
-        )
-        batch.execute(
-            self.sql("INSERT INTO {schema}.conversations (id, owner, tags, created_at) VALUES (%s, %s, %s, %s)"),
-            (e.originator_id, e.owner, list(e.tags), e.timestamp),
-        )
-        self._count_tags(batch, e.owner, list(e.tags), +1)
+        batch.accumulate(self.conversations_started, e.owner, 1)
+        batch.append(self.new_conversations, (e.originator_id, e.owner, list(e.tags), e.timestamp))
+        for tag in e.tags:
+            batch.accumulate(self.tags_started, (e.owner, tag), 1)
 
     @handles(Conversation.MessageAdded)
     def message_added(self, batch: Batch, e: Conversation.MessageAdded, _: int) -> None:
