@@ -63,5 +63,5 @@ class Batch:
 
 
 def columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
-    """Rows to per-column lists, for `unnest(%s::type[], ...)` parameters."""
+    """Rows to per-column lists, for `unnest(%b::type[], ...)` parameters (binary: no escaping)."""
     return [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]

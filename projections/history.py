@@ -96,11 +96,10 @@ class HistoryProjection(Projection):
         cur.execute(
             self.sql(
                 "UPDATE {schema}.conversations c SET title = d.title, updated_at = greatest(c.updated_at, d.at)"
-                " FROM unnest(%s::uuid[], %s::text[], %s::timestamptz[]) AS d(id, title, at) WHERE c.id = d.id"
+                " FROM unnest(%b::uuid[], %b::text[], %b::timestamptz[]) AS d(id, title, at) WHERE c.id = d.id"
             ),
             columns([(key, *value) for key, value in items], 3),
             prepare=True,
-            binary=True,
         )
 
     def _copier(self, statement: str) -> Callable[[Cursor, list[tuple[Any, ...]]], None]:
@@ -115,7 +114,7 @@ class HistoryProjection(Projection):
         cur.execute(
             self.sql(
                 "UPDATE {schema}.sessions s SET conversation_count = s.conversation_count + d.added"
-                " FROM unnest(%s::uuid[], %s::int[]) AS d(id, added) WHERE s.id = d.id"
+                " FROM unnest(%b::uuid[], %b::int[]) AS d(id, added) WHERE s.id = d.id"
             ),
             columns(items, 2),
             prepare=True,
@@ -126,12 +125,11 @@ class HistoryProjection(Projection):
             self.sql(
                 "UPDATE {schema}.conversations c SET message_count = c.message_count + d.added,"
                 " first_message = coalesce(c.first_message, d.first), updated_at = greatest(c.updated_at, d.at)"
-                " FROM unnest(%s::uuid[], %s::int[], %s::text[], %s::timestamptz[]) AS d(id, added, first, at)"
+                " FROM unnest(%b::uuid[], %b::int[], %b::text[], %b::timestamptz[]) AS d(id, added, first, at)"
                 " WHERE c.id = d.id"
             ),
             columns([(key, *value) for key, value in items], 4),
             prepare=True,
-            binary=True,
         )
 
     @handles(Session.Created)

@@ -22,7 +22,7 @@ OWNER_LEXEME_SQL = "array_to_tsvector(ARRAY['OWNER ' || md5({owner})])"
 
 class SearchProjection(Projection):
     name = "search"
-    version = 3
+    version = 4
     tables = """
     CREATE TABLE {schema}.conversations (
         id uuid PRIMARY KEY,
@@ -34,7 +34,7 @@ class SearchProjection(Projection):
     CREATE INDEX ON {schema}.conversations USING gin (tsv);
     CREATE INDEX ON {schema}.conversations (owner);
     CREATE TABLE {schema}.messages (
-        id uuid PRIMARY KEY,
+        id uuid NOT NULL,  -- no index: found only through tsv and conversation_id
         conversation_id uuid NOT NULL,
         owner text NOT NULL,
         content text NOT NULL,
@@ -61,11 +61,10 @@ class SearchProjection(Projection):
                 "UPDATE {schema}.conversations c SET title = d.title,"
                 " tsv = to_tsvector(%s::regconfig, d.title) || "
                 + OWNER_LEXEME_SQL.format(owner="c.owner")
-                + " FROM unnest(%s::uuid[], %s::text[]) AS d(id, title) WHERE c.id = d.id"
+                + " FROM unnest(%b::uuid[], %b::text[]) AS d(id, title) WHERE c.id = d.id"
             ),
             [self.language, *columns(items, 2)],
             prepare=True,
-            binary=True,
         )
 
     def _index_conversations(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
@@ -74,11 +73,10 @@ class SearchProjection(Projection):
                 "INSERT INTO {schema}.conversations (id, owner, title, tsv, created_at)"
                 " SELECT c.id, c.owner, c.title, to_tsvector(%s::regconfig, c.title) || "
                 + OWNER_LEXEME_SQL.format(owner="c.owner")
-                + ", c.at FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::timestamptz[]) AS c(id, owner, title, at)"
+                + ", c.at FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::timestamptz[]) AS c(id, owner, title, at)"
             ),
             [self.language, *columns(rows, 4)],
             prepare=True,
-            binary=True,
         )
 
     def _index_messages(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
@@ -87,12 +85,11 @@ class SearchProjection(Projection):
                 "INSERT INTO {schema}.messages (id, conversation_id, owner, content, tsv, created_at)"
                 " SELECT m.id, c.id, c.owner, m.content, to_tsvector(%s::regconfig, m.content) || "
                 + OWNER_LEXEME_SQL.format(owner="c.owner")
-                + ", m.at FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::timestamptz[])"
+                + ", m.at FROM unnest(%b::uuid[], %b::uuid[], %b::text[], %b::timestamptz[])"
                 " AS m(id, conversation_id, content, at) JOIN {schema}.conversations c ON c.id = m.conversation_id"
             ),
             [self.language, *columns(rows, 4)],
             prepare=True,
-            binary=True,
         )
 
     @handles(Conversation.Started)

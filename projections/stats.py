@@ -49,12 +49,11 @@ class StatsProjection(Projection):
     def _count_started(self, cur: Cursor, items: list[tuple[str, int]]) -> None:
         cur.execute(
             self.sql(
-                "INSERT INTO {schema}.users (owner, conversations) SELECT * FROM unnest(%s::text[], %s::int[])"
+                "INSERT INTO {schema}.users (owner, conversations) SELECT * FROM unnest(%b::text[], %b::int[])"
                 " ON CONFLICT (owner) DO UPDATE SET conversations = {schema}.users.conversations + excluded.conversations"
             ),
             columns(items, 2),
             prepare=True,
-            binary=True,
         )
 
     def _copy_conversations(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
@@ -65,18 +64,17 @@ class StatsProjection(Projection):
     def _count_started_tags(self, cur: Cursor, items: list[tuple[tuple[str, str], int]]) -> None:
         cur.execute(
             self.sql(
-                "INSERT INTO {schema}.tags (owner, tag, count) SELECT * FROM unnest(%s::text[], %s::text[], %s::int[])"
+                "INSERT INTO {schema}.tags (owner, tag, count) SELECT * FROM unnest(%b::text[], %b::text[], %b::int[])"
                 " ON CONFLICT (owner, tag) DO UPDATE SET count = {schema}.tags.count + excluded.count"
             ),
             columns([(owner, tag, n) for (owner, tag), n in items], 3),
             prepare=True,
-            binary=True,
         )
 
     def _add_messages(self, cur: Cursor, items: list[tuple[Any, int]]) -> None:
         cur.execute(
             self.sql(
-                "WITH added AS (SELECT * FROM unnest(%s::uuid[], %s::int[]) AS a(id, n)),"
+                "WITH added AS (SELECT * FROM unnest(%b::uuid[], %b::int[]) AS a(id, n)),"
                 " counted AS (UPDATE {schema}.conversations c SET message_count = c.message_count + added.n"
                 " FROM added WHERE c.id = added.id RETURNING c.owner, added.n)"
                 " UPDATE {schema}.users u SET messages = u.messages + per_owner.n"
@@ -85,7 +83,6 @@ class StatsProjection(Projection):
             ),
             columns(items, 2),
             prepare=True,
-            binary=True,
         )
 
     @handles(Conversation.Started)
@@ -113,7 +110,7 @@ class StatsProjection(Projection):
         batch.execute(
             self.sql(
                 "WITH c AS (UPDATE {schema}.conversations SET tags = %s WHERE id = %s RETURNING owner)"
-                " INSERT INTO {schema}.tags (owner, tag, count) SELECT c.owner, t, 1 FROM c, unnest(%s::text[]) t"
+                " INSERT INTO {schema}.tags (owner, tag, count) SELECT c.owner, t, 1 FROM c, unnest(%b::text[]) t"
                 " ON CONFLICT (owner, tag) DO UPDATE SET count = {schema}.tags.count + 1"
             ),
             (list(e.tags), e.originator_id, list(e.tags)),
