@@ -72,6 +72,11 @@ class Submission:
 class _Rerun(Exception):
     """A handler failed after changing an aggregate: redo the batch without it."""
 
+    def __init__(self, culprit: Submission, failure: ChronicleError):
+        super().__init__(failure.message)
+        self.culprit = culprit
+        self.failure = failure
+
 
 class CommandBus:
     def __init__(
@@ -148,9 +153,10 @@ class CommandBus:
             try:
                 self._decide_and_save(pending, replay_all_keys=attempt > 1)
                 break
-            except _Rerun:
+            except _Rerun as rerun:
                 self._forget(pending)
-                pending = [s for s in pending if s.error is None]
+                pending.remove(rerun.culprit)
+                rerun.culprit.error = rerun.failure
             except IntegrityError:
                 # Another writer got there first: forget what we believed and decide again,
                 # after a random pause that grows, so two instances stop colliding.
@@ -223,7 +229,7 @@ class CommandBus:
             s.error = translate(error)
             if any(a.pending_events for a in uow.touched.values()):
                 self.cache.evict(uow.touched)
-                raise _Rerun from None
+                raise _Rerun(s, s.error) from None
             return
         for aggregate in uow.touched.values():
             s.events.extend(aggregate.collect_events())

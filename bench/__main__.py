@@ -1,0 +1,104 @@
+"""`python -m bench` (`./dev bench`): the command line of Chronicle's benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bench.run import Plan, run
+from bench.seed import Scale
+
+FULL = {"users": 100, "conversations": 20_000, "messages": 1_000_000, "samples": 1000, "duration": 30.0}
+QUICK = {"users": 10, "conversations": 1_000, "messages": 50_000, "samples": 200, "duration": 10.0}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=(
+            "Seed a history straight into a fresh database (chronicle_bench_<random>), start "
+            "`chronicle serve` on it, then measure over NATS: latency of conversations.list, .get "
+            "(100 messages), .search and add_message; sustained add_message throughput and the "
+            "projection lag under it; the read models' initial build and full rebuild rates. "
+            "Prints a table (metric | value | aim) and writes it as JSON to bench/results/."
+        ),
+        epilog="Defaults are the full scale (about 10-20 minutes on 2 cores); --quick takes about a minute. "
+        "`python -m bench hitl --help`: the HITL signal latency benchmark.",
+    )
+    scale = p.add_argument_group("scale")
+    scale.add_argument("--quick", action="store_true",
+                       help="small preset for a fast check: 10 users, 1,000 conversations, 50,000 messages")
+    scale.add_argument("--users", type=int, help=f"users owning the conversations (default {FULL['users']:,})")
+    scale.add_argument("--conversations", type=int, help=f"conversations seeded (default {FULL['conversations']:,})")
+    scale.add_argument("--messages", type=int, help=f"messages seeded (default {FULL['messages']:,})")
+    scale.add_argument("--seed", type=int, default=1, help="random seed: the same seed seeds the same history")
+    scale.add_argument("--batch-size", type=int, default=5_000, help="events per seeding transaction (default 5,000)")
+
+    load = p.add_argument_group("load")
+    load.add_argument("--samples", type=int,
+                      help="measured requests per latency metric (default 1,000; 200 with --quick)")
+    load.add_argument("--duration", type=float,
+                      help="seconds of sustained add_message load (default 30; 10 with --quick)")
+    load.add_argument("--concurrency", type=int, default=128,
+                      help="add_message requests in flight during the sustained load (default 128)")
+    load.add_argument("--max-requests", type=int, default=300_000,
+                      help="upper bound on sustained-load requests, whatever the duration (default 300,000)")
+    load.add_argument("--active", type=int, default=1_000,
+                      help="conversations that receive the new messages (default 1,000)")
+    load.add_argument("--phase-time-limit", type=float, default=180.0,
+                      help="seconds after which a latency phase stops early (default 180)")
+    load.add_argument("--build-timeout", type=float, default=3600.0,
+                      help="seconds to wait for the read models' initial build (default 3600)")
+
+    where = p.add_argument_group("servers")
+    where.add_argument("--database-url",
+                       help="a PostgreSQL URL to CREATE DATABASE from (default: 127.0.0.1:5432 when it "
+                            "answers, else an embedded server)")
+    where.add_argument("--nats-url", help="NATS URL (default: 127.0.0.1:4222 when it answers, else embedded)")
+    where.add_argument("--keep", action="store_true",
+                       help="keep the bench database afterwards (for EXPLAIN ANALYZE); its URL is printed")
+    return p
+
+
+def plan_from(args: argparse.Namespace) -> Plan:
+    """The preset (full or --quick), with any value given on the command line instead."""
+    given = {name: value for name, value in vars(args).items() if name in FULL and value is not None}
+    chosen = {**(QUICK if args.quick else FULL), **given}
+    return Plan(
+        scale=Scale(users=int(chosen["users"]), conversations=int(chosen["conversations"]),
+                    messages=int(chosen["messages"])),
+        seed=args.seed,
+        batch_size=args.batch_size,
+        samples=int(chosen["samples"]),
+        duration=float(chosen["duration"]),
+        concurrency=args.concurrency,
+        max_requests=args.max_requests,
+        active=args.active,
+        phase_time_limit=args.phase_time_limit,
+        build_timeout=args.build_timeout,
+        database_url=args.database_url,
+        nats_url=args.nats_url,
+        keep=args.keep,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["hitl"]:  # `./dev bench hitl`: the HITL signal benchmark
+        from bench.hitl import main as hitl_main
+
+        hitl_main(argv[1:])
+        return
+    args = parser().parse_args(argv)
+    plan = plan_from(args)
+    try:
+        plan.scale.check()
+    except ValueError as error:
+        sys.exit(f"bad scale: {error}")
+    report, path = run(plan)
+    print(report.table())
+    print(f"\nsaved {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""`./dev bench hitl`: HITL signal latency over loopback, pause -> paused and resume -> resumed.
+
+Starts `chronicle serve` on a fresh database, then for each run: subscribes to the run's
+subjects, pauses, times the arrival of `<prefix>.hitl.<run_id>.paused`, resumes, times
+`.resumed`. Also times an orchestrator's whole `wait_for_resume` (durable consumer
+included). Prints a table; the aim is p99 under 10 ms for each signal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+import tempfile
+import time
+from pathlib import Path
+
+import nats
+
+from adapters.auth import TokenAuthority
+from adapters.postgres import PostgresTarget, migrate
+from bench.report import Report, under
+from bench.servers import bench_servers
+from bench.service import ServiceProcess
+from services.client import ChronicleClient
+
+SIGNAL_AIM_MS = 10.0
+RUNS_PER_CONVERSATION = 10
+
+
+async def next_message(subscription: nats.aio.subscription.Subscription, timeout: float = 10.0) -> float:
+    await subscription.next_msg(timeout=timeout)
+    return time.perf_counter()
+
+
+async def measure(client: ChronicleClient, runs: int, report: Report) -> None:
+    paused_ms: list[float] = []
+    resumed_ms: list[float] = []
+    waited_ms: list[float] = []
+    conversation_id = None
+    for n in range(runs):
+        if n % RUNS_PER_CONVERSATION == 0:
+            conversation_id = (await client.conversations.start(title=f"hitl bench {n}")).conversation_id
+            await client.conversations.add_message(conversation_id, "user", "generate a square sunset")
+        run_id = f"bench-{secrets.token_hex(8)}"
+        paused = await client.nc.subscribe(f"{client.prefix}.hitl.{run_id}.paused")
+        resumed = await client.nc.subscribe(f"{client.prefix}.hitl.{run_id}.resumed")
+        await client.nc.flush()
+
+        started = time.perf_counter()
+        handle = await client.hitl.pause(
+            conversation_id, step="render", checkpoint_type="approval", prompt="Approve?", run_id=run_id
+        )
+        paused_ms.append((await next_message(paused) - started) * 1000)
+
+        waiting = asyncio.create_task(handle.wait_for_resume(timeout=10))
+        await asyncio.sleep(0.005)  # the orchestrator is waiting before the person answers
+        started = time.perf_counter()
+        await client.hitl.resume(run_id, approved=True, feedback="looks good")
+        resumed_ms.append((await next_message(resumed) - started) * 1000)
+        await waiting
+        waited_ms.append((time.perf_counter() - started) * 1000)
+        await paused.unsubscribe()
+        await resumed.unsubscribe()
+    report.add_percentiles("pause -> paused signal", paused_ms, aim_p99=under(SIGNAL_AIM_MS), note=f"{runs:,} runs")
+    report.add_percentiles("resume -> resumed signal", resumed_ms, aim_p99=under(SIGNAL_AIM_MS))
+    report.add_percentiles("resume -> wait_for_resume returned", waited_ms, note="durable consumer fetch")
+
+
+def run(runs: int, database_url: str | None, nats_url: str | None) -> tuple[Report, Path]:
+    report = Report({"suite": "hitl", "runs": runs})
+    with bench_servers(database_url, nats_url) as servers, servers.fresh_database(False) as url, \
+            tempfile.TemporaryDirectory(prefix="chronicle-bench-hitl-") as workdir:
+        migrate(PostgresTarget(url))
+        secret = secrets.token_urlsafe(48)
+        prefix = f"bench{secrets.token_hex(4)}"
+        service = ServiceProcess(url, servers.nats_url, prefix, secret, Path(workdir))
+        service.start()
+        try:
+            async def drive() -> None:
+                token = TokenAuthority(secret=secret).issue("hitl-bench")
+                async with await ChronicleClient.connect(servers.nats_url, token, prefix=prefix) as client:
+                    await measure(client, runs, report)
+
+            asyncio.run(drive())
+        finally:
+            service.stop()
+    return report, report.save()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench hitl", description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=1000, help="pause/resume round trips (default 1,000)")
+    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    args = p.parse_args(argv)
+    report, path = run(args.runs, args.database_url, args.nats_url)
+    print(report.table())
+    print(f"\nsaved {path}")

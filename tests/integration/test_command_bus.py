@@ -1,0 +1,61 @@
+"""The group-commit bus on its own: a batch's commands share one transaction, and a
+command that fails after changing an aggregate takes nothing of its own with it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from domain.conversation import Conversation
+from services import contract as c
+from services.bootstrap import Chronicle
+from services.command_bus import CommandBus
+from services.commands import COMMANDS
+from services.errors import ChronicleError
+from services.unit_of_work import UnitOfWork
+
+
+def add_then_fail(cmd: c.AddMessage, uow: UnitOfWork) -> dict[str, Any]:
+    """A handler with a bug: it changes the conversation, then raises."""
+    uow.get(Conversation, cmd.conversation_id).add_message(
+        message_id=uow.new_id(), at=uow.now, role="user", content="must never be saved"
+    )
+    raise RuntimeError("bug after the change")
+
+
+async def test_a_failing_command_after_a_change_leaves_its_batch_mates_intact(chronicle: Chronicle) -> None:
+    handlers = {name: handler for name, (_, handler) in COMMANDS.items()} | {"buggy": add_then_fail}
+    bus = CommandBus(chronicle.store, handlers)
+    user = f"bus-{uuid.uuid4().hex}"
+    try:
+        # Queued before the writer starts, so all of them form one batch.
+        start = asyncio.ensure_future(bus.execute("conversation.start", c.StartConversation(title="batch"), user))
+        bus.start()
+        conversation_id = uuid.UUID((await start)["conversation_id"])
+        bus.stop()
+        bus = CommandBus(chronicle.store, handlers)
+        commands = [
+            ("conversation.add_message", "before"),
+            ("buggy", "ignored"),
+            ("conversation.add_message", "after"),
+        ]
+        futures = [
+            asyncio.ensure_future(
+                bus.execute(name, c.AddMessage(conversation_id=conversation_id, role="user", content=text), user)
+            )
+            for name, text in commands
+        ]
+        await asyncio.sleep(0)  # every submission reaches the queue
+        bus.start()
+        results = await asyncio.gather(*futures, return_exceptions=True)
+    finally:
+        bus.stop()
+
+    assert isinstance(results[1], ChronicleError) and results[1].code == "internal"
+    assert not isinstance(results[0], BaseException) and not isinstance(results[2], BaseException)
+    assert bus.batches == 1
+    contents = [
+        e.content for e in chronicle.store.events_of(conversation_id) if isinstance(e, Conversation.MessageAdded)
+    ]
+    assert contents == ["before", "after"]
