@@ -1,0 +1,129 @@
+"""Runs `chronicle serve` as a subprocess on the bench database and watches its read models catch up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from adapters.postgres import PostgresTarget
+
+PROJECTION_POSITIONS = "SELECT name, position FROM chronicle.projections"
+HEAD = "SELECT coalesce(max(notification_id), 0) FROM chronicle.events"
+
+
+def chronicle_command() -> list[str]:
+    """The `chronicle` script of this virtualenv (what ./dev serve runs), or the module behind it."""
+    script = Path(sys.executable).parent / "chronicle"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "services.cli"]
+
+
+@dataclass
+class ServiceProcess:
+    """One `chronicle serve` child process, configured only by the CHRONICLE_* variables given."""
+
+    database_url: str
+    nats_url: str
+    subject_prefix: str
+    jwt_secret: str
+    workdir: Path
+    process: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    log_path: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log_path = self.workdir / "service.log"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "not started"
+        return self.process.pid
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CHRONICLE_")}  # no stray settings
+        env.update(
+            CHRONICLE_DATABASE_URL=self.database_url,
+            CHRONICLE_NATS_URL=self.nats_url,
+            CHRONICLE_SUBJECT_PREFIX=self.subject_prefix,
+            CHRONICLE_JWT_SECRET=self.jwt_secret,
+            CHRONICLE_DATA_DIR=str(self.workdir / "data"),
+            CHRONICLE_LOG_LEVEL="INFO",
+        )
+        return env
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the service and return once it logs `ready` (its NATS endpoints are up)."""
+        with self.log_path.open("wb") as log:
+            self.started_at = time.perf_counter()
+            self.process = subprocess.Popen(
+                [*chronicle_command(), "serve"], env=self.environment(), stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + timeout
+        while not self._logged("ready"):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"chronicle serve did not become ready:\n{self.log_tail()}")
+            time.sleep(0.05)
+
+    def _logged(self, message: str) -> bool:
+        for line in self.log_path.read_bytes().splitlines():
+            try:
+                if orjson.loads(line).get("msg") == message:
+                    return True
+            except orjson.JSONDecodeError:
+                continue
+        return False
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (the service finishes in-flight requests), then SIGKILL if it hangs."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def positions(target: PostgresTarget) -> tuple[int, dict[str, int]]:
+    """The log's head and each projection's committed position."""
+    with target.connect(autocommit=True) as conn:
+        head = conn.execute(HEAD).fetchone()[0]  # type: ignore[index]
+        return head, dict(conn.execute(PROJECTION_POSITIONS).fetchall())  # type: ignore[arg-type]
+
+
+def wait_for_read_models(
+    target: PostgresTarget,
+    names: list[str],
+    position: int,
+    *,
+    since: float,
+    timeout: float,
+    poll: float = 0.2,
+    progress: Callable[[dict[str, int]], None] = lambda positions: None,
+) -> dict[str, float]:
+    """Seconds from `since` (a perf_counter time) until each read model reached `position`."""
+    reached: dict[str, float] = {}
+    deadline = time.monotonic() + timeout
+    while len(reached) < len(names):
+        _, current = positions(target)
+        now = time.perf_counter()
+        for name in names:
+            if name not in reached and current.get(name, 0) >= position:
+                reached[name] = now - since
+        progress(current)
+        if time.monotonic() > deadline:
+            missing = ", ".join(f"{n} at {current.get(n, 0)}" for n in names if n not in reached)
+            raise TimeoutError(f"read models did not reach {position} in {timeout:.0f} s: {missing}")
+        time.sleep(poll)
+    return reached
