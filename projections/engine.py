@@ -26,10 +26,22 @@ log = logging.getLogger(__name__)
 
 PROGRESS_CHANNEL = "chronicle_projections"
 
-SELECT_EVENTS = SQL(
-    "SELECT notification_id, originator_id, originator_version, topic, state FROM chronicle.events"
-    " WHERE notification_id > %s AND notification_id <= %s AND topic = ANY(%s)"
-    " ORDER BY notification_id LIMIT %s"
+# One round trip for a batch's input: lock the tracking row, read the log's head and the
+# next events of this projection's types. A read model is derived, so its transactions
+# need not wait for the disk: a crash loses rows and position together, re-applied later.
+NEXT_EVENTS = SQL(
+    "WITH tracking AS (SELECT position FROM chronicle.projections WHERE name = %(name)s FOR UPDATE),"
+    " head AS (SELECT coalesce(%(up_to)s::bigint, max(notification_id), 0) AS head FROM chronicle.events),"
+    " no_fsync AS (SELECT set_config('synchronous_commit', 'off', true))"
+    " SELECT tracking.position, head.head, e.notification_id, e.originator_id, e.originator_version, e.topic,"
+    " e.state FROM tracking CROSS JOIN head CROSS JOIN no_fsync LEFT JOIN LATERAL ("
+    "  SELECT * FROM chronicle.events ev WHERE ev.notification_id > tracking.position"
+    "  AND ev.notification_id <= head.head AND ev.topic = ANY(%(topics)s)"
+    "  ORDER BY ev.notification_id LIMIT %(limit)s) e ON true"
+)
+SET_TRACKING_AND_NOTIFY = SQL(
+    "UPDATE chronicle.projections SET position = %(position)s, version = %(version)s, updated_at = now()"
+    " WHERE name = %(name)s RETURNING pg_notify(%(channel)s, name || ':' || position)"
 )
 HEAD = SQL("SELECT coalesce(max(notification_id), 0) FROM chronicle.events")
 LOCK_TRACKING = SQL("SELECT position, version FROM chronicle.projections WHERE name = %s FOR UPDATE")
@@ -75,26 +87,34 @@ class Batcher:
 
     def apply_batch_in(self, conn: psycopg.Connection, up_to: int | None = None) -> tuple[int, int]:
         with conn.cursor() as cur:
-            row = cur.execute(LOCK_TRACKING, (self.tracking_name,)).fetchone()
-            assert row is not None, f"no tracking row for {self.tracking_name}"
-            position = row[0]
-            head = up_to if up_to is not None else cur.execute(HEAD).fetchone()[0]  # type: ignore[index]
+            found = cur.execute(
+                NEXT_EVENTS,
+                {"name": self.tracking_name, "up_to": up_to, "topics": self.topics, "limit": self.batch_size},
+                prepare=True,
+            ).fetchall()
+            assert found, f"no tracking row for {self.tracking_name}"
+            position, head = found[0][0], found[0][1]
             if head <= position:
                 return 0, position
-            rows = cur.execute(SELECT_EVENTS, (position, head, self.topics, self.batch_size)).fetchall()
-            # A read model is derived: if a crash loses this commit, rows and position are
-            # lost together and re-applied, so it need not wait for the disk.
-            cur.execute("SET LOCAL synchronous_commit = off")
+            events = [row[2:] for row in found if row[2] is not None]
             batch = self.projection.batch(cur)
-            for notification_id, originator_id, version, topic, state in rows:
+            for notification_id, originator_id, version, topic, state in events:
                 event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
                 self.projection.apply(batch, event, notification_id)
             batch.flush()
             # A short batch means nothing else this projection cares about exists up to head.
-            new_position = rows[-1][0] if len(rows) == self.batch_size else head
-            cur.execute(SET_TRACKING, (new_position, self.projection.version, self.tracking_name))
-            cur.execute("SELECT pg_notify(%s, %s)", (PROGRESS_CHANNEL, f"{self.tracking_name}:{new_position}"))
-            return len(rows), new_position
+            new_position = events[-1][0] if len(events) == self.batch_size else head
+            cur.execute(
+                SET_TRACKING_AND_NOTIFY,
+                {
+                    "position": new_position,
+                    "version": self.projection.version,
+                    "name": self.tracking_name,
+                    "channel": PROGRESS_CHANNEL,
+                },
+                prepare=True,
+            )
+            return len(events), new_position
 
 
 def head_position(conn: psycopg.Connection) -> int:

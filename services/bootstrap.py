@@ -184,13 +184,14 @@ async def bootstrap(
         stack.push_async_callback(nc.drain)
         js = nc.jetstream()
         await ensure_stream(js, hitl_stream(settings.subject_prefix), [f"{settings.subject_prefix}.hitl.>"])
-        if settings.run_projections:
-            relay = SignalRelay(target.url, js, settings.subject_prefix)
-            await relay.start()
-            stack.push_async_callback(relay.stop)
-            sweeper = ExpirySweeper(queries.due_runs, bus.execute)
-            await sweeper.start()
-            stack.push_async_callback(sweeper.stop)
+        # Every instance relays and sweeps: relays serialise on their tracking row and a
+        # second expiry of a checkpoint is a no-op.
+        relay = SignalRelay(target.url, js, settings.subject_prefix)
+        await relay.start()
+        stack.push_async_callback(relay.stop)
+        sweeper = ExpirySweeper(queries.due_runs, bus.execute)
+        await sweeper.start()
+        stack.push_async_callback(sweeper.stop)
         service = NatsService(
             nc,
             routes(settings.subject_prefix, bus, queries, positions, settings.query_wait_timeout),

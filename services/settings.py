@@ -32,9 +32,7 @@ class Settings(BaseSettings):
     read_model_vacuum_every: int = Field(
         default=100_000, ge=0, description="events between VACUUM ANALYZE of a read model when autovacuum is off; 0: never"
     )
-    run_projections: bool = Field(
-        default=True, description="run the projection engine, HITL signal relay and expiry sweeper here"
-    )
+    run_projections: bool = Field(default=True, description="run the projection engine in this process")
     query_wait_timeout: float = Field(default=5.0, gt=0, description="seconds a query waits for min_position")
     query_pool_size: int = Field(default=8, ge=1)
     search_language: str = Field(default="english", description="Postgres text search configuration")
