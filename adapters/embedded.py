@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class EmbeddedNats:
         self.store_dir = data_dir / "nats"
         self.pid_file = data_dir / "nats.pid"
         self.port = port or free_port()
+        self.monitor_port = free_port()
         self.extra_args = extra_args or []
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -78,8 +80,8 @@ class EmbeddedNats:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         stop_leftover(self.pid_file)
         self.process = subprocess.Popen(
-            [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store_dir),
-             *self.extra_args],
+            [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.monitor_port),
+             "-js", "-sd", str(self.store_dir), *self.extra_args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             # Its own session: a Ctrl-C meant for us must not kill it before we drain.
@@ -87,11 +89,18 @@ class EmbeddedNats:
         )
         self.pid_file.write_text(str(self.process.pid))
         deadline = time.monotonic() + timeout
-        while not reachable("127.0.0.1", self.port):
+        # Healthy means JetStream too: its API answers "no responders" until it is up.
+        while not self.healthy():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"nats-server did not start on port {self.port}")
             time.sleep(0.05)
         return self.url
+
+    def healthy(self) -> bool:
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.monitor_port}/healthz", timeout=1) as reply:
+                return bool(reply.status == 200)
+        return False
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

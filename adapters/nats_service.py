@@ -88,6 +88,8 @@ class NatsService:
                 handler=self._dispatcher(route),
                 queue_group=QUEUE_GROUP,
             )
+        # A round trip: the server has every subscription before anyone is told we are ready.
+        await self.nc.flush()
 
     async def stop(self) -> None:
         """Stop taking requests, answer those already delivered, then let them all finish.
