@@ -46,3 +46,19 @@ def test_bad_tokens_are_unauthorized(header: dict[str, str]) -> None:
     with pytest.raises(ChronicleError) as raised:
         TokenAuthority(secret=SECRET).user_of(header)
     assert raised.value.code == "unauthorized"
+
+
+def test_rs256_tokens_verify_with_the_public_key() -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    private_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public_pem = private_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode()
+    authority = TokenAuthority(public_key=public_pem)
+    token = jwt.encode({"sub": "carol", "exp": time.time() + 60}, private_key, algorithm="RS256")
+    assert authority.user_of(bearer(token)) == "carol"
+    forged = token[:-4] + "AAAA"  # a signature that no longer matches
+    with pytest.raises(ChronicleError):
+        authority.user_of(bearer(forged))
