@@ -9,7 +9,6 @@ new position; a crash in between publishes again rather than losing a signal.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 from uuid import UUID
@@ -24,6 +23,7 @@ from adapters.event_store import SIGNALS_CHANNEL, PydanticMapper
 from domain.conversation import Conversation
 from domain.hitl import HitlExpired, HitlPaused, HitlResumed, select_history
 from services import contract as c
+from services.background import Background
 from services.errors import ChronicleError
 
 log = logging.getLogger(__name__)
@@ -64,14 +64,16 @@ def build_signal(stream: list[Any], event: Any, position: int) -> tuple[str, dic
     return "expired", {**base, "event": "expired"}
 
 
-class SignalRelay:
+class SignalRelay(Background):
+    name = "hitl-signal-relay"
+
     def __init__(self, url: str, js: JetStreamContext, prefix: str):
+        super().__init__()
         self.url = url
         self.js = js
         self.prefix = prefix
         self.stream = c.hitl_stream(prefix)
         self.mapper = PydanticMapper()
-        self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
@@ -80,13 +82,7 @@ class SignalRelay:
                 " ON CONFLICT (name) DO NOTHING",
                 (RELAY_NAME,),
             )
-        self.task = asyncio.create_task(self._run(), name="hitl-signal-relay")
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+        await super().start()
 
     async def _run(self) -> None:
         backoff = 0.1
@@ -156,24 +152,17 @@ class SignalRelay:
         ]
 
 
-class ExpirySweeper:
+class ExpirySweeper(Background):
     """Expires paused checkpoints whose time is up; every instance may sweep, the domain
     makes a second expiry of the same checkpoint a no-op."""
 
+    name = "hitl-expiry"
+
     def __init__(self, due: Any, execute: Any, interval: float = 0.5):
+        super().__init__()
         self.due = due
         self.execute = execute
         self.interval = interval
-        self.task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        self.task = asyncio.create_task(self._run(), name="hitl-expiry")
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
 
     async def _run(self) -> None:
         while True:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 import psycopg
@@ -11,30 +10,24 @@ from psycopg.sql import SQL, Identifier
 
 from adapters.postgres import PostgresTarget
 from projections.engine import PROGRESS_CHANNEL
+from services.background import Background
 from services.errors import ChronicleError
 
 log = logging.getLogger(__name__)
 
 
-class ProjectionPositions:
+class ProjectionPositions(Background):
     """Tracks each projection's committed position from NOTIFY, with a polling fallback."""
 
+    name = "projection-positions"
+
     def __init__(self, target: PostgresTarget, names: list[str], poll_interval: float = 1.0):
+        super().__init__()
         self.target = target
         self.names = names
         self.poll_interval = poll_interval
         self.positions: dict[str, int] = dict.fromkeys(names, 0)
         self._changed = asyncio.Condition()
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._listen(), name="projection-positions")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     async def wait_for(self, names: list[str], position: int | None, timeout: float) -> None:
         if position is None or all(self.positions.get(n, 0) >= position for n in names):
@@ -61,7 +54,7 @@ class ProjectionPositions:
         for name, position in await cur.fetchall():
             await self._record(name, position)
 
-    async def _listen(self) -> None:
+    async def _run(self) -> None:
         backoff = 0.1
         while True:
             try:
