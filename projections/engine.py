@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import psycopg
+from eventsourcing.persistence import StoredEvent
 from psycopg.sql import SQL, Identifier
 
 from adapters.event_store import EVENTS_CHANNEL, PydanticMapper
 from adapters.postgres import PostgresTarget
-from eventsourcing.persistence import StoredEvent
 from projections.base import Projection
 
 log = logging.getLogger(__name__)

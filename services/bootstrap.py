@@ -9,8 +9,8 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO
 from datetime import UTC, datetime
+from typing import IO
 from uuid import UUID
 
 import nats
@@ -33,9 +33,9 @@ from projections.search import SearchProjection
 from projections.stats import StatsProjection
 from services.api import routes
 from services.command_bus import CommandBus
+from services.commands import COMMANDS, INTERNAL_COMMANDS
 from services.contract import hitl_stream
 from services.hitl_coordinator import SIGNAL_TOPICS, ExpirySweeper, SignalRelay
-from services.commands import COMMANDS, INTERNAL_COMMANDS
 from services.positions import ProjectionPositions
 from services.queries import Queries
 from services.settings import Settings

@@ -5,9 +5,8 @@ Each handler runs inside the writer thread's batch; it never saves (the bus does
 
 from __future__ import annotations
 
-from typing import Any
-
 from datetime import timedelta
+from typing import Any
 
 from domain.conversation import Conversation
 from domain.errors import NotFound

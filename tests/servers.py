@@ -11,6 +11,7 @@ from pathlib import Path
 from adapters.embedded import local_or_embedded
 from adapters.postgres import scratch_database
 
+
 @dataclass
 class TestServers:
     __test__ = False  # a fixture value, not a test class

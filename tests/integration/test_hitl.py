@@ -10,8 +10,8 @@ import orjson
 import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from services import contract as c
 from adapters.auth import TokenAuthority
+from services import contract as c
 from services.bootstrap import Chronicle, bootstrap
 from services.client import ChronicleClient, ChronicleError
 from services.client_hitl import Expired

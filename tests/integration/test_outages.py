@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import nats.errors
 import psycopg
 import pytest
 
@@ -77,7 +78,7 @@ async def test_service_and_client_reconnect_when_nats_restarts(
     try:
         started = await client.conversations.start(title="nats outage")
         nats_server.stop()
-        with pytest.raises(Exception):
+        with pytest.raises((nats.errors.Error, TimeoutError)):
             await client.conversations.add_message(started.conversation_id, "user", "lost in the void")
         nats_server.start()
 
