@@ -171,6 +171,8 @@ class ExpirySweeper(Background):
                     await self.execute("hitl.expire", c.ExpireRun(run_id=run["run_id"]), run["owner"])
             except asyncio.CancelledError:
                 raise
+            except psycopg.errors.UndefinedTable:
+                pass  # the hitl read model is still being built at first start
             except (ChronicleError, psycopg.Error) as error:
                 log.warning("expiry sweep failed; retrying", extra={"error_type": type(error).__name__})
             await asyncio.sleep(self.interval)
