@@ -116,15 +116,20 @@ async def sequential(
     began = time.perf_counter()
     deadline = began + time_limit
     while len(samples.latencies_ms) + samples.errors < count and time.perf_counter() < deadline:
-        started = time.perf_counter()
-        try:
-            result = await operation()
-        except Exception:
-            samples.errors += 1
-            continue
-        samples.add(started, result)
+        await timed_call(samples, operation)
     samples.seconds = time.perf_counter() - began
     return samples
+
+
+async def timed_call(samples: Samples, operation: Operation) -> None:
+    """One request, its latency recorded, or an error counted."""
+    started = time.perf_counter()
+    try:
+        result = await operation()
+    except Exception:
+        samples.errors += 1
+        return
+    samples.add(started, result)
 
 
 async def sustained(
@@ -140,13 +145,7 @@ async def sustained(
         nonlocal issued
         while issued < max_requests and time.perf_counter() < deadline:
             issued += 1
-            started = time.perf_counter()
-            try:
-                result = await operation()
-            except Exception:
-                samples.errors += 1
-                continue
-            samples.add(started, result)
+            await timed_call(samples, operation)
 
     await asyncio.gather(*(caller() for _ in range(concurrency)))
     samples.seconds = time.perf_counter() - began
