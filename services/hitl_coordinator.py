@@ -22,6 +22,7 @@ from nats.js import JetStreamContext
 from adapters.event_store import SIGNALS_CHANNEL, PydanticMapper
 from domain.conversation import Conversation
 from domain.hitl import HitlExpired, HitlPaused, HitlResumed, select_history
+from projections.engine import NEXT_EVENTS, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY
 from services import contract as c
 from services.background import Background
 from services.errors import ChronicleError
@@ -107,23 +108,21 @@ class SignalRelay(Background):
                 backoff = min(backoff * 2, 5.0)
 
     async def relay_batch(self, conn: psycopg.AsyncConnection) -> int:
+        # The projection engine's two statements: batch input (tracking row locked, no
+        # fsync wait: losing this commit only means publishing again, de-duplicated) and
+        # the tracking update.
         async with conn.transaction():
-            # Losing this commit on a crash only means publishing again (deduplicated).
-            await conn.execute("SET LOCAL synchronous_commit = off")
             cur = await conn.execute(
-                "SELECT position FROM chronicle.projections WHERE name = %s FOR UPDATE", (RELAY_NAME,)
+                NEXT_EVENTS,
+                {"name": RELAY_NAME, "up_to": None, "topics": SIGNAL_TOPICS, "limit": BATCH},
+                prepare=True,
             )
-            (position,) = await cur.fetchone()  # type: ignore[misc]
-            cur = await conn.execute("SELECT coalesce(max(notification_id), 0) FROM chronicle.events")
-            (head,) = await cur.fetchone()  # type: ignore[misc]
-            cur = await conn.execute(
-                "SELECT notification_id, originator_id, originator_version, topic, state FROM chronicle.events"
-                " WHERE notification_id > %s AND notification_id <= %s AND topic = ANY(%s)"
-                " ORDER BY notification_id LIMIT %s",
-                (position, head, SIGNAL_TOPICS, BATCH),
-            )
-            rows = await cur.fetchall()
-            for notification_id, originator_id, version, _, _ in rows:
+            found = await cur.fetchall()
+            position, head = found[0][0], found[0][1]
+            if head <= position:
+                return 0
+            events = [row[2:] for row in found if row[2] is not None]
+            for notification_id, originator_id, version, _, _ in events:
                 stream = await self._stream(conn, originator_id, version)
                 name, payload = build_signal(stream, stream[-1], notification_id)
                 await self.js.publish(
@@ -132,12 +131,13 @@ class SignalRelay(Background):
                     stream=self.stream,
                     headers={"Nats-Msg-Id": f"{self.stream}:{notification_id}"},
                 )
-            new_position = rows[-1][0] if len(rows) == BATCH else head
+            new_position = events[-1][0] if len(events) == BATCH else head
             await conn.execute(
-                "UPDATE chronicle.projections SET position = %s, updated_at = now() WHERE name = %s",
-                (new_position, RELAY_NAME),
+                SET_TRACKING_AND_NOTIFY,
+                {"position": new_position, "version": 1, "name": RELAY_NAME, "channel": PROGRESS_CHANNEL},
+                prepare=True,
             )
-            return len(rows)
+            return len(events)
 
     async def _stream(self, conn: psycopg.AsyncConnection, conversation_id: UUID, up_to: int) -> list[Any]:
         cur = await conn.execute(
