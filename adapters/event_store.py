@@ -15,7 +15,6 @@ import orjson
 from eventsourcing.persistence import (
     InterfaceError,
     Mapper,
-    Notification,
     OperationalError,
     StoredEvent,
     Transcoder,
@@ -188,11 +187,6 @@ class EventStore:
 
     def events_of(self, originator_id: UUID) -> list[DomainEvent]:
         return [self.mapper.to_domain_event(s) for s in self.recorder.select_events(originator_id)]
-
-    def notifications(self, after: int, limit: int, topics: Sequence[str] = ()) -> Sequence[Notification]:
-        return self.recorder.select_notifications(
-            start=after, limit=limit, topics=topics, inclusive_of_start=False
-        )
 
     def close(self) -> None:
         self.datastore.close()
