@@ -8,6 +8,7 @@ from uuid import UUID
 
 from domain.base import Aggregate, check_text, normalise_tags
 from domain.errors import Conflict
+from domain.optimization import Optimizing
 
 MAX_SESSION_NAME = 500
 MAX_SESSION_DESCRIPTION = 10_000
@@ -18,8 +19,9 @@ class SessionClosed(Conflict):
     pass
 
 
-class Session(Aggregate):
-    """State: owner, name, description, kind, tags, metadata, closed (set by apply methods)."""
+class Session(Optimizing, Aggregate):
+    """State: owner, name, description, kind, tags, metadata, closed, optimization (set by
+    apply methods; `optimization` only for kind `optimization`, see domain/optimization.py)."""
 
     class Created(Aggregate.Created):
         name: str
@@ -36,6 +38,7 @@ class Session(Aggregate):
             session.tags = self.tags
             session.metadata = self.metadata
             session.closed = False
+            session.optimization = None
 
     class Renamed(Aggregate.Event):
         name: str

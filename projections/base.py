@@ -64,6 +64,16 @@ class Projection:
         """A statement with its schema (and any other named identifiers) filled in, cached."""
         return _compose(text, self.schema, tuple(sorted(names.items())))
 
+    def copier(self, statement: str) -> Callable[[Any, list[tuple[Any, ...]]], None]:
+        """A Rows writer that COPYs a batch's rows with `statement` (COPY ... FROM STDIN)."""
+
+        def copy_rows(cursor: Any, rows: list[tuple[Any, ...]]) -> None:
+            with cursor.copy(self.sql(statement)) as copy:
+                for row in rows:
+                    copy.write_row(row)
+
+        return copy_rows
+
     def create_statements(self, deferred: bool | None = None) -> list[Composed]:
         """The DDL; `deferred=False` leaves out the bulk (GIN) indexes, `True` gives only
         those, so a rebuild can build them once after loading instead of row by row."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from psycopg import Cursor
@@ -68,14 +67,14 @@ class HistoryProjection(Projection):
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
         self.new_conversations = Rows(
-            self._copier(
+            self.copier(
                 "COPY {schema}.conversations (id, owner, title, tags, session_id, document_context,"
                 " embedding_provider, created_at, updated_at) FROM STDIN"
             )
         )
         self.conversations_per_session = Totals(lambda a, b: a + b, self._count_session_conversations)
         self.new_messages = Rows(
-            self._copier(
+            self.copier(
                 "COPY {schema}.messages (conversation_id, seq, id, role, content, metadata, pinned,"
                 " message_type, created_at) FROM STDIN"
             )
@@ -101,14 +100,6 @@ class HistoryProjection(Projection):
             columns([(key, *value) for key, value in items], 3),
             prepare=True,
         )
-
-    def _copier(self, statement: str) -> Callable[[Cursor, list[tuple[Any, ...]]], None]:
-        def copy_rows(cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
-            with cur.copy(self.sql(statement)) as copy:
-                for row in rows:
-                    copy.write_row(row)
-
-        return copy_rows
 
     def _count_session_conversations(self, cur: Cursor, items: list[tuple[Any, int]]) -> None:
         cur.execute(

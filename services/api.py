@@ -7,6 +7,8 @@ from typing import Any
 
 from adapters.nats_service import Route
 from services import contract as c
+from services import contract_optimization as o
+from services import queries_optimization as qo
 from services.command_bus import CommandBus
 from services.commands import COMMANDS
 from services.positions import ProjectionPositions
@@ -27,6 +29,12 @@ QUERIES: dict[str, tuple[type[c.Query], list[str], QueryFn]] = {
     "conversations.export": (c.ExportConversation, ["history"], Queries.export_conversation),
     "hitl.get": (c.GetRun, ["hitl"], Queries.get_run),
     "hitl.list": (c.ListRuns, ["hitl"], Queries.list_runs),
+    "optimizations.list": (o.ListOptimizations, ["optimizations"], qo.list_optimizations),
+    "optimizations.get": (o.GetOptimization, ["optimizations"], qo.get),
+    "optimizations.history": (o.OptimizationHistory, ["optimizations"], qo.history),
+    "optimizations.pareto": (o.ParetoQuery, ["optimizations"], qo.pareto),
+    "optimizations.compare": (o.CompareOptimizations, ["optimizations"], qo.compare),
+    "candidates.lineage": (o.CandidateLineage, ["lineage", "optimizations"], qo.lineage),
 }
 
 

@@ -29,6 +29,8 @@ from projections.base import Projection
 from projections.engine import ProjectionEngine
 from projections.history import HistoryProjection
 from projections.hitl import HitlProjection
+from projections.lineage import LineageProjection
+from projections.optimizations import OptimizationsProjection
 from projections.search import SearchProjection
 from projections.stats import StatsProjection
 from services.api import routes
@@ -42,7 +44,14 @@ from services.settings import Settings
 
 log = logging.getLogger(__name__)
 
-PROJECTIONS: list[type[Projection]] = [HistoryProjection, StatsProjection, SearchProjection, HitlProjection]
+PROJECTIONS: list[type[Projection]] = [
+    HistoryProjection,
+    StatsProjection,
+    SearchProjection,
+    HitlProjection,
+    OptimizationsProjection,
+    LineageProjection,
+]
 
 
 def projection_options(settings: Settings, projection_class: type[Projection]) -> dict[str, object]:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from services import contract as c
 from services.client_hitl import Hitl
+from services.client_optimization import Optimizations, OptimizationState
 from services.errors import ChronicleError, invalid_from_validation
 
 __all__ = ["ChronicleClient", "ChronicleError"]
@@ -44,6 +45,12 @@ class ChronicleClient:
         self.sessions = Sessions(self)
         self.conversations = Conversations(self)
         self.hitl = Hitl(self)
+        self.optimizations = Optimizations(self)
+
+    def optimization(self, optimization_id: UUID | None = None, **fields: Any) -> OptimizationState:
+        """An optimizer's handle: a new optimization (`fields`: name, optimizer, direction,
+        project, dataset, ...; started on first use), or an existing one by id."""
+        return OptimizationState(self, optimization_id, **fields)
 
     @classmethod
     async def connect(

@@ -12,6 +12,7 @@ from domain.conversation import Conversation
 from domain.errors import NotFound
 from domain.hitl import HistoryWindow, HitlRun
 from domain.session import Session
+from services import commands_optimization
 from services import contract as c
 from services.unit_of_work import UnitOfWork
 
@@ -156,6 +157,7 @@ COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
     "conversation.delete": (c.DeleteConversation, delete_conversation),
     "hitl.pause": (c.PauseRun, pause_run),
     "hitl.resume": (c.ResumeRun, resume_run),
+    **commands_optimization.COMMANDS,
 }
 
 # Commands the service issues itself; not reachable over NATS.

@@ -28,7 +28,7 @@ class Queries:
         self.pool = pool
         self.language = language
 
-    async def _all(self, query: Any, params: Any) -> list[dict[str, Any]]:
+    async def fetch_all(self, query: Any, params: Any) -> list[dict[str, Any]]:
         # Pooled connections are not pinged before use (a round trip per query); a read
         # that meets a dropped one is simply tried once more on another.
         for attempt in (1, 2):
@@ -42,14 +42,14 @@ class Queries:
                     raise
         raise AssertionError("unreachable")
 
-    async def _one(self, query: Any, params: Any) -> dict[str, Any] | None:
-        rows = await self._all(query, params)
+    async def fetch_one(self, query: Any, params: Any) -> dict[str, Any] | None:
+        rows = await self.fetch_all(query, params)
         return rows[0] if rows else None
 
     # --- sessions -------------------------------------------------------------------------
 
     async def list_sessions(self, user: str, q: c.ListSessions) -> dict[str, Any]:
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT id, name, description, kind, tags, status, conversation_count, created_at, updated_at,"
             " count(*) OVER () AS total FROM rm_history.sessions"
             " WHERE owner = %(user)s AND (%(kind)s::text IS NULL OR kind = %(kind)s)"
@@ -59,7 +59,7 @@ class Queries:
         return page(rows, q.limit, q.offset)
 
     async def get_session(self, user: str, q: c.GetSession) -> dict[str, Any]:
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT id, name, description, kind, tags, status, conversation_count, created_at, updated_at"
             " FROM rm_history.sessions WHERE id = %s AND owner = %s",
             (q.session_id, user),
@@ -81,22 +81,22 @@ class Queries:
             " WHERE {where} ORDER BY {sort} {order}, id {order} LIMIT %(limit)s OFFSET %(offset)s"
         ).format(where=where, sort=Identifier(q.sort_by), order=order)
         params = {"user": user, "tags": q.tags, "session": q.session_id, "limit": q.limit, "offset": q.offset}
-        rows = await self._all(query, params)
+        rows = await self.fetch_all(query, params)
         if not rows and q.offset:
             count = SQL("SELECT count(*) AS total FROM rm_history.conversations WHERE {where}").format(where=where)
-            total = await self._one(count, params)
+            total = await self.fetch_one(count, params)
             return {"items": [], "total": total["total"] if total else 0, "limit": q.limit, "offset": q.offset}
         return page(rows, q.limit, q.offset)
 
     async def get_conversation(self, user: str, conversation_id: UUID) -> dict[str, Any]:
-        conversation = await self._one(
+        conversation = await self.fetch_one(
             "SELECT " + CONVERSATION_COLUMNS + ", document_context, embedding_provider"
             " FROM rm_history.conversations WHERE id = %s AND owner = %s",
             (conversation_id, user),
         )
         if conversation is None:
             raise not_found("conversation", conversation_id)
-        conversation["messages"] = await self._all(
+        conversation["messages"] = await self.fetch_all(
             "SELECT id, role, content, metadata, pinned, message_type, created_at"
             " FROM rm_history.messages WHERE conversation_id = %s ORDER BY seq",
             (conversation_id,),
@@ -107,7 +107,7 @@ class Queries:
         # The owner lexeme is ANDed into the query so the GIN index returns only the
         # caller's documents (the owner column check is the guarantee, the lexeme the
         # speed); ts_rank then scores just those, and ts_headline runs only on the page.
-        rows = await self._all(
+        rows = await self.fetch_all(
             """
             WITH query AS (
                 SELECT websearch_to_tsquery(%(language)s::regconfig, %(q)s) AS words,
@@ -141,7 +141,7 @@ class Queries:
         return {"items": rows, "query": q.q}
 
     async def conversation_stats(self, user: str, q: c.ConversationStatsQuery) -> dict[str, Any]:
-        totals = await self._one(
+        totals = await self.fetch_one(
             "SELECT coalesce(u.conversations, 0) AS total_conversations, coalesce(u.messages, 0) AS total_messages,"
             " (SELECT min(created_at) FROM rm_stats.conversations WHERE owner = %(user)s) AS first_conversation_at,"
             " (SELECT max(created_at) FROM rm_stats.conversations WHERE owner = %(user)s) AS last_conversation_at"
@@ -149,7 +149,7 @@ class Queries:
             {"user": user},
         )
         assert totals is not None
-        tags = await self._all(
+        tags = await self.fetch_all(
             "SELECT tag, count FROM rm_stats.tags WHERE owner = %s AND count > 0"
             " ORDER BY count DESC, tag LIMIT %s",
             (user, q.top_tags),
@@ -162,7 +162,7 @@ class Queries:
     # --- human in the loop -----------------------------------------------------------------
 
     async def get_run(self, user: str, q: c.GetRun) -> dict[str, Any]:
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT " + RUN_COLUMNS + ", count(*) OVER () AS checkpoints FROM rm_hitl.checkpoints"
             " WHERE run_id = %s AND owner = %s ORDER BY seq DESC LIMIT 1",
             (q.run_id, user),
@@ -172,7 +172,7 @@ class Queries:
         return row
 
     async def list_runs(self, user: str, q: c.ListRuns) -> dict[str, Any]:
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT " + RUN_COLUMNS + ", 1 AS checkpoints, count(*) OVER () AS total FROM rm_hitl.checkpoints"
             " WHERE owner = %s AND status = 'paused' ORDER BY paused_at, run_id LIMIT %s OFFSET %s",
             (user, q.limit, q.offset),
@@ -181,7 +181,7 @@ class Queries:
 
     async def due_runs(self, limit: int = 100) -> list[dict[str, Any]]:
         """Paused checkpoints whose expiry has passed, for the sweeper (not scoped: internal)."""
-        return await self._all(
+        return await self.fetch_all(
             "SELECT run_id, owner FROM rm_hitl.checkpoints WHERE status = 'paused' AND expires_at <= now()"
             " ORDER BY expires_at LIMIT %s",
             (limit,),

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from adapters.auth import TokenAuthority
-from services.bootstrap import Chronicle, bootstrap
+from services.bootstrap import PROJECTIONS, Chronicle, bootstrap
 from services.client import ChronicleClient
 from tests.conftest import make_settings
 from tests.servers import TestServers
@@ -24,6 +24,8 @@ TABLES = {
     "rm_stats": ["users", "conversations", "tags"],
     "rm_search": ["conversations", "messages"],
     "rm_hitl": ["conversations", "checkpoints"],
+    "rm_optimizations": ["optimizations", "rounds", "trials"],
+    "rm_lineage": ["candidates", "candidate_parents"],
 }
 
 
@@ -62,6 +64,14 @@ async def fill(client: ChronicleClient, conversations: int, messages: int) -> No
             await client.conversations.update(started.conversation_id, title=f"renamed {n}", tags=["renamed"])
         if n % 5 == 0:
             await client.conversations.delete(started.conversation_id)
+    state = client.optimization(name="rebuild", optimizer="evolutionary")
+    parent = None
+    for r in range(2):
+        round = await state.start_round()
+        for t in range(3):
+            extra = {"parents": [parent], "origin": "mutation"} if parent else {}
+            parent = (await state.record_trial(round, candidate={"g": r * 3 + t}, score=t, extra=extra)).candidate_id
+        await state.end_round(round)
 
 
 async def test_rebuild_reproduces_live_read_models_while_writes_continue(
@@ -94,7 +104,7 @@ async def test_rebuild_reproduces_live_read_models_while_writes_continue(
     status = await asyncio.to_thread(chronicle_cli, url, tmp_path, "projections", "status")
     assert status.returncode == 0
     rows = [line.split() for line in status.stdout.splitlines()[1:]]
-    assert {r[0] for r in rows} == {"history", "stats", "search", "hitl"}
+    assert {r[0] for r in rows} == {p.name for p in PROJECTIONS}
     assert all(r[3] == "0" for r in rows), status.stdout  # no lag
     await client.close()
 

@@ -1,0 +1,143 @@
+"""Optimizations: a Session of kind `optimization` that numbers its rounds and keeps score.
+
+The optimizer says what it tried and how it scored; Chronicle stamps the rest (round and
+trial indices, timestamps, best-so-far in the objective's direction, stop reasons). The
+rounds and trials themselves are the Round and Trial aggregates (domain/rounds.py).
+Rounds run one after another: a round starts when the previous one has ended, so trial
+indices run on, gap-free, from one round into the next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from domain.base import Aggregate, check_text
+from domain.errors import Conflict, InvalidCommand
+
+Direction = Literal["maximize", "minimize"]
+MAX_LABEL = 200
+MAX_STOP_REASON = 1_000
+
+
+def improves(direction: Direction, score: float | None, best: float | None) -> bool:
+    """Whether `score` beats `best` (no score never does; any score beats none)."""
+    if score is None:
+        return False
+    if best is None:
+        return True
+    return score > best if direction == "maximize" else score < best
+
+
+@dataclass
+class OptimizationState:
+    direction: Direction
+    next_round_index: int = 0
+    last_round_id: UUID | None = None
+    stopped: bool = False
+    stop_reason: str | None = None
+
+
+class OptimizationStarted(Aggregate.Event):
+    project: str | None
+    dataset: str | None
+    optimizer: str
+    direction: Direction
+
+    def apply(self, session: Any) -> None:
+        session.optimization = OptimizationState(direction=self.direction)
+
+
+class RoundOpened(Aggregate.Event):
+    round_id: UUID
+    round_index: int
+
+    def apply(self, session: Any) -> None:
+        session.optimization.next_round_index = self.round_index + 1
+        session.optimization.last_round_id = self.round_id
+
+
+class OptimizationStopped(Aggregate.Event):
+    reason: str
+
+    def apply(self, session: Any) -> None:
+        session.optimization.stopped = True
+        session.optimization.stop_reason = self.reason
+
+
+class OptimizationStoppedAlready(Conflict):
+    pass
+
+
+class Optimizing:
+    """Commands a Session gains when it is an optimization; `optimization` is None otherwise."""
+
+    id: UUID
+    optimization: OptimizationState | None
+
+    def start_optimization(
+        self, *, at: datetime, project: str | None, dataset: str | None, optimizer: str, direction: Direction
+    ) -> None:
+        check_text("optimizer", optimizer, max_length=MAX_LABEL)
+        for field, value in (("project", project), ("dataset", dataset)):
+            if value is not None:
+                check_text(field, value, max_length=MAX_LABEL)
+        self.trigger_event(  # type: ignore[attr-defined]
+            OptimizationStarted, timestamp=at, project=project, dataset=dataset, optimizer=optimizer, direction=direction
+        )
+
+    def running_optimization(self) -> OptimizationState:
+        """This session's optimization state; refuses a plain session and a stopped optimization."""
+        state = self.optimization
+        if state is None:
+            raise InvalidCommand(
+                f"session {self.id} is not an optimization", field="optimization_id", rule="kind_optimization"
+            )
+        if state.stopped:
+            raise OptimizationStoppedAlready(
+                f"optimization {self.id} was stopped: {state.stop_reason}",
+                field="optimization_id",
+                rule="not_stopped",
+                context={"stop_reason": state.stop_reason},
+            )
+        return state
+
+    def open_round(self, *, at: datetime, round_id: UUID, round_index: int | None) -> int:
+        """The index the next round gets: the one asked for (never reused), else the next."""
+        state = self.running_optimization()
+        index = state.next_round_index if round_index is None else round_index
+        if index < state.next_round_index:
+            raise Conflict(
+                f"round index {index} is taken; the next free index is {state.next_round_index}",
+                field="round_index",
+                rule="unused",
+                context={"next_round_index": state.next_round_index},
+            )
+        self.trigger_event(RoundOpened, timestamp=at, round_id=round_id, round_index=index)  # type: ignore[attr-defined]
+        return index
+
+    def stop_optimization(self, *, at: datetime, reason: str) -> None:
+        check_text("stop_reason", reason, max_length=MAX_STOP_REASON)
+        self.running_optimization()
+        self.trigger_event(OptimizationStopped, timestamp=at, reason=reason)  # type: ignore[attr-defined]
+
+
+def pareto_front(points: list[tuple[Any, tuple[float, ...]]], directions: tuple[Direction, ...]) -> list[Any]:
+    """The keys of the points no other point dominates (at least as good in every
+    objective, better in one), in the order given; equal points are all kept. O(n × front)."""
+    signs = tuple(1.0 if d == "maximize" else -1.0 for d in directions)
+    oriented = [(key, tuple(s * v for s, v in zip(signs, values, strict=True))) for key, values in points]
+    # Best first in the first objective, so a point can only be dominated by one seen before.
+    order = sorted(range(len(oriented)), key=lambda i: tuple(-v for v in oriented[i][1]))
+    front: list[int] = []
+    for i in order:
+        values = oriented[i][1]
+        if not any(dominates(oriented[j][1], values) for j in front):
+            front.append(i)
+    return [oriented[i][0] for i in sorted(front)]
+
+
+def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return all(x >= y for x, y in zip(a, b, strict=True)) and a != b

@@ -1,0 +1,253 @@
+"""Optimizations read model: each optimization's summary, its rounds and its trials."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import Cursor
+from psycopg.types.json import Jsonb
+
+from domain.optimization import OptimizationStarted, OptimizationStopped
+from domain.round import Round
+from domain.session import Session
+from domain.trial import Trial
+from projections.base import Projection, handles
+from projections.batch import Batch, Rows, Totals, columns
+
+
+def jsonb(value: Any) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
+
+
+def later_totals(earlier: tuple[Any, ...], later: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Per optimization or round: (trials added, best so far, improving trial's index,
+    its candidate, latest time); the later batch's best wins, an improvement sticks."""
+    improved = later[2] is not None
+    return (
+        earlier[0] + later[0],
+        later[1],
+        later[2] if improved else earlier[2],
+        later[3] if improved else earlier[3],
+        max(earlier[4], later[4]),
+    )
+
+
+class OptimizationsProjection(Projection):
+    name = "optimizations"
+    version = 1
+    tables = """
+    CREATE TABLE {schema}.optimizations (
+        id uuid PRIMARY KEY,
+        owner text NOT NULL,
+        name text NOT NULL,
+        project text,
+        dataset text,
+        optimizer text,
+        direction text,
+        round_count integer NOT NULL DEFAULT 0,
+        trial_count integer NOT NULL DEFAULT 0,
+        best_score double precision,
+        best_trial_index integer,
+        best_candidate jsonb,
+        stopped boolean NOT NULL DEFAULT false,
+        stop_reason text,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+    );
+    CREATE INDEX ON {schema}.optimizations (owner, created_at DESC, id);
+    CREATE TABLE {schema}.rounds (
+        optimization_id uuid NOT NULL,
+        round_index integer NOT NULL,
+        id uuid NOT NULL,
+        first_trial_index integer NOT NULL,
+        trial_count integer NOT NULL DEFAULT 0,
+        start_extras jsonb NOT NULL,
+        end_extras jsonb,
+        best_score double precision,
+        best_candidate jsonb,
+        best_so_far double precision,
+        candidates jsonb,
+        stop_reason text,
+        stopped boolean NOT NULL DEFAULT false,
+        started_at timestamptz NOT NULL,
+        ended_at timestamptz,
+        PRIMARY KEY (optimization_id, round_index)
+    );
+    CREATE UNIQUE INDEX ON {schema}.rounds (id);
+    CREATE TABLE {schema}.trials (
+        optimization_id uuid NOT NULL,
+        trial_index integer NOT NULL,
+        id uuid NOT NULL,
+        round_index integer NOT NULL,
+        candidate_id text,
+        candidate_kind text,
+        candidate jsonb,
+        score double precision,
+        metrics jsonb NOT NULL,
+        dataset text,
+        extra jsonb NOT NULL,
+        best_so_far double precision,
+        improved boolean NOT NULL,
+        created_at timestamptz NOT NULL,
+        PRIMARY KEY (optimization_id, trial_index)
+    );
+    CREATE INDEX ON {schema}.trials (optimization_id, candidate_id);
+    CREATE INDEX ON {schema}.trials (optimization_id, trial_index) WHERE improved
+    """
+
+    def __init__(self, schema: str | None = None, **options: Any):
+        super().__init__(schema, **options)
+        self.new_trials = Rows(
+            self.copier(
+                "COPY {schema}.trials (optimization_id, trial_index, id, round_index, candidate_id, candidate_kind,"
+                " candidate, score, metrics, dataset, extra, best_so_far, improved, created_at) FROM STDIN"
+            )
+        )
+        self.round_totals = Totals(later_totals, self._add_round_totals)
+        self.optimization_totals = Totals(later_totals, self._add_optimization_totals)
+        self.sinks = [self.new_trials, self.round_totals, self.optimization_totals]
+
+    @handles(Session.Created)
+    def session_created(self, batch: Batch, e: Session.Created, _: int) -> None:
+        if e.kind == "optimization":
+            batch.execute(
+                self.sql(
+                    "INSERT INTO {schema}.optimizations (id, owner, name, created_at, updated_at)"
+                    " VALUES (%s, %s, %s, %s, %s)"
+                ),
+                (e.originator_id, e.owner, e.name, e.timestamp, e.timestamp),
+            )
+
+    @handles(Session.Renamed)
+    def session_renamed(self, batch: Batch, e: Session.Renamed, _: int) -> None:
+        batch.execute(self.sql("UPDATE {schema}.optimizations SET name = %s WHERE id = %s"), (e.name, e.originator_id))
+
+    @handles(OptimizationStarted)
+    def optimization_started(self, batch: Batch, e: OptimizationStarted, _: int) -> None:
+        batch.execute(
+            self.sql(
+                "UPDATE {schema}.optimizations SET project = %s, dataset = %s, optimizer = %s, direction = %s"
+                " WHERE id = %s"
+            ),
+            (e.project, e.dataset, e.optimizer, e.direction, e.originator_id),
+        )
+
+    @handles(Round.Started)
+    def round_started(self, batch: Batch, e: Round.Started, _: int) -> None:
+        batch.execute(
+            self.sql(
+                "INSERT INTO {schema}.rounds (optimization_id, round_index, id, first_trial_index, start_extras,"
+                " best_so_far, started_at) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            ),
+            (
+                e.optimization_id,
+                e.round_index,
+                e.originator_id,
+                e.first_trial_index,
+                Jsonb(e.extras),
+                e.best_so_far,
+                e.timestamp,
+            ),
+        )
+        batch.execute(
+            self.sql(
+                "UPDATE {schema}.optimizations SET round_count = round_count + 1,"
+                " updated_at = greatest(updated_at, %s) WHERE id = %s"
+            ),
+            (e.timestamp, e.optimization_id),
+        )
+
+    @handles(Trial.Recorded)
+    def trial_recorded(self, batch: Batch, e: Trial.Recorded, _: int) -> None:
+        candidate = e.candidate
+        batch.append(
+            self.new_trials,
+            (
+                e.optimization_id,
+                e.trial_index,
+                e.originator_id,
+                e.round_index,
+                candidate.id if candidate else None,
+                candidate.kind if candidate else None,
+                jsonb(candidate.payload) if candidate else None,
+                e.score,
+                Jsonb(e.metrics),
+                e.dataset,
+                Jsonb(e.extras),
+                e.best_so_far,
+                e.improved,
+                e.timestamp,
+            ),
+        )
+        improved_index = e.trial_index if e.improved else None
+        improved_candidate = candidate.payload if (candidate and e.improved) else None
+        totals = (1, e.best_so_far, improved_index, improved_candidate, e.timestamp)
+        batch.accumulate(self.round_totals, e.round_id, totals)
+        batch.accumulate(self.optimization_totals, e.optimization_id, totals)
+
+    def _add_round_totals(self, cur: Cursor, items: list[tuple[Any, tuple[Any, ...]]]) -> None:
+        cur.execute(
+            self.sql(
+                "UPDATE {schema}.rounds r SET trial_count = r.trial_count + d.added, best_so_far = d.best"
+                " FROM unnest(%b::uuid[], %b::int[], %b::float8[]) AS d(id, added, best) WHERE r.id = d.id"
+            ),
+            columns([(key, added, best) for key, (added, best, *_) in items], 3),
+            prepare=True,
+        )
+
+    def _add_optimization_totals(self, cur: Cursor, items: list[tuple[Any, tuple[Any, ...]]]) -> None:
+        rows = [
+            (key, added, best, index, jsonb(candidate), at) for key, (added, best, index, candidate, at) in items
+        ]
+        cur.execute(
+            self.sql(
+                "UPDATE {schema}.optimizations o SET trial_count = o.trial_count + d.added, best_score = d.best,"
+                " best_trial_index = coalesce(d.improved_index, o.best_trial_index),"
+                " best_candidate = CASE WHEN d.improved_index IS NULL THEN o.best_candidate ELSE d.candidate END,"
+                " updated_at = greatest(o.updated_at, d.at)"
+                " FROM unnest(%b::uuid[], %b::int[], %b::float8[], %b::int[], %b::jsonb[], %b::timestamptz[])"
+                " AS d(id, added, best, improved_index, candidate, at) WHERE o.id = d.id"
+            ),
+            columns(rows, 6),
+            prepare=True,
+        )
+
+    @handles(Round.Ended)
+    def round_ended(self, batch: Batch, e: Round.Ended, _: int) -> None:
+        batch.execute(
+            self.sql(
+                "UPDATE {schema}.rounds SET ended_at = %s, end_extras = %s, best_score = %s, best_candidate = %s,"
+                " best_so_far = %s, candidates = %s, stop_reason = %s WHERE id = %s"
+            ),
+            (
+                e.timestamp,
+                Jsonb(e.extras),
+                e.best_score,
+                jsonb(e.best_candidate),
+                e.best_so_far,
+                jsonb(e.candidates),
+                e.stop_reason,
+                e.originator_id,
+            ),
+        )
+
+    @handles(Round.StopStamped)
+    def round_stop_stamped(self, batch: Batch, e: Round.StopStamped, _: int) -> None:
+        batch.execute(self.sql("UPDATE {schema}.rounds SET stop_reason = %s WHERE id = %s"), (e.reason, e.originator_id))
+
+    @handles(OptimizationStopped)
+    def optimization_stopped(self, batch: Batch, e: OptimizationStopped, _: int) -> None:
+        batch.execute(
+            self.sql(
+                "UPDATE {schema}.optimizations SET stopped = true, stop_reason = %s,"
+                " updated_at = greatest(updated_at, %s) WHERE id = %s"
+            ),
+            (e.reason, e.timestamp, e.originator_id),
+        )
+        batch.execute(
+            self.sql(
+                "UPDATE {schema}.rounds SET stopped = true WHERE optimization_id = %(id)s AND round_index ="
+                " (SELECT max(round_index) FROM {schema}.rounds WHERE optimization_id = %(id)s)"
+            ),
+            {"id": e.originator_id},
+        )

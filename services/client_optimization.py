@@ -1,0 +1,231 @@
+"""The client's optimization side: the raw commands and queries, and OptimizationState,
+the helper an optimizer author drives (start_round, record_trial, end_round, finalize_stop)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from services import contract as c
+from services import contract_optimization as o
+
+if TYPE_CHECKING:
+    from services.client import ChronicleClient
+
+
+class Optimizations:
+    """`client.optimizations`: one method per command and query."""
+
+    def __init__(self, client: ChronicleClient):
+        self._client = client
+
+    async def start(self, *, idempotency_key: str | None = None, **fields: Any) -> o.OptimizationStarted:
+        request = self._client.build(o.StartOptimization, **fields)
+        return await self._client.command("optimization.start", request, o.OptimizationStarted, idempotency_key)
+
+    async def start_round(
+        self, optimization_id: UUID, *, idempotency_key: str | None = None, **fields: Any
+    ) -> o.RoundStarted:
+        request = self._client.build(o.StartRound, optimization_id=optimization_id, **fields)
+        return await self._client.command("round.start", request, o.RoundStarted, idempotency_key)
+
+    async def record_trial(
+        self, round_id: UUID, *, idempotency_key: str | None = None, **fields: Any
+    ) -> o.TrialRecorded:
+        request = self._client.build(o.RecordTrial, round_id=round_id, **fields)
+        return await self._client.command("trial.record", request, o.TrialRecorded, idempotency_key)
+
+    async def end_round(self, round_id: UUID, *, idempotency_key: str | None = None, **fields: Any) -> o.RoundEnded:
+        request = self._client.build(o.EndRound, round_id=round_id, **fields)
+        return await self._client.command("round.end", request, o.RoundEnded, idempotency_key)
+
+    async def stop(
+        self, optimization_id: UUID, stop_reason: str, *, idempotency_key: str | None = None
+    ) -> o.OptimizationStopped:
+        request = self._client.build(o.StopOptimization, optimization_id=optimization_id, stop_reason=stop_reason)
+        return await self._client.command("optimization.stop", request, o.OptimizationStopped, idempotency_key)
+
+    async def get(self, optimization_id: UUID) -> o.Optimization:
+        request = self._client.build(o.GetOptimization, optimization_id=optimization_id)
+        return await self._client.query("optimizations.get", request, o.Optimization)
+
+    async def list(self, **fields: Any) -> c.Page[o.Optimization]:
+        request = self._client.build(o.ListOptimizations, **fields)
+        return await self._client.query("optimizations.list", request, c.Page[o.Optimization])
+
+    async def history_page(self, optimization_id: UUID, **fields: Any) -> o.History:
+        request = self._client.build(o.OptimizationHistory, optimization_id=optimization_id, **fields)
+        return await self._client.query("optimizations.history", request, o.History)
+
+    async def history(self, optimization_id: UUID, *, max_trials: int = 2_000) -> list[o.RoundEntry]:
+        """Every round, following the pages (a reply must fit in one NATS message)."""
+        rounds: list[o.RoundEntry] = []
+        after = None
+        while True:
+            page = await self.history_page(optimization_id, after_round=after, max_trials=max_trials)
+            rounds.extend(page.rounds)
+            if page.next_after_round is None:
+                return rounds
+            after = page.next_after_round
+
+    async def pareto(self, optimization_id: UUID, **fields: Any) -> o.ParetoFront:
+        request = self._client.build(o.ParetoQuery, optimization_id=optimization_id, **fields)
+        return await self._client.query("optimizations.pareto", request, o.ParetoFront)
+
+    async def compare(self, optimization_ids: list[UUID]) -> o.Comparison:
+        request = self._client.build(o.CompareOptimizations, optimization_ids=optimization_ids)
+        return await self._client.query("optimizations.compare", request, o.Comparison)
+
+    async def lineage(self, optimization_id: UUID, candidate_id: str, **fields: Any) -> o.Lineage:
+        request = self._client.build(
+            o.CandidateLineage, optimization_id=optimization_id, candidate_id=candidate_id, **fields
+        )
+        return await self._client.query("candidates.lineage", request, o.Lineage)
+
+
+@dataclass
+class RoundHandle:
+    """A started round, as start_round returns it; pass it to record_trial and end_round."""
+
+    round_id: UUID
+    round_index: int
+    first_trial_index: int
+
+
+class OptimizationState:
+    """An optimization as its optimizer drives it. Everything it records is stamped by
+    Chronicle (indices, timestamps, best-so-far, stop reasons); `entries()` gives what this
+    state recorded in the normalized history shape, `history()` what the service holds."""
+
+    def __init__(self, client: ChronicleClient, optimization_id: UUID | None = None, **fields: Any):
+        self._api = client.optimizations
+        self._fields = fields
+        self._start_lock = asyncio.Lock()
+        self.optimization_id = optimization_id
+        self.direction: str = fields.get("direction", "maximize")
+        self._rounds: dict[int, dict[str, Any]] = {}
+
+    async def start(self) -> UUID:
+        """Start the optimization (start_round does it when needed); returns its id."""
+        async with self._start_lock:
+            if self.optimization_id is None:
+                started = await self._api.start(**self._fields)
+                self.optimization_id = started.optimization_id
+            elif "direction" not in self._fields:  # an existing optimization: learn its direction once
+                self.direction = (await self._api.get(self.optimization_id)).direction
+                self._fields["direction"] = self.direction
+        return self.optimization_id
+
+    async def start_round(self, *, round_index: int | None = None, extras: dict[str, Any] | None = None) -> RoundHandle:
+        optimization_id = await self.start()
+        fields: dict[str, Any] = {"extras": extras or {}}
+        if round_index is not None:
+            fields["round_index"] = round_index
+        started = await self._api.start_round(optimization_id, **fields)
+        self._rounds[started.round_index] = {
+            "round_index": started.round_index,
+            "round_id": started.round_id,
+            "trials": [],
+            "candidates": None,
+            "best_score": None,
+            "best_candidate": None,
+            "stop_reason": None,
+            "stopped": False,
+            "best_so_far": started.best_so_far,
+            "started_at": started.timestamp,
+            "ended_at": None,
+            "start_extras": extras or {},
+            "end_extras": None,
+            "latest_trial_index": -1,
+        }
+        return RoundHandle(started.round_id, started.round_index, started.first_trial_index)
+
+    async def record_trial(
+        self,
+        round: RoundHandle,
+        *,
+        candidate: Any = None,
+        score: float | None = None,
+        metrics: dict[str, Any] | None = None,
+        dataset: str | None = None,
+        extra: dict[str, Any] | None = None,
+        candidate_id: str | None = None,
+    ) -> o.TrialRecorded:
+        """Record one evaluated candidate; safe to call from many tasks at once."""
+        fields = {"candidate": candidate, "score": score, "metrics": metrics or {}, "extras": extra or {}}
+        if dataset is not None:
+            fields["dataset"] = dataset
+        if candidate_id is not None:
+            fields["candidate_id"] = candidate_id
+        recorded = await self._api.record_trial(round.round_id, **fields)
+        entry = self._rounds[round.round_index]
+        entry["trials"].append(
+            {
+                "trial_index": recorded.trial_index,
+                "score": score,
+                "candidate": candidate,
+                "candidate_id": recorded.candidate_id,
+                "metrics": metrics or {},
+                "dataset": dataset,
+                "extra": extra or {},
+                "best_so_far": recorded.best_so_far,
+                "timestamp": recorded.timestamp,
+            }
+        )
+        # Replies of concurrent trials arrive in any order: the highest index's best-so-far
+        # includes every earlier trial.
+        if entry["ended_at"] is None and recorded.trial_index > entry["latest_trial_index"]:
+            entry["latest_trial_index"] = recorded.trial_index
+            entry["best_so_far"] = recorded.best_so_far
+        return recorded
+
+    async def end_round(self, round: RoundHandle, **fields: Any) -> o.RoundEnded:
+        """`fields`: best_score, best_candidate (default: the best trial's), stop_reason
+        (also stops the optimization), candidates, extras (e.g. pareto_front, selection_meta)."""
+        ended = await self._api.end_round(round.round_id, **fields)
+        self._rounds[round.round_index].update(
+            candidates=fields.get("candidates"),
+            best_score=ended.best_score,
+            best_candidate=ended.best_candidate,
+            stop_reason=ended.stop_reason,
+            stopped=ended.stopped,
+            best_so_far=ended.best_so_far,
+            ended_at=ended.timestamp,
+            end_extras=fields.get("extras") or {},
+        )
+        return ended
+
+    async def finalize_stop(self, reason: str) -> o.OptimizationStopped:
+        """Stop the optimization; the last round gets the reason if it has none (an open
+        round is ended with it)."""
+        stopped = await self._api.stop(await self.start(), reason)
+        if stopped.last_round_index is not None and stopped.last_round_index in self._rounds:
+            last = self._rounds[stopped.last_round_index]
+            last["stopped"] = True
+            last["stop_reason"] = last["stop_reason"] or reason
+            if last["ended_at"] is None:  # ended by the stop: refresh it from the service
+                [fresh] = [r for r in await self.history() if r.round_index == stopped.last_round_index]
+                last.update(
+                    best_score=fresh.best_score,
+                    best_candidate=fresh.best_candidate,
+                    best_so_far=fresh.best_so_far,
+                    ended_at=fresh.ended_at,
+                    end_extras={},
+                )
+        return stopped
+
+    def entries(self) -> list[dict[str, Any]]:
+        """What this state recorded, in the normalized history shape, rounds and trials in order."""
+        rounds = []
+        for index in sorted(self._rounds):
+            row = copy.deepcopy(self._rounds[index])
+            row["trials"].sort(key=lambda trial: trial["trial_index"])
+            rounds.append(o.normalized_round(row, self.direction))  # type: ignore[arg-type]
+        return rounds
+
+    async def history(self) -> list[o.RoundEntry]:
+        return await self._api.history(await self.start())
+

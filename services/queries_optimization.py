@@ -1,0 +1,199 @@
+"""Query handlers of optimization history, scoped to the caller like every query."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from domain.optimization import pareto_front
+from services import contract_optimization as o
+from services.errors import ChronicleError
+from services.queries import Queries, not_found, page
+
+SUMMARY = (
+    "SELECT id AS optimization_id, name, project, dataset, optimizer, direction, round_count AS rounds,"
+    " trial_count AS trials, best_score, best_candidate, best_trial_index, stopped, stop_reason, created_at,"
+    " updated_at FROM rm_optimizations.optimizations"
+)
+MAX_ROUNDS_PER_PAGE = 500
+BEST_SCORES = {
+    direction: "SELECT candidate_id, " + best + "(score) AS best FROM rm_optimizations.trials"
+    " WHERE optimization_id = %s AND candidate_id = ANY(%s) GROUP BY candidate_id"
+    for direction, best in (("maximize", "max"), ("minimize", "min"))
+}
+
+# A page of rounds, each with its trials as JSON built by Postgres: one statement, one
+# snapshot, so a round's trial_count and its trial rows agree (the projection writes both
+# in one transaction). Rounds are taken while the trials before them fit the page.
+HISTORY_PAGE = f"""
+SELECT r.*, (
+    SELECT coalesce(json_agg(json_build_object(
+        'trial_index', t.trial_index, 'score', t.score, 'candidate', t.candidate, 'candidate_id', t.candidate_id,
+        'metrics', t.metrics, 'dataset', t.dataset, 'extra', t.extra, 'best_so_far', t.best_so_far,
+        'timestamp', t.created_at) ORDER BY t.trial_index), '[]')
+    FROM rm_optimizations.trials t
+    WHERE t.optimization_id = %(id)s AND t.trial_index >= r.first_trial_index
+      AND t.trial_index < r.first_trial_index + r.trial_count
+) AS trials
+FROM (
+    SELECT round_index, id AS round_id, first_trial_index, trial_count, start_extras, end_extras, best_score,
+           best_candidate, best_so_far, candidates, stop_reason, stopped, started_at, ended_at,
+           sum(trial_count) OVER (ORDER BY round_index) - trial_count AS trials_before,
+           count(*) OVER () AS remaining
+    FROM rm_optimizations.rounds WHERE optimization_id = %(id)s AND round_index > %(after)s
+) r
+WHERE r.trials_before < %(max_trials)s
+ORDER BY r.round_index LIMIT {MAX_ROUNDS_PER_PAGE}
+"""
+
+
+async def summary(queries: Queries, user: str, optimization_id: UUID) -> dict[str, Any]:
+    row = await queries.fetch_one(
+        SUMMARY + " WHERE id = %s AND owner = %s AND direction IS NOT NULL", (optimization_id, user)
+    )
+    if row is None:
+        raise not_found("optimization", optimization_id)
+    return row
+
+
+async def get(queries: Queries, user: str, q: o.GetOptimization) -> dict[str, Any]:
+    return await summary(queries, user, q.optimization_id)
+
+
+async def list_optimizations(queries: Queries, user: str, q: o.ListOptimizations) -> dict[str, Any]:
+    rows = await queries.fetch_all(
+        SUMMARY.replace("SELECT ", "SELECT count(*) OVER () AS total, ", 1)
+        + " WHERE owner = %(user)s AND direction IS NOT NULL"
+        " AND (%(project)s::text IS NULL OR project = %(project)s)"
+        " AND (%(optimizer)s::text IS NULL OR optimizer = %(optimizer)s)"
+        " AND (%(stopped)s::boolean IS NULL OR stopped = %(stopped)s)"
+        " ORDER BY created_at DESC, id LIMIT %(limit)s OFFSET %(offset)s",
+        {**q.model_dump(include={"project", "optimizer", "stopped", "limit", "offset"}), "user": user},
+    )
+    return page(rows, q.limit, q.offset)
+
+
+async def history(queries: Queries, user: str, q: o.OptimizationHistory) -> dict[str, Any]:
+    optimization = await summary(queries, user, q.optimization_id)
+    direction = optimization["direction"]
+    rows = await queries.fetch_all(
+        HISTORY_PAGE,
+        {"id": q.optimization_id, "after": -1 if q.after_round is None else q.after_round, "max_trials": q.max_trials},
+    )
+    rounds = [o.normalized_round(row, direction) for row in rows]
+    more = bool(rows) and rows[0]["remaining"] > len(rows)
+    return {
+        "optimization_id": q.optimization_id,
+        "direction": direction,
+        "rounds": rounds,
+        "next_after_round": rounds[-1]["round_index"] if more else None,
+    }
+
+
+def objective_value(trial: dict[str, Any], objective: str) -> float | None:
+    value = trial["score"] if objective == "score" else trial["metrics"].get(objective)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+async def pareto(queries: Queries, user: str, q: o.ParetoQuery) -> dict[str, Any]:
+    optimization = await summary(queries, user, q.optimization_id)
+    objectives = list(dict.fromkeys(q.objectives or ["score"]))
+    unknown = set(q.directions) - set(objectives)
+    if unknown:
+        raise ChronicleError(
+            "invalid",
+            f"directions name objectives not asked for: {', '.join(sorted(unknown))}",
+            [{"field": "directions", "rule": "objective"}],
+        )
+    directions = {name: q.directions.get(name, optimization["direction"]) for name in objectives}
+    last_round = " AND round_index = (SELECT max(round_index) FROM rm_optimizations.rounds WHERE optimization_id = %(id)s)"
+    trials = await queries.fetch_all(
+        "SELECT trial_index, round_index, candidate_id, candidate, score, metrics FROM rm_optimizations.trials"
+        " WHERE optimization_id = %(id)s" + (last_round if q.scope == "last_round" else "") + " ORDER BY trial_index",
+        {"id": q.optimization_id},
+    )
+    points = []
+    for trial in trials:
+        values = tuple(objective_value(trial, name) for name in objectives)
+        if None not in values:
+            points.append((trial, values))
+    front = pareto_front(points, tuple(directions[name] for name in objectives))  # type: ignore[arg-type]
+    return {
+        "optimization_id": q.optimization_id,
+        "scope": q.scope,
+        "objectives": objectives,
+        "directions": directions,
+        "front": [
+            {
+                **{k: trial[k] for k in ("trial_index", "round_index", "candidate_id", "candidate")},
+                "objectives": dict(zip(objectives, values, strict=True)),
+            }
+            for trial, values in ((t, tuple(objective_value(t, n) for n in objectives)) for t in front)
+        ],
+        "considered": len(points),
+    }
+
+
+async def compare(queries: Queries, user: str, q: o.CompareOptimizations) -> dict[str, Any]:
+    ids = list(dict.fromkeys(q.optimization_ids))
+    found = {
+        row["optimization_id"]: row
+        for row in await queries.fetch_all(
+            SUMMARY + " WHERE id = ANY(%s) AND owner = %s AND direction IS NOT NULL", (ids, user)
+        )
+    }
+    missing = [ident for ident in ids if ident not in found]
+    if missing:
+        raise not_found("optimization", missing[0])
+    points: dict[UUID, list[dict[str, Any]]] = {ident: [] for ident in ids}
+    for row in await queries.fetch_all(
+        "SELECT optimization_id, trial_index, best_so_far FROM rm_optimizations.trials"
+        " WHERE optimization_id = ANY(%s) AND improved ORDER BY optimization_id, trial_index",
+        (ids,),
+    ):
+        points[row["optimization_id"]].append({"trial_index": row["trial_index"], "best_so_far": row["best_so_far"]})
+    curves = [
+        {
+            "optimization_id": ident,
+            "name": found[ident]["name"],
+            "direction": found[ident]["direction"],
+            "trials": found[ident]["trials"],
+            "best_score": found[ident]["best_score"],
+            "points": points[ident],
+        }
+        for ident in ids
+    ]
+    return {"curves": curves}
+
+
+async def lineage(queries: Queries, user: str, q: o.CandidateLineage) -> dict[str, Any]:
+    optimization = await summary(queries, user, q.optimization_id)
+    # UNION (not UNION ALL) on (candidate, depth) keeps a diamond or a cycle in the
+    # ancestry from multiplying paths; depth bounds the walk.
+    rows = await queries.fetch_all(
+        "WITH RECURSIVE walk(candidate_id, depth) AS ("
+        " SELECT %(candidate)s::text, 0"
+        " UNION SELECT p.parent_id, w.depth + 1 FROM walk w JOIN rm_lineage.candidate_parents p"
+        "  ON p.optimization_id = %(id)s AND p.candidate_id = w.candidate_id WHERE w.depth < %(depth)s)"
+        " SELECT c.candidate_id, min(w.depth) AS depth, c.origin, c.ops, c.first_round_index, c.first_trial_index,"
+        "  coalesce((SELECT array_agg(pp.parent_id ORDER BY pp.parent_id) FROM rm_lineage.candidate_parents pp"
+        "   WHERE pp.optimization_id = %(id)s AND pp.candidate_id = c.candidate_id), '{}') AS parents"
+        " FROM walk w JOIN rm_lineage.candidates c"
+        "  ON c.optimization_id = %(id)s AND c.candidate_id = w.candidate_id AND c.owner = %(user)s"
+        " GROUP BY c.candidate_id, c.origin, c.ops, c.first_round_index, c.first_trial_index"
+        " ORDER BY depth, c.first_trial_index",
+        {"candidate": q.candidate_id, "id": q.optimization_id, "depth": q.depth, "user": user},
+    )
+    if not rows or rows[0]["depth"] != 0:
+        raise ChronicleError("not_found", f"candidate {q.candidate_id} not found in optimization {q.optimization_id}")
+    scores = {
+        row["candidate_id"]: row["best"]
+        for row in await queries.fetch_all(
+            BEST_SCORES[optimization["direction"]], (q.optimization_id, [row["candidate_id"] for row in rows])
+        )
+    }
+    return {
+        "optimization_id": q.optimization_id,
+        "candidate_id": q.candidate_id,
+        "lineage": [{**row, "best_score": scores.get(row["candidate_id"])} for row in rows],
+    }

@@ -1,0 +1,349 @@
+"""Optimization history over NATS: rounds, trials, candidates, stamped by Chronicle."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from projections.engine import rebuild
+from projections.lineage import LineageProjection
+from projections.optimizations import OptimizationsProjection
+from services import contract_optimization as o
+from services.bootstrap import Chronicle, bootstrap
+from services.client import ChronicleClient, ChronicleError
+from tests.conftest import ClientFactory
+
+ROUND_KEYS = {
+    "round_index", "trials", "candidates", "best_score", "best_candidate", "stop_reason", "stopped",
+    "best_so_far", "timestamp", "extra",
+}
+TRIAL_KEYS = {"trial_index", "score", "candidate", "metrics", "dataset", "extra", "timestamp"}
+
+
+def params(x: float, y: float) -> dict[str, float]:
+    return {"x": x, "y": y}
+
+
+async def test_rounds_and_trials_are_stamped_in_order(client: ChronicleClient) -> None:
+    state = client.optimization(name="grid", optimizer="random_search", direction="maximize", project="p1")
+    first = await state.start_round(extras={"population": 3})
+    scores = [0.2, 0.5, 0.4]
+    recorded = [await state.record_trial(first, candidate=params(i, i), score=s) for i, s in enumerate(scores)]
+    assert [t.trial_index for t in recorded] == [0, 1, 2]
+    assert [t.best_so_far for t in recorded] == [0.2, 0.5, 0.5]
+    ended = await state.end_round(first, extras={"selection_meta": {"kept": 1}})
+    assert (ended.best_score, ended.best_candidate) == (0.5, params(1, 1))
+
+    second = await state.start_round()
+    assert (second.round_index, second.first_trial_index) == (1, 3)
+    more = [await state.record_trial(second, candidate=params(9, i), score=s) for i, s in enumerate([0.1, 0.7])]
+    assert [(t.trial_index, t.best_so_far) for t in more] == [(3, 0.5), (4, 0.7)]
+    await state.finalize_stop("budget exhausted")
+
+    history = await state.history()
+    assert [r.round_index for r in history] == [0, 1]
+    assert [[t.trial_index for t in r.trials] for r in history] == [[0, 1, 2], [3, 4]]
+    assert [r.best_so_far for r in history] == [0.5, 0.7]
+    assert [(r.stopped, r.stop_reason) for r in history] == [(False, None), (True, "budget exhausted")]
+    assert history[1].best_score == 0.7 and history[1].best_candidate == params(9, 1)
+    assert history[0].extra == {"population": 3, "selection_meta": {"kept": 1}}
+    local = state.entries()
+    assert [r["round_index"] for r in local] == [0, 1]
+    assert [[t["trial_index"] for t in r["trials"]] for r in local] == [[0, 1, 2], [3, 4]]
+    assert [r["best_so_far"] for r in local] == [0.5, 0.7]
+    assert local[1]["stopped"] and local[1]["stop_reason"] == "budget exhausted"
+
+    summary = await client.optimizations.get(state.optimization_id)
+    assert (summary.rounds, summary.trials, summary.best_score, summary.best_trial_index) == (2, 5, 0.7, 4)
+    assert summary.best_candidate == params(9, 1) and summary.stopped and summary.stop_reason == "budget exhausted"
+
+
+async def test_minimize_keeps_the_lowest_score_and_skips_unscored_trials(client: ChronicleClient) -> None:
+    state = client.optimization(name="loss", optimizer="meta_prompt", direction="minimize")
+    round = await state.start_round()
+    bests = [(await state.record_trial(round, candidate=f"prompt {n}", score=s)).best_so_far
+             for n, s in enumerate([3.0, None, 5.0, 1.5, 2.0])]
+    assert bests == [3.0, 3.0, 3.0, 1.5, 1.5]
+    ended = await state.end_round(round)
+    assert (ended.best_score, ended.best_candidate) == (1.5, "prompt 3")
+    summary = await client.optimizations.get(state.optimization_id)
+    assert (summary.best_score, summary.best_trial_index, summary.best_candidate) == (1.5, 3, "prompt 3")
+
+
+async def test_candidate_payloads_of_every_kind_and_none(client: ChronicleClient) -> None:
+    state = client.optimization(name="kinds", optimizer="gepa")
+    round = await state.start_round()
+    payloads = [
+        {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "{question}"}]},
+        {"planner": "Plan the steps.", "writer": "Write the answer."},
+        {"tools": [{"name": "search", "description": "web search", "parameters": {"q": "string"}}]},
+        {"temperature": 0.7, "top_p": 0.9, "max_tokens": 512, "stream": False},
+        None,
+    ]
+    for n, payload in enumerate(payloads):
+        await state.record_trial(round, candidate=payload, score=n / 10, metrics={"latency_ms": 100 + n})
+    [entry] = await state.history()
+    assert [t.candidate for t in entry.trials] == payloads
+    assert entry.trials[-1].candidate_id is None
+    ids = [t.candidate_id for t in entry.trials[:-1]]
+    assert len(set(ids)) == 4 and all(ids)
+    again = await state.record_trial(round, candidate=dict(payloads[3]), score=0.0)
+    assert again.candidate_id == ids[3], "the same candidate keeps its id"
+
+
+async def test_round_end_with_a_stop_reason_stops_the_optimization(client: ChronicleClient) -> None:
+    state = client.optimization(name="early stop", optimizer="evolutionary")
+    round = await state.start_round()
+    await state.record_trial(round, candidate={"x": 1}, score=1.0)
+    ended = await state.end_round(round, stop_reason="converged")
+    assert ended.stopped and ended.stop_reason == "converged"
+    with pytest.raises(ChronicleError) as refused:
+        await state.start_round()
+    assert refused.value.code == "conflict" and "converged" in refused.value.message
+    summary = await client.optimizations.get(state.optimization_id)
+    assert summary.stopped and summary.stop_reason == "converged"
+    with pytest.raises(ChronicleError) as again:
+        await state.finalize_stop("twice")
+    assert again.value.code == "conflict"
+
+
+async def test_stop_is_stamped_on_the_last_round_when_missing(client: ChronicleClient) -> None:
+    state = client.optimization(name="stamp", optimizer="few_shot")
+    ended_round = await state.start_round()
+    await state.record_trial(ended_round, candidate={"shots": 2}, score=0.3)
+    await state.end_round(ended_round)
+    open_round = await state.start_round()
+    await state.record_trial(open_round, candidate={"shots": 4}, score=0.6)
+    await state.finalize_stop("max rounds")
+    history = await state.history()
+    assert [(r.stop_reason, r.stopped) for r in history] == [(None, False), ("max rounds", True)]
+    assert history[1].ended_at is not None and history[1].best_candidate == {"shots": 4}
+    with pytest.raises(ChronicleError) as refused:
+        await state.record_trial(open_round, candidate={"shots": 8}, score=0.9)
+    assert refused.value.code == "conflict" and refused.value.fields == ["round_id"]
+
+    other = client.optimization(name="stamp ended", optimizer="few_shot")
+    only = await other.start_round()
+    await other.end_round(only)
+    await other.finalize_stop("done")
+    assert [(r.stop_reason, r.stopped) for r in await other.history()] == [("done", True)]
+    assert other.entries()[0]["stop_reason"] == "done"
+
+
+async def test_lifecycle_rules_refuse_and_write_nothing(client: ChronicleClient, connect: ClientFactory) -> None:
+    state = client.optimization(name="rules", optimizer="grid")
+    round = await state.start_round()
+    with pytest.raises(ChronicleError) as still_open:
+        await state.start_round()
+    assert still_open.value.code == "conflict" and still_open.value.fields == ["optimization_id"]
+    await state.end_round(round)
+    with pytest.raises(ChronicleError) as taken:
+        await state.start_round(round_index=0)
+    assert taken.value.code == "conflict" and taken.value.fields == ["round_index"]
+    jumped = await state.start_round(round_index=5)
+    assert jumped.round_index == 5 and jumped.first_trial_index == 0
+
+    plain = await client.sessions.create("not an optimization")
+    with pytest.raises(ChronicleError) as not_optimization:
+        await client.optimizations.start_round(plain.session_id)
+    assert not_optimization.value.code == "invalid" and not_optimization.value.fields == ["optimization_id"]
+
+    for bad, field in (({"score": float("inf")}, "score"), ({"extras": {"parents": "p1"}}, "extras.parents")):
+        with pytest.raises(ChronicleError) as invalid:
+            await client.optimizations.record_trial(jumped.round_id, candidate={"x": 1}, **bad)
+        assert invalid.value.code == "invalid" and invalid.value.fields[0].startswith(field)
+    with pytest.raises(ChronicleError) as unknown:
+        await client.request("cmd.trial.record", {"round_id": str(jumped.round_id), "scroe": 1})
+    assert unknown.value.code == "invalid" and "scroe" in unknown.value.fields
+
+    stranger = await connect(f"stranger-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(ChronicleError) as hidden:
+        await stranger.optimizations.record_trial(jumped.round_id, candidate={"x": 1}, score=1.0)
+    assert hidden.value.code == "not_found"
+    for call in (
+        stranger.optimizations.get(state.optimization_id),
+        stranger.optimizations.history_page(state.optimization_id),
+        stranger.optimizations.start_round(state.optimization_id),
+    ):
+        with pytest.raises(ChronicleError) as invisible:
+            await call
+        assert invisible.value.code == "not_found"
+    assert [r.round_index for r in await state.history()] == [0, 5]
+    assert (await client.optimizations.get(state.optimization_id)).trials == 0
+
+
+@pytest.fixture
+async def second_instance(chronicle: Chronicle) -> AsyncIterator[Chronicle]:
+    """Another instance on the same database and subjects: NATS spreads requests over both."""
+    instance = await bootstrap(chronicle.settings.model_copy(update={"run_projections": False}))
+    yield instance
+    await instance.stop()
+
+
+async def test_concurrent_recorders_get_unique_gap_free_indices(
+    chronicle: Chronicle, second_instance: Chronicle, connect: ClientFactory
+) -> None:
+    user = f"optimizer-{uuid.uuid4().hex[:8]}"
+    recorders = [await connect(user) for _ in range(8)]
+    state = recorders[0].optimization(name="parallel", optimizer="random_search", direction="maximize")
+    round = await state.start_round()
+    conflicts_before = chronicle.bus.conflicts + second_instance.bus.conflicts
+    rng = random.Random(7)
+    scores = [[rng.uniform(0, 1) for _ in range(25)] for _ in recorders]
+
+    async def record(n: int) -> list[tuple[int, float, float | None]]:
+        api = recorders[n].optimizations
+        out = []
+        for m, score in enumerate(scores[n]):
+            trial = await api.record_trial(round.round_id, candidate={"worker": n, "m": m}, score=score)
+            out.append((trial.trial_index, score, trial.best_so_far))
+        return out
+
+    results = sorted(r for batch in await asyncio.gather(*(record(n) for n in range(8))) for r in batch)
+    assert [index for index, _, _ in results] == list(range(200)), "unique and gap-free"
+    best = None
+    for index, score, best_so_far in results:  # in index order, best_so_far is the running maximum
+        best = score if best is None else max(best, score)
+        assert best_so_far == best, f"trial {index}"
+    assert chronicle.bus.conflicts + second_instance.bus.conflicts > conflicts_before, "both instances met"
+
+    for recorder in recorders:
+        recorders[0].observed(recorder.last_position)
+    [entry] = await recorders[0].optimizations.history(state.optimization_id)
+    assert [t.trial_index for t in entry.trials] == list(range(200))
+    summary = await recorders[0].optimizations.get(state.optimization_id)
+    assert summary.trials == 200 and summary.best_score == max(max(s) for s in scores)
+
+
+async def test_history_has_every_field_of_the_normalized_shape(client: ChronicleClient) -> None:
+    state = client.optimization(name="shape", optimizer="parameter_search")
+    ended = await state.start_round()
+    await state.record_trial(ended, candidate={"lr": 0.2}, score=0.4)
+    await state.end_round(ended)
+    round = await state.start_round()
+    await state.record_trial(round, candidate={"lr": 0.1}, score=0.5, dataset="dev", extra={"seed": 1})
+    raw = await client.request(
+        "query.optimizations.history",
+        {"optimization_id": str(state.optimization_id), "min_position": client.last_position},
+    )
+    for entry in raw["rounds"]:
+        assert ROUND_KEYS <= entry.keys()
+        for trial in entry["trials"]:
+            assert TRIAL_KEYS <= trial.keys()
+    open_round = raw["rounds"][1]
+    assert open_round["best_score"] == 0.5 and open_round["candidates"] == [{"lr": 0.1}]
+    assert open_round["trials"][0]["dataset"] == "dev" and open_round["trials"][0]["extra"] == {"seed": 1}
+
+
+async def test_history_pages_never_split_a_round(client: ChronicleClient) -> None:
+    state = client.optimization(name="pages", optimizer="grid")
+    for r in range(5):
+        round = await state.start_round()
+        for t in range(3):
+            await state.record_trial(round, candidate={"r": r, "t": t}, score=r + t / 10)
+        await state.end_round(round)
+    first = await client.optimizations.history_page(state.optimization_id, max_trials=7)
+    assert [r.round_index for r in first.rounds] == [0, 1, 2] and first.next_after_round == 2
+    everything = await client.optimizations.history(state.optimization_id, max_trials=4)
+    assert [r.round_index for r in everything] == [0, 1, 2, 3, 4]
+    assert [t.trial_index for r in everything for t in r.trials] == list(range(15))
+
+
+async def test_replaying_the_events_gives_the_same_history(chronicle: Chronicle, client: ChronicleClient) -> None:
+    state = client.optimization(name="replay", optimizer="evolutionary", direction="minimize")
+    parent = None
+    for r in range(3):
+        round = await state.start_round(extras={"generation": r})
+        for t in range(4):
+            candidate = {"gene": r * 10 + t}
+            extra = {"parents": [parent], "origin": "mutation"} if parent else {"origin": "fresh"}
+            trial = await state.record_trial(round, candidate=candidate, score=10 - r - t / 4, extra=extra)
+        parent = trial.candidate_id
+        await state.end_round(round, extras={"pareto_front": [candidate]})
+    await state.finalize_stop("generations done")
+    before = await state.history()
+    lineage_before = await client.optimizations.lineage(state.optimization_id, parent)
+
+    for projection in (OptimizationsProjection, LineageProjection):  # tiny batches: other boundaries
+        await asyncio.to_thread(rebuild, chronicle.target, projection, batch_size=3)
+    assert await state.history() == before
+    assert await client.optimizations.lineage(state.optimization_id, parent) == lineage_before
+    assert [r.model_dump() for r in before] == [
+        o.RoundEntry.model_validate(entry).model_dump() for entry in state.entries()
+    ], "the client's own record agrees with the service's"
+
+
+async def test_pareto_front_of_the_last_round_and_of_all_trials(client: ChronicleClient) -> None:
+    state = client.optimization(name="pareto", optimizer="gepa", direction="maximize")
+    first = await state.start_round()
+    for accuracy, cost in [(0.9, 5.0), (0.8, 1.0), (0.7, 3.0), (0.95, 9.0)]:
+        await state.record_trial(first, candidate={"a": accuracy}, score=accuracy, metrics={"accuracy": accuracy, "cost": cost})
+    await state.end_round(first)
+    second = await state.start_round()
+    for accuracy, cost in [(0.6, 0.5), (0.5, 2.0)]:
+        await state.record_trial(second, candidate={"a": accuracy}, score=accuracy, metrics={"accuracy": accuracy, "cost": cost})
+    directions = {"accuracy": "maximize", "cost": "minimize"}
+    everything = await client.optimizations.pareto(
+        state.optimization_id, scope="all", objectives=["accuracy", "cost"], directions=directions
+    )
+    assert [p.trial_index for p in everything.front] == [0, 1, 3, 4] and everything.considered == 6
+    last = await client.optimizations.pareto(state.optimization_id, objectives=["accuracy", "cost"], directions=directions)
+    assert [p.trial_index for p in last.front] == [4]
+    by_score = await client.optimizations.pareto(state.optimization_id, scope="all")
+    assert [p.objectives for p in by_score.front] == [{"score": 0.95}]
+    with pytest.raises(ChronicleError) as bad:
+        await client.optimizations.pareto(state.optimization_id, directions={"speed": "maximize"})
+    assert bad.value.code == "invalid" and bad.value.fields == ["directions"]
+
+
+async def test_compare_gives_each_best_so_far_curve(client: ChronicleClient, connect: ClientFactory) -> None:
+    ids = []
+    for scores in ([0.1, 0.3, 0.2, 0.5], [0.4, 0.1]):
+        state = client.optimization(name=f"curve {len(ids)}", optimizer="random_search")
+        round = await state.start_round()
+        for score in scores:
+            await state.record_trial(round, candidate={"s": score}, score=score)
+        ids.append(await state.start())
+    comparison = await client.optimizations.compare(ids)
+    assert [[(p.trial_index, p.best_so_far) for p in c.points] for c in comparison.curves] == [
+        [(0, 0.1), (1, 0.3), (3, 0.5)],
+        [(0, 0.4)],
+    ]
+    stranger = await connect(f"stranger-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(ChronicleError) as hidden:
+        await stranger.optimizations.compare(ids)
+    assert hidden.value.code == "not_found"
+
+
+async def test_candidate_lineage_across_rounds(client: ChronicleClient) -> None:
+    state = client.optimization(name="lineage", optimizer="evolutionary")
+    first = await state.start_round()
+    a = await state.record_trial(first, candidate={"id": "a", "p": 1}, score=0.1, extra={"origin": "fresh"})
+    b = await state.record_trial(first, candidate={"id": "b", "p": 2}, score=0.2, extra={"origin": "fresh"})
+    await state.end_round(first)
+    second = await state.start_round()
+    crossed = await state.record_trial(
+        second, candidate={"id": "ab", "p": 3}, score=0.4,
+        extra={"parents": ["a", "b"], "origin": "crossover", "ops": ["swap:p"]},
+    )
+    await state.end_round(second)
+    third = await state.start_round()
+    mutant = await state.record_trial(
+        third, candidate={"id": "ab2", "p": 4}, score=0.5, extra={"parents": ["ab"], "origin": "mutation"}
+    )
+    assert (a.candidate_id, b.candidate_id, crossed.candidate_id, mutant.candidate_id) == ("a", "b", "ab", "ab2")
+    lineage = await client.optimizations.lineage(state.optimization_id, "ab2")
+    assert [(n.candidate_id, n.depth, n.first_round_index) for n in lineage.lineage] == [
+        ("ab2", 0, 2), ("ab", 1, 1), ("a", 2, 0), ("b", 2, 0)
+    ]
+    assert lineage.lineage[1].parents == ["a", "b"] and lineage.lineage[1].ops == ["swap:p"]
+    assert lineage.lineage[1].origin == "crossover" and lineage.lineage[1].best_score == 0.4
+    shallow = await client.optimizations.lineage(state.optimization_id, "ab2", depth=1)
+    assert [n.candidate_id for n in shallow.lineage] == ["ab2", "ab"]
+    with pytest.raises(ChronicleError) as missing:
+        await client.optimizations.lineage(state.optimization_id, "zz")
+    assert missing.value.code == "not_found"
