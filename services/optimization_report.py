@@ -1,0 +1,94 @@
+"""`chronicle optimizations show ID`: an optimization's rounds as a table and its
+best-so-far curve drawn in the terminal, read straight from the read model."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from psycopg_pool import AsyncConnectionPool
+
+from services import contract_optimization as o
+from services import queries_optimization as qo
+from services.queries import Queries
+
+CURVE_WIDTH = 64
+CURVE_HEIGHT = 12
+
+
+async def load(url: str, optimization_id: UUID) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """The summary and every round; None when there is no such optimization. An operator
+    at the CLI reads as the optimization's owner, through the same scoped queries."""
+    from services.bootstrap import read_json_with_orjson
+
+    async with AsyncConnectionPool(url, min_size=1, max_size=1, open=False, configure=read_json_with_orjson) as pool:
+        queries = Queries(pool)
+        row = await queries.fetch_one(
+            "SELECT owner FROM rm_optimizations.optimizations WHERE id = %s AND direction IS NOT NULL",
+            (optimization_id,),
+        )
+        if row is None:
+            return None
+        owner = row["owner"]
+        summary = await qo.summary(queries, owner, optimization_id)
+        rounds: list[dict[str, Any]] = []
+        after = None
+        while True:
+            page = await qo.history(queries, owner, o.OptimizationHistory(optimization_id=optimization_id, after_round=after))
+            rounds.extend(page["rounds"])
+            if page["next_after_round"] is None:
+                return summary, rounds
+            after = page["next_after_round"]
+
+
+def number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def render(summary: dict[str, Any], rounds: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{summary['name']}  ({summary['optimizer']}, {summary['direction']}"
+        + (f", project {summary['project']}" if summary["project"] else "")
+        + (f", dataset {summary['dataset']}" if summary["dataset"] else "")
+        + ")",
+        f"{summary['rounds']} rounds, {summary['trials']} trials, best {number(summary['best_score'])}"
+        + (f" at trial {summary['best_trial_index']}" if summary["best_trial_index"] is not None else "")
+        + (f"; stopped: {summary['stop_reason']}" if summary["stopped"] else "; running"),
+        "",
+        f"{'round':>5}  {'trials':>6}  {'best':>10}  {'best so far':>11}  {'started':<19}  stop reason",
+    ]
+    for r in rounds:
+        started = r["timestamp"].strftime("%Y-%m-%d %H:%M:%S") if hasattr(r["timestamp"], "strftime") else str(r["timestamp"])[:19]
+        lines.append(
+            f"{r['round_index']:>5}  {len(r['trials']):>6}  {number(r['best_score']):>10}  {number(r['best_so_far']):>11}"
+            f"  {started:<19}  {r['stop_reason'] or ('(open)' if r['ended_at'] is None else '')}"
+        )
+    points = [(t["trial_index"], t["best_so_far"]) for r in rounds for t in r["trials"] if t["best_so_far"] is not None]
+    lines += ["", "best so far by trial:", *curve(points)] if points else ["", "no scored trials yet"]
+    return "\n".join(lines)
+
+
+def curve(points: list[tuple[int, float]], width: int = CURVE_WIDTH, height: int = CURVE_HEIGHT) -> list[str]:
+    """A step plot of (trial index, best so far): one column per slice of trials, the
+    value at the end of the slice (best-so-far only ever improves, so that is its best)."""
+    first, last = points[0][0], points[-1][0]
+    low = min(v for _, v in points)
+    high = max(v for _, v in points)
+    span = (high - low) or 1.0
+    columns = min(width, last - first + 1)
+    values = []
+    cursor = 0
+    for column in range(columns):
+        until = first + (last - first + 1) * (column + 1) / columns
+        while cursor + 1 < len(points) and points[cursor + 1][0] < until:
+            cursor += 1
+        values.append(points[cursor][1])
+    rows = []
+    for level in range(height - 1, -1, -1):
+        threshold = low + span * level / (height - 1)
+        label = number(threshold) if level in (0, height - 1) else ""
+        marks = "".join("█" if round((v - low) / span * (height - 1)) >= level else " " for v in values)
+        rows.append(f"{label:>10} │{marks}")
+    rows.append(f"{'':>10} └{'─' * columns}")
+    rows.append(f"{'':>10}  trial {first}{' ' * max(1, columns - len(str(first)) - len(str(last)) - 12)}trial {last}")
+    return rows
