@@ -91,6 +91,7 @@ class Optimizing:
     def running_optimization(self) -> OptimizationState:
         """This session's optimization state; refuses a plain session and a stopped optimization."""
         state = self.optimization
+        self.check_open()  # type: ignore[attr-defined]  # a closed session takes no more rounds
         if state is None:
             raise InvalidCommand(
                 f"session {self.id} is not an optimization", field="optimization_id", rule="kind_optimization"

@@ -347,3 +347,24 @@ async def test_candidate_lineage_across_rounds(client: ChronicleClient) -> None:
     with pytest.raises(ChronicleError) as missing:
         await client.optimizations.lineage(state.optimization_id, "zz")
     assert missing.value.code == "not_found"
+
+
+async def test_a_retried_trial_with_its_idempotency_key_is_recorded_once(client: ChronicleClient) -> None:
+    state = client.optimization(name="retry", optimizer="grid")
+    round = await state.start_round()
+    key = f"trial-{uuid.uuid4()}"
+    first = await client.optimizations.record_trial(round.round_id, candidate={"x": 1}, score=0.5, idempotency_key=key)
+    again = await client.optimizations.record_trial(round.round_id, candidate={"x": 1}, score=0.5, idempotency_key=key)
+    assert again == first
+    following = await client.optimizations.record_trial(round.round_id, candidate={"x": 2}, score=0.1)
+    assert following.trial_index == first.trial_index + 1
+    [entry] = await state.history()
+    assert [t.trial_index for t in entry.trials] == [0, 1]
+
+
+async def test_a_closed_optimization_session_takes_no_more_rounds(client: ChronicleClient) -> None:
+    state = client.optimization(name="closed", optimizer="grid")
+    await client.sessions.close(await state.start())
+    with pytest.raises(ChronicleError) as refused:
+        await state.start_round()
+    assert refused.value.code == "conflict"
