@@ -8,9 +8,13 @@ import contextlib
 import logging
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from services import logs
 from services.settings import Settings
+
+if TYPE_CHECKING:
+    from projections.base import Projection
 
 log = logging.getLogger("chronicle")
 
@@ -38,10 +42,10 @@ async def serve(settings: Settings) -> None:
     log.info("stopped")
 
 
-def token(settings: Settings, user: str, ttl: int) -> None:
+def token(settings: Settings, user: str, ttl: int, roles: list[str]) -> None:
     from services.bootstrap import authority_for
 
-    print(authority_for(settings).issue(user, ttl_seconds=ttl))
+    print(authority_for(settings).issue(user, ttl_seconds=ttl, claims={"roles": roles} if roles else None))
 
 
 @contextlib.contextmanager
@@ -71,16 +75,23 @@ def projections_status(settings: Settings) -> None:
         print(f"{r.name:<12} {r.position:>10} {r.head:>10} {r.lag:>8} {version:>8}  {r.updated_at or '-'}")
 
 
-def projections_rebuild(settings: Settings, names: list[str]) -> None:
-    from tqdm import tqdm
-
-    from projections.engine import rebuild_all
-    from services.bootstrap import PROJECTIONS, projection_options
+def chosen_projections(names: list[str]) -> list[type[Projection]]:
+    """The registered projections NAMES names ('all' for every one); exits on an unknown name."""
+    from services.bootstrap import PROJECTIONS
 
     unknown = set(names) - {p.name for p in PROJECTIONS} - {"all"}
     if unknown:
         sys.exit(f"unknown projection(s): {', '.join(sorted(unknown))}; known: {', '.join(p.name for p in PROJECTIONS)}")
-    chosen = [p for p in PROJECTIONS if "all" in names or p.name in names]
+    return [p for p in PROJECTIONS if "all" in names or p.name in names]
+
+
+def projections_rebuild(settings: Settings, names: list[str]) -> None:
+    from tqdm import tqdm
+
+    from projections.engine import rebuild_all
+    from services.bootstrap import projection_options
+
+    chosen = chosen_projections(names)
     bars = {
         p.name: tqdm(desc=f"rebuild {p.name}", unit="pos", total=0, position=i, file=sys.stderr)
         for i, p in enumerate(chosen)
@@ -104,6 +115,39 @@ def projections_rebuild(settings: Settings, names: list[str]) -> None:
         print(f"{name}: rebuilt from {count} events")
 
 
+def projections_verify(settings: Settings, names: list[str]) -> None:
+    """Rebuild each read model aside and compare it with the live one; exit 1 on any difference."""
+    from tqdm import tqdm
+
+    from projections.verify import report, verify
+    from services.bootstrap import projection_options
+
+    chosen = chosen_projections(names or ["all"])
+    results = []
+    with database(settings) as target:
+        for projection_class in chosen:
+            with tqdm(desc=f"verify {projection_class.name}", unit="pos", total=0, file=sys.stderr) as bar:
+
+                def progress(done: int, total: int, bar: tqdm = bar) -> None:
+                    bar.total = total
+                    bar.n = done
+                    bar.refresh()
+
+                results.append(
+                    verify(
+                        target,
+                        projection_class,
+                        batch_size=settings.projection_batch_size,
+                        progress=progress,
+                        **projection_options(settings, projection_class),
+                    )
+                )
+    for result in results:
+        print("\n".join(report(result)))
+    if not all(result.ok for result in results):
+        sys.exit(1)
+
+
 def run_projections(settings: Settings) -> None:
     """Run only the projection engine (a dedicated projection worker), until SIGINT/SIGTERM."""
     import threading
@@ -124,10 +168,76 @@ def run_projections(settings: Settings) -> None:
         engine.stop()
 
 
+def audit_verify(settings: Settings, stream: str | None) -> None:
+    """Recompute the hash chains; print every break and a summary; exit 1 on any break."""
+    import uuid
+
+    from tqdm import tqdm
+
+    from adapters.audit import verify_chains
+
+    try:
+        stream_id = uuid.UUID(stream) if stream else None
+    except ValueError:
+        sys.exit("audit verify: --stream takes an aggregate id (a UUID)")
+    # The bar is for the whole store; one stream is quick.
+    bar = tqdm(desc="audit verify", unit="event", file=sys.stderr, disable=stream_id is not None)
+
+    def total(count: int) -> None:
+        bar.total = count
+        bar.refresh()
+
+    with database(settings) as target:
+        report = verify_chains(target, stream_id, on_total=total, on_progress=bar.update)
+    bar.close()
+    for broken in report.breaks:
+        print(f"break: stream {broken.stream} version {broken.version}: {broken.reason}")
+    print(f"audit verify: {report.streams} streams, {report.events} events checked, {len(report.breaks)} breaks")
+    if not report.intact:
+        sys.exit(1)
+
+
 def migrate_command(settings: Settings) -> None:
     with database(settings):
         pass
     print("migrations applied")
+
+
+def replay(settings: Settings, ident: str, at_version: int | None, at_time: str | None) -> None:
+    import uuid
+    from datetime import UTC, datetime
+
+    from services.audit_report import replay as replay_report
+    from services.errors import ChronicleError
+
+    try:
+        aggregate_id = uuid.UUID(ident)
+        when = datetime.fromisoformat(at_time) if at_time else None
+    except ValueError as error:
+        sys.exit(f"replay: {error}")
+    if when is not None and when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    with database(settings) as target:
+        try:
+            print(asyncio.run(replay_report(target.url, aggregate_id, at_version, when)))
+        except ChronicleError as error:
+            sys.exit(error.message)
+
+
+def optimizations_show(settings: Settings, ident: str) -> None:
+    import uuid
+
+    from services.optimization_report import load, render
+
+    try:
+        optimization_id = uuid.UUID(ident)
+    except ValueError:
+        sys.exit(f"optimizations show: {ident!r} is not an optimization id (a UUID)")
+    with database(settings) as target:
+        found = asyncio.run(load(target.url, optimization_id))
+    if found is None:
+        sys.exit(f"optimization {optimization_id} not found")
+    print(render(*found))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -142,13 +252,31 @@ def parser() -> argparse.ArgumentParser:
     t = sub.add_parser("token", help="print a bearer token for USER (local HS256 secret)")
     t.add_argument("user")
     t.add_argument("--ttl", type=int, default=30 * 24 * 3600, help="lifetime in seconds (default 30 days)")
+    t.add_argument("--role", action="append", default=[], dest="roles", help="a role claim, e.g. auditor (repeatable)")
+    rp = sub.add_parser("replay", help="an aggregate's events, and its state at a version or time")
+    rp.add_argument("aggregate_id", metavar="AGGREGATE_ID")
+    point = rp.add_mutually_exclusive_group()
+    point.add_argument("--at-version", type=int, metavar="N", help="print the state after version N")
+    point.add_argument("--at-time", metavar="T", help="print the state as of T (ISO 8601, e.g. 2026-11-22T10:00:00Z)")
     sub.add_parser("migrate", help="apply pending database migrations")
     proj = sub.add_parser("projections", help="inspect or rebuild read models")
     psub = proj.add_subparsers(dest="projections_command", required=True, metavar="ACTION")
     psub.add_parser("status", help="each projection's position and lag")
     r = psub.add_parser("rebuild", help="rebuild read models from the first event (NAME or 'all')")
     r.add_argument("names", nargs="+", metavar="NAME")
+    pv = psub.add_parser("verify", help="rebuild read models aside and compare with the live ones (all by default)")
+    pv.add_argument("names", nargs="*", metavar="NAME")
     psub.add_parser("run", help="run the projection engine alone (no NATS)")
+    audit = sub.add_parser("audit", help="check that the stored history was not altered")
+    asub = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+    v = asub.add_parser("verify", help="recompute the events' hash chains; exit 1 on any break")
+    scope = v.add_mutually_exclusive_group()
+    scope.add_argument("--stream", metavar="ID", help="one aggregate's stream (its id)")
+    scope.add_argument("--all", action="store_true", help="every stream, with progress (the default)")
+    opt = sub.add_parser("optimizations", help="inspect optimization histories")
+    osub = opt.add_subparsers(dest="optimizations_command", required=True, metavar="ACTION")
+    show = osub.add_parser("show", help="an optimization's rounds as a table and its best-so-far curve")
+    show.add_argument("optimization_id", metavar="ID")
     return p
 
 
@@ -159,13 +287,21 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "serve":
         asyncio.run(serve(settings))
     elif args.command == "token":
-        token(settings, args.user, args.ttl)
+        token(settings, args.user, args.ttl, args.roles)
+    elif args.command == "replay":
+        replay(settings, args.aggregate_id, args.at_version, args.at_time)
     elif args.command == "migrate":
         migrate_command(settings)
+    elif args.command == "audit":
+        audit_verify(settings, args.stream)
+    elif args.command == "optimizations":
+        optimizations_show(settings, args.optimization_id)
     elif args.projections_command == "status":
         projections_status(settings)
     elif args.projections_command == "rebuild":
         projections_rebuild(settings, args.names)
+    elif args.projections_command == "verify":
+        projections_verify(settings, args.names)
     elif args.projections_command == "run":
         run_projections(settings)
 
