@@ -12,6 +12,21 @@ import jwt
 from services.errors import ChronicleError
 
 
+class Caller(str):
+    """A caller's user id (the token's `sub`) that also carries the token's `roles`
+    claim; it is the plain user id everywhere a string is expected."""
+
+    roles: frozenset[str]
+
+    def __new__(cls, user_id: str, roles: frozenset[str] = frozenset()) -> Caller:
+        caller = super().__new__(cls, user_id)
+        caller.roles = roles
+        return caller
+
+
+AUDITOR = "auditor"
+
+
 class TokenAuthority:
     """HS256 with a shared secret, or RS256 with a public key (verification only)."""
 
@@ -39,19 +54,19 @@ class TokenAuthority:
         payload = {"sub": user_id, "iat": now, "exp": now + ttl_seconds, **(claims or {})}
         return jwt.encode(payload, self.secret, algorithm="HS256")
 
-    def user_of(self, headers: dict[str, str] | None) -> str:
-        """The caller's user id from `Authorization: Bearer <JWT>`, or `unauthorized`."""
+    def user_of(self, headers: dict[str, str] | None) -> Caller:
+        """The caller from `Authorization: Bearer <JWT>`, or `unauthorized`."""
         header = (headers or {}).get("Authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise ChronicleError("unauthorized", "missing bearer token")
-        subject, expires = self._verified(token.strip())
+        caller, expires = self._verified(token.strip())
         if expires is not None and expires <= time.time():
             raise ChronicleError("unauthorized", "invalid or expired token")
-        return subject
+        return caller
 
     @functools.lru_cache(maxsize=10_000)  # noqa: B019  # one authority per process
-    def _verified(self, token: str) -> tuple[str, float | None]:
+    def _verified(self, token: str) -> tuple[Caller, float | None]:
         """Signature checked once per token; expiry is checked on every use by the caller."""
         try:
             claims = jwt.decode(token, self.key, algorithms=self.algorithms, options={"require": ["sub"]})
@@ -60,5 +75,8 @@ class TokenAuthority:
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
             raise ChronicleError("unauthorized", "token has no subject")
+        roles = claims.get("roles", [])
+        if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
+            raise ChronicleError("unauthorized", "token's roles claim must be a list of names")
         expires = claims.get("exp")
-        return subject, float(expires) if isinstance(expires, int | float) else None
+        return Caller(subject, frozenset(roles)), float(expires) if isinstance(expires, int | float) else None

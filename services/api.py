@@ -7,12 +7,14 @@ from typing import Any
 
 from adapters.nats_service import Route
 from services import contract as c
+from services import contract_audit as a
 from services import contract_optimization as o
 from services import queries_optimization as qo
 from services.command_bus import CommandBus
 from services.commands import COMMANDS
 from services.positions import ProjectionPositions
 from services.queries import Queries
+from services.queries_audit import Audit
 
 QueryFn = Callable[[Queries, str, Any], Awaitable[dict[str, Any]]]
 
@@ -38,19 +40,31 @@ QUERIES: dict[str, tuple[type[c.Query], list[str], QueryFn]] = {
 }
 
 
+# audit subject suffix -> (request model, read models it needs, Audit method)
+AUDIT_QUERIES: dict[str, tuple[type[c.Query], list[str], Any]] = {
+    "audit.stream": (a.AuditStream, [], Audit.stream),
+    "audit.timeline": (a.AuditTimeline, ["audit"], Audit.timeline),
+}
+
+
 def routes(
     prefix: str, bus: CommandBus, queries: Queries, positions: ProjectionPositions, wait_timeout: float
 ) -> list[Route]:
     def command(name: str) -> Any:
         async def run(user: str, payload: c.Command, key: str | None) -> dict[str, Any]:
-            return await bus.execute(name, payload, user, key)
+            return await bus.execute(name, payload, str(user), key)
 
         return run
 
-    def query(read_models: list[str], handler: QueryFn) -> Any:
+    async def record_read(auditor: str, read: dict[str, Any]) -> None:
+        await bus.execute("audit.record_read", c.RecordRead(**read), auditor)
+
+    audit = Audit(queries, record_read)
+
+    def query(read_models: list[str], handler: QueryFn, target: Any = queries) -> Any:
         async def run(user: str, request: c.Query, _: str | None) -> dict[str, Any]:
             await positions.wait_for(read_models, request.min_position, wait_timeout)
-            return await handler(queries, user, request)
+            return await handler(target, user, request)
 
         return run
 
@@ -59,5 +73,9 @@ def routes(
         *(
             Route(f"{prefix}.query.{name}", model, query(read_models, handler))
             for name, (model, read_models, handler) in QUERIES.items()
+        ),
+        *(
+            Route(f"{prefix}.query.{name}", model, query(read_models, handler, audit))
+            for name, (model, read_models, handler) in AUDIT_QUERIES.items()
         ),
     ]

@@ -25,6 +25,7 @@ from adapters.event_store import EventStore
 from adapters.jetstream import ensure_stream
 from adapters.nats_service import NatsService
 from adapters.postgres import PostgresTarget, migrate
+from projections.audit import AuditProjection
 from projections.base import Projection
 from projections.engine import ProjectionEngine
 from projections.history import HistoryProjection
@@ -51,6 +52,7 @@ PROJECTIONS: list[type[Projection]] = [
     HitlProjection,
     OptimizationsProjection,
     LineageProjection,
+    AuditProjection,
 ]
 
 

@@ -15,6 +15,7 @@ from nats.aio.client import Client as NATS
 from pydantic import BaseModel, ValidationError
 
 from services import contract as c
+from services.client_audit import AuditReader
 from services.client_hitl import Hitl
 from services.client_optimization import Optimizations, OptimizationState
 from services.errors import ChronicleError, invalid_from_validation
@@ -46,6 +47,7 @@ class ChronicleClient:
         self.conversations = Conversations(self)
         self.hitl = Hitl(self)
         self.optimizations = Optimizations(self)
+        self.audit = AuditReader(self)
 
     def optimization(self, optimization_id: UUID | None = None, **fields: Any) -> OptimizationState:
         """An optimizer's handle: a new optimization (`fields`: name, optimizer, direction,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from domain.audit import AuditTrail
 from domain.conversation import Conversation
 from domain.errors import NotFound
 from domain.hitl import HistoryWindow, HitlRun
@@ -146,6 +147,14 @@ def expire_run(cmd: c.ExpireRun, uow: UnitOfWork) -> dict[str, Any]:
     return {"run_id": cmd.run_id, "expired": expired}
 
 
+def record_read(cmd: c.RecordRead, uow: UnitOfWork) -> dict[str, Any]:
+    trail = uow.find(AuditTrail, AuditTrail.id_for(uow.user_id)) or uow.add(
+        AuditTrail.open(auditor=uow.user_id, at=uow.now)
+    )
+    trail.record_read(at=uow.now, **cmd.model_dump())
+    return {"trail_id": str(trail.id)}
+
+
 # subject suffix -> (request model, handler)
 COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
     "session.create": (c.CreateSession, create_session),
@@ -163,4 +172,5 @@ COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
 # Commands the service issues itself; not reachable over NATS.
 INTERNAL_COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
     "hitl.expire": (c.ExpireRun, expire_run),
+    "audit.record_read": (c.RecordRead, record_read),
 }

@@ -228,6 +228,19 @@ class ListRuns(Query):
     offset: int = Field(default=0, ge=0)
 
 
+class RecordRead(Command):
+    """Internal: an auditor read another user's history (services/queries_audit.py)."""
+
+    what: Literal["stream", "timeline", "aggregate"]
+    aggregate_id: UUID
+    aggregate_owner: str
+    at_version: int | None = None
+    at_time: datetime | None = None
+
+    def aggregate_ids(self) -> list[UUID]:
+        return []  # the read aggregate is not loaded; only the auditor's trail is
+
+
 def hitl_stream(prefix: str) -> str:
     """The JetStream stream holding `<prefix>.hitl.>` signals (names allow no dots)."""
     return prefix.replace(".", "_").upper() + "_HITL"

@@ -62,13 +62,15 @@ ClientFactory = Callable[..., Awaitable[ChronicleClient]]
 
 @pytest.fixture(scope="session")
 async def connect(chronicle: Chronicle, authority: TokenAuthority) -> AsyncIterator[ClientFactory]:
-    """`await connect(user_id=None)`: a client for that user (a fresh random user by default)."""
+    """`await connect(user_id=None, roles=())`: a client for that user (a fresh random user
+    by default), with those roles in its token."""
     clients: list[ChronicleClient] = []
 
-    async def make(user_id: str | None = None) -> ChronicleClient:
+    async def make(user_id: str | None = None, roles: tuple[str, ...] = ()) -> ChronicleClient:
+        claims = {"roles": list(roles)} if roles else None
         client = await ChronicleClient.connect(
             chronicle.nats_url,
-            authority.issue(user_id or f"user-{uuid.uuid4().hex[:12]}"),
+            authority.issue(user_id or f"user-{uuid.uuid4().hex[:12]}", claims=claims),
             prefix=chronicle.settings.subject_prefix,
         )
         clients.append(client)

@@ -1,0 +1,59 @@
+"""The wire contract of audit queries: one aggregate's stream, a session's or conversation's timeline."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from pydantic import Field, model_validator
+
+from services.contract import Query, Reply
+
+
+class AuditStream(Query):
+    aggregate_id: UUID
+    after_version: int = Field(default=0, ge=0, description="events with a greater version (paging)")
+    limit: int = Field(default=100, ge=1, le=1_000)
+    at_version: int | None = Field(default=None, ge=1, description="also rebuild the state as of this version")
+    at_time: datetime | None = Field(default=None, description="also rebuild the state as of this time")
+
+    @model_validator(mode="after")
+    def one_point_in_time(self) -> AuditStream:
+        if self.at_version is not None and self.at_time is not None:
+            raise ValueError("give at_version or at_time, not both")
+        return self
+
+
+class AuditTimeline(Query):
+    scope_id: UUID = Field(description="a session or conversation id")
+    after_position: int = Field(default=0, ge=0, description="events after this notification id (paging)")
+    limit: int = Field(default=500, ge=1, le=5_000)
+
+
+class AuditEvent(Reply):
+    aggregate_id: UUID
+    aggregate_type: str
+    version: int
+    position: int
+    type: str
+    timestamp: datetime
+    payload: dict[str, Any]
+    hash: str | None = None
+
+
+class StreamPage(Reply):
+    aggregate_id: UUID
+    aggregate_type: str
+    owner: str
+    events: list[AuditEvent]
+    next_after_version: int | None
+    state: dict[str, Any] | None = None
+    state_version: int | None = None
+
+
+class Timeline(Reply):
+    scope_id: UUID
+    aggregates: int
+    events: list[AuditEvent]
+    next_after_position: int | None

@@ -1,0 +1,145 @@
+"""Audit queries: read one aggregate's events (and its state at any version or time), or a
+session's or conversation's whole timeline, straight from the event store.
+
+Scoped like every query: the caller reads their own history. A caller whose token has
+the `auditor` role may read anyone's, and each such read is recorded as an event on the
+auditor's AuditTrail before the answer leaves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+from pydantic_core import to_jsonable_python
+
+from adapters.auth import AUDITOR
+from adapters.event_store import PydanticMapper
+from services import contract_audit as a
+from services.errors import ChronicleError
+from services.queries import Queries
+
+RecordRead = Callable[[str, dict[str, Any]], Awaitable[Any]]
+EVENT_COLUMNS = "originator_id, originator_version, topic, state, notification_id, hash"
+MAPPER = PydanticMapper()
+HIDDEN_STATE = {"_pending_events"}
+
+
+def decode(row: dict[str, Any]) -> Any:
+    return MAPPER.to_domain_event(
+        StoredEvent(row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
+    )
+
+
+def described(event: Any, row: dict[str, Any], aggregate_type: str) -> dict[str, Any]:
+    return {
+        "aggregate_id": event.originator_id,
+        "aggregate_type": aggregate_type,
+        "version": event.originator_version,
+        "position": row["notification_id"],
+        "type": type(event).__qualname__,
+        "timestamp": event.timestamp,
+        "payload": event.model_dump(mode="json", exclude={"originator_id", "originator_version", "timestamp"}),
+        "hash": bytes(row["hash"]).hex() if row.get("hash") is not None else None,
+    }
+
+
+def state_of(aggregate: Any) -> dict[str, Any]:
+    """An aggregate's attributes as plain JSON values (its id, version, times, state)."""
+    public = {k.lstrip("_"): v for k, v in vars(aggregate).items() if k not in HIDDEN_STATE}
+    return to_jsonable_python(public)
+
+
+class Audit:
+    def __init__(self, queries: Queries, record_read: RecordRead):
+        self.queries = queries
+        self.record_read = record_read
+
+    async def _check_reader(self, caller: str, owner: str, what: str, aggregate_id: UUID, **point: Any) -> None:
+        if caller == owner:
+            return
+        if AUDITOR not in getattr(caller, "roles", ()):
+            raise ChronicleError("not_found", f"{what} {aggregate_id} not found")
+        await self.record_read(
+            str(caller), {"what": what, "aggregate_id": aggregate_id, "aggregate_owner": owner, **point}
+        )
+
+    async def stream(self, caller: str, q: a.AuditStream) -> dict[str, Any]:
+        rows = await self.queries.fetch_all(
+            f"SELECT {EVENT_COLUMNS} FROM chronicle.events WHERE originator_id = %s"
+            " AND (originator_version = 1 OR originator_version > %s) ORDER BY originator_version LIMIT %s",
+            (q.aggregate_id, q.after_version, q.limit + 2),
+        )
+        if not rows or rows[0]["originator_version"] != 1:
+            raise ChronicleError("not_found", f"aggregate {q.aggregate_id} not found")
+        created = decode(rows[0])
+        aggregate_type = created.originator_topic.rpartition(":")[2]
+        await self._check_reader(
+            caller, created.owner, "aggregate", q.aggregate_id, at_version=q.at_version, at_time=q.at_time
+        )
+        page = [row for row in rows if row["originator_version"] > q.after_version][: q.limit + 1]
+        more = len(page) > q.limit
+        page = page[: q.limit]
+        reply: dict[str, Any] = {
+            "aggregate_id": q.aggregate_id,
+            "aggregate_type": aggregate_type,
+            "owner": created.owner,
+            "events": [described(decode(row), row, aggregate_type) for row in page],
+            "next_after_version": page[-1]["originator_version"] if more else None,
+        }
+        if q.at_version is not None or q.at_time is not None:
+            aggregate, version = await self.state_at(q.aggregate_id, q.at_version, q.at_time)
+            reply["state"] = state_of(aggregate) if aggregate is not None else None
+            reply["state_version"] = version
+        return reply
+
+    async def state_at(
+        self, aggregate_id: UUID, at_version: int | None, at_time: datetime | None
+    ) -> tuple[Any, int | None]:
+        """The aggregate as it was after `at_version`, or after its last event at or before `at_time`."""
+        rows = await self.queries.fetch_all(
+            f"SELECT {EVENT_COLUMNS} FROM chronicle.events WHERE originator_id = %s"
+            " AND (%s::bigint IS NULL OR originator_version <= %s) ORDER BY originator_version",
+            (aggregate_id, at_version, at_version),
+        )
+        aggregate = None
+        version = None
+        for row in rows:
+            event = decode(row)
+            if at_time is not None and event.timestamp > at_time:
+                break
+            aggregate = event.mutate(aggregate)
+            version = event.originator_version
+        return aggregate, version
+
+    async def timeline(self, caller: str, q: a.AuditTimeline) -> dict[str, Any]:
+        scope = await self.queries.fetch_one(
+            "SELECT owner, type FROM rm_audit.aggregates WHERE id = %s", (q.scope_id,)
+        )
+        if scope is None or scope["type"] not in ("Session", "Conversation"):
+            raise ChronicleError("not_found", f"session or conversation {q.scope_id} not found")
+        await self._check_reader(caller, scope["owner"], "timeline", q.scope_id)
+        # Every aggregate that names the scope, or names one that does (a conversation's
+        # HITL runs, an optimization's rounds and trials), found through the links the
+        # audit read model keeps for every aggregate type.
+        rows = await self.queries.fetch_all(
+            "WITH RECURSIVE members(id) AS ("
+            " SELECT %(scope)s::uuid UNION SELECT l.aggregate_id FROM rm_audit.links l JOIN members m ON l.scope_id = m.id)"
+            f" SELECT e.{EVENT_COLUMNS.replace(', ', ', e.')}, a.type AS aggregate_type,"
+            " (SELECT count(*) FROM members) AS aggregates"
+            " FROM chronicle.events e JOIN rm_audit.aggregates a ON a.id = e.originator_id"
+            " WHERE e.originator_id IN (SELECT id FROM members) AND e.notification_id > %(after)s"
+            " ORDER BY e.notification_id LIMIT %(limit)s",
+            {"scope": q.scope_id, "after": q.after_position, "limit": q.limit + 1},
+        )
+        more = len(rows) > q.limit
+        rows = rows[: q.limit]
+        return {
+            "scope_id": q.scope_id,
+            "aggregates": rows[0]["aggregates"] if rows else 0,
+            "events": [described(decode(row), row, row["aggregate_type"]) for row in rows],
+            "next_after_position": rows[-1]["notification_id"] if more else None,
+        }

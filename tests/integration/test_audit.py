@@ -1,0 +1,151 @@
+"""Audit over NATS: one aggregate's events and past states, timelines, auditors' reads recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import orjson
+import pytest
+
+from domain.audit import AuditTrail
+from services.bootstrap import Chronicle
+from services.client import ChronicleClient, ChronicleError
+from tests.conftest import ClientFactory
+
+
+async def chat(client: ChronicleClient, session_id: uuid.UUID | None = None) -> uuid.UUID:
+    started = await client.conversations.start(title="audit me", session_id=session_id)
+    for n in range(4):
+        await client.conversations.add_message(started.conversation_id, "user", f"message {n}")
+    await client.conversations.update(started.conversation_id, title="renamed")
+    return started.conversation_id
+
+
+async def test_stream_pages_through_events_and_rebuilds_past_states(client: ChronicleClient) -> None:
+    conversation_id = await chat(client)
+    events = await client.audit.events(conversation_id)
+    assert [e.version for e in events] == list(range(1, 7))
+    assert [e.type for e in events] == ["Conversation.Started"] + ["Conversation.MessageAdded"] * 4 + ["Conversation.Retitled"]
+    assert events[1].payload["content"] == "message 0" and all(len(e.hash or "") == 64 for e in events)
+    assert [e.position for e in events] == sorted(e.position for e in events)
+
+    page = await client.audit.stream(conversation_id, limit=2, after_version=2)
+    assert [e.version for e in page.events] == [3, 4] and page.next_after_version == 4
+
+    at_three = await client.audit.stream(conversation_id, at_version=3, limit=1)
+    assert at_three.state_version == 3
+    assert at_three.state["message_count"] == 2 and at_three.state["title"] == "audit me"
+    before_rename = events[-1].timestamp - timedelta(microseconds=1)
+    at_time = await client.audit.stream(conversation_id, at_time=before_rename, limit=1)
+    assert at_time.state_version == 5 and at_time.state["title"] == "audit me"
+    latest = await client.audit.stream(conversation_id, at_version=100, limit=1)
+    assert latest.state_version == 6 and latest.state["title"] == "renamed"
+
+    with pytest.raises(ChronicleError) as both:
+        await client.audit.stream(conversation_id, at_version=2, at_time=before_rename)
+    assert both.value.code == "invalid"
+
+
+async def test_only_the_owner_or_an_auditor_reads_a_stream_and_auditor_reads_are_recorded(
+    client: ChronicleClient, connect: ClientFactory
+) -> None:
+    conversation_id = await chat(client)
+    stranger = await connect()
+    with pytest.raises(ChronicleError) as hidden:
+        await stranger.audit.stream(conversation_id)
+    assert hidden.value.code == "not_found"
+    missing = await connect()
+    with pytest.raises(ChronicleError) as absent:
+        await missing.audit.stream(uuid.uuid4())
+    assert absent.value.code == "not_found" and absent.value.message.startswith("aggregate")
+
+    auditor_id = f"auditor-{uuid.uuid4().hex[:8]}"
+    auditor = await connect(auditor_id, roles=("auditor",))
+    seen = await auditor.audit.stream(conversation_id, at_version=2)
+    assert len(seen.events) == 6 and seen.owner != auditor_id
+    trail = await auditor.audit.events(AuditTrail.id_for(auditor_id))
+    reads = [e.payload for e in trail if e.type == "AuditTrail.StreamRead"]
+    assert reads == [
+        {"what": "aggregate", "aggregate_id": str(conversation_id), "aggregate_owner": seen.owner,
+         "at_version": 2, "at_time": None}
+    ]
+    own = await auditor.conversations.start(title="the auditor's own")
+    await auditor.audit.stream(own.conversation_id)
+    assert len(await auditor.audit.events(AuditTrail.id_for(auditor_id))) == len(trail), "own reads not recorded"
+
+
+async def test_timeline_gathers_a_session_across_aggregates_in_global_order(
+    client: ChronicleClient, connect: ClientFactory
+) -> None:
+    session = await client.sessions.create("incident 42")
+    conversation_id = await chat(client, session.session_id)
+    handle = await client.hitl.pause(conversation_id, step="approve", prompt="Ship it?")
+    await client.hitl.resume(handle.run_id, approved=True, feedback="yes")
+    other = await chat(client)  # not in the session
+
+    timeline = await client.audit.timeline(session.session_id)
+    ids = {e.aggregate_id for e in timeline.events}
+    assert session.session_id in ids and conversation_id in ids and other not in ids
+    assert {e.aggregate_type for e in timeline.events} == {"Session", "Conversation", "HitlRun"}
+    assert timeline.aggregates == 3
+    positions = [e.position for e in timeline.events]
+    assert positions == sorted(positions) and len(positions) == 1 + (6 + 2 + 2) + 1
+
+    first = await client.audit.timeline(session.session_id, limit=4)
+    rest = await client.audit.timeline(session.session_id, after_position=first.next_after_position)
+    assert [e.position for e in first.events + rest.events] == positions
+
+    conversation_only = await client.audit.timeline(conversation_id)
+    assert {e.aggregate_type for e in conversation_only.events} == {"Conversation", "HitlRun"}
+
+    stranger = await connect()
+    with pytest.raises(ChronicleError) as hidden:
+        await stranger.audit.timeline(session.session_id)
+    assert hidden.value.code == "not_found"
+
+
+async def test_an_optimization_timeline_holds_its_rounds_and_trials(client: ChronicleClient) -> None:
+    state = client.optimization(name="audited", optimizer="grid")
+    round = await state.start_round()
+    await state.record_trial(round, candidate={"x": 1}, score=1.0)
+    await state.end_round(round)
+    timeline = await client.audit.timeline(await state.start())
+    assert [e.type for e in timeline.events] == [
+        "Session.Created", "OptimizationStarted", "RoundOpened", "Round.Started", "Round.TrialAttached",
+        "Trial.Recorded", "Round.Ended",
+    ]
+
+
+
+async def test_replay_command_prints_events_and_a_past_state(
+    chronicle: Chronicle, client: ChronicleClient, tmp_path: Path
+) -> None:
+    conversation_id = await chat(client)
+    env = {
+        **os.environ,
+        "CHRONICLE_DATABASE_URL": chronicle.settings.database_url or "",
+        "CHRONICLE_NATS_URL": chronicle.nats_url,
+        "CHRONICLE_DATA_DIR": str(tmp_path),
+    }
+
+    def replay(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "services.cli", "replay", *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+    shown = await asyncio.to_thread(replay, str(conversation_id), "--at-version", "3")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith(f"Conversation {conversation_id}") and lines[0].endswith("6 events")
+    assert [line.split()[3] for line in lines[3:9]] == ["Conversation.Started"] + ["Conversation.MessageAdded"] * 4 + [
+        "Conversation.Retitled"
+    ]
+    state = orjson.loads("\n".join(lines[lines.index("state at version 3:") + 1:]))
+    assert state["message_count"] == 2 and state["version"] == 3
+    missing = await asyncio.to_thread(replay, str(uuid.uuid4()))
+    assert missing.returncode != 0 and "not found" in missing.stderr
