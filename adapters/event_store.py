@@ -6,12 +6,15 @@ command's reply exists exactly when its events do.
 
 from __future__ import annotations
 
+import base64
+import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import orjson
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.persistence import (
     InterfaceError,
     Mapper,
@@ -23,6 +26,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import get_topic, resolve_topic, retry
 from psycopg.sql import SQL, Identifier
 
+from adapters.keys import KeyRing
 from adapters.postgres import PostgresTarget
 from domain.base import Aggregate, DomainEvent
 
@@ -40,14 +44,48 @@ class OrjsonTranscoder(Transcoder):
         return orjson.loads(data)
 
 
+OWNER_FIELD = "_owner"
+SEALED_FIELD = "_sealed"
+
+
+def stays_clear(field: str) -> bool:
+    """Metadata an audit keeps after erasure: ids, timestamps, types, the owner."""
+    return field in ("timestamp", "originator_topic", "owner") or field.endswith("_id")
+
+
+class ErasedContent(Exception):
+    """The event's content was sealed with a key that has been destroyed."""
+
+    def __init__(self, originator_id: UUID, version: int, owner: str):
+        super().__init__(f"content of {originator_id} v{version} was erased")
+        self.originator_id = originator_id
+        self.version = version
+        self.owner = owner
+
+
+def associated_data(originator_id: UUID, version: int) -> bytes:
+    # Binds a sealed content to its event: it cannot be moved onto another one.
+    return originator_id.bytes + version.to_bytes(8, "big")
+
+
 class PydanticMapper(Mapper[UUID]):
-    """Maps pydantic domain events to stored events and back."""
+    """Maps pydantic domain events to stored events and back.
 
-    def __init__(self, transcoder: Transcoder | None = None, **kwargs: Any):
+    With a KeyRing, an event written for an owner keeps its metadata clear (`stays_clear`)
+    and seals everything else with the owner's AES-256-GCM key: stored state is
+    `{clear fields..., "_owner": owner, "_sealed": base64(nonce || ciphertext)}`. Reading
+    it after the key was destroyed raises ErasedContent. States without `_sealed` (written
+    without a key ring) read as they are.
+    """
+
+    def __init__(self, transcoder: Transcoder | None = None, keys: KeyRing | None = None, **kwargs: Any):
         super().__init__(transcoder=transcoder or OrjsonTranscoder(), **kwargs)
+        self.keys = keys
 
-    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+    def to_stored_event(self, domain_event: Any, owner: str | None = None) -> StoredEvent:
         state = domain_event.model_dump(exclude={"originator_id", "originator_version"})
+        if self.keys is not None and owner is not None:
+            state = self._sealed(state, owner, domain_event.originator_id, domain_event.originator_version)
         stored_state = self.transcoder.encode(state)
         if self.compressor:
             stored_state = self.compressor.compress(stored_state)
@@ -60,6 +98,18 @@ class PydanticMapper(Mapper[UUID]):
             state=stored_state,
         )
 
+    def _sealed(self, state: dict[str, Any], owner: str, originator_id: UUID, version: int) -> dict[str, Any]:
+        key = self.keys.key_for_writing(owner)  # type: ignore[union-attr]
+        content = orjson.dumps({k: v for k, v in state.items() if not stays_clear(k)})
+        nonce = secrets.token_bytes(12)
+        sealed = nonce + AESGCM(key).encrypt(nonce, content, associated_data(originator_id, version))
+        clear = {k: v for k, v in state.items() if stays_clear(k)}
+        return {**clear, OWNER_FIELD: owner, SEALED_FIELD: base64.b64encode(sealed).decode()}
+
+    def envelope(self, stored_event: StoredEvent) -> dict[str, Any]:
+        """The stored state as JSON, content still sealed (what survives an erasure)."""
+        return self.transcoder.decode(stored_event.state)
+
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
         event_class: type[DomainEvent] = resolve_topic(stored_event.topic)
         state = stored_event.state
@@ -68,6 +118,15 @@ class PydanticMapper(Mapper[UUID]):
         if self.compressor:
             state = self.compressor.decompress(state)
         data = self.transcoder.decode(state)
+        sealed = data.pop(SEALED_FIELD, None)
+        if sealed is not None:
+            owner = data.pop(OWNER_FIELD)
+            key = self.keys.key_for_reading(owner) if self.keys is not None else None
+            if key is None:
+                raise ErasedContent(stored_event.originator_id, stored_event.originator_version, owner)
+            raw = base64.b64decode(sealed)
+            aad = associated_data(stored_event.originator_id, stored_event.originator_version)
+            data.update(orjson.loads(AESGCM(key).decrypt(raw[:12], raw[12:], aad)))
         data["originator_id"] = stored_event.originator_id
         data["originator_version"] = stored_event.originator_version
         return event_class.model_validate(data)
@@ -163,7 +222,14 @@ class EventStore:
     fails its statement, the pool discards it, and the recorder's retry takes another.
     """
 
-    def __init__(self, target: PostgresTarget, *, pool_size: int = 4, signal_topics: Iterable[str] = ()):
+    def __init__(
+        self,
+        target: PostgresTarget,
+        *,
+        pool_size: int = 4,
+        signal_topics: Iterable[str] = (),
+        keys: KeyRing | None = None,
+    ):
         params = target.params
         self.datastore = PostgresDatastore(
             dbname=params["dbname"],
@@ -176,12 +242,21 @@ class EventStore:
             schema=EVENTS_SCHEMA,
         )
         self.recorder = ChronicleRecorder(self.datastore, signal_topics)
-        self.mapper = PydanticMapper()
+        self.mapper = PydanticMapper(keys=keys)
 
     def load_many(self, ids: Iterable[UUID]) -> dict[UUID, Aggregate]:
+        """The aggregates with these ids; one whose owner was erased is as good as missing."""
         aggregates: dict[UUID, Any] = {}
+        erased: set[UUID] = set()
         for stored in self.recorder.streams(ids):
-            event = self.mapper.to_domain_event(stored)
+            if stored.originator_id in erased:
+                continue
+            try:
+                event = self.mapper.to_domain_event(stored)
+            except ErasedContent:
+                erased.add(stored.originator_id)
+                aggregates.pop(stored.originator_id, None)
+                continue
             aggregates[event.originator_id] = event.mutate(aggregates.get(event.originator_id))
         return aggregates
 

@@ -59,6 +59,11 @@ class AuditProjection(Projection):
     )
     """
 
+    erasure = """
+    DELETE FROM {schema}.links WHERE aggregate_id IN (SELECT id FROM {schema}.aggregates WHERE owner = %(owner)s);
+    DELETE FROM {schema}.aggregates WHERE owner = %(owner)s
+    """
+
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
         self.aggregates = Rows(self.copier("COPY {schema}.aggregates (id, type, owner, created_at) FROM STDIN"))
@@ -67,10 +72,10 @@ class AuditProjection(Projection):
 
     @classmethod
     def topics(cls) -> list[str]:
-        return [get_topic(event_class) for event_class in creation_events()]
+        return [get_topic(event_class) for event_class in creation_events()] + cls.erasure_topics()
 
     def apply(self, batch: Batch, event: Any, position: int) -> None:
-        if not isinstance(event, Aggregate.Created):
+        if self.erase(batch, event) or not isinstance(event, Aggregate.Created):
             return
         aggregate_type = event.originator_topic.rpartition(":")[2]
         batch.append(self.aggregates, (event.originator_id, aggregate_type, event.owner, event.timestamp))

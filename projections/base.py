@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from eventsourcing.utils import get_topic
 from psycopg.sql import SQL, Composed, Identifier
 
+from domain.erasure import DataSubject
 from projections.batch import Batch, Rows, Totals
 
 EventHandler = Callable[[Any, Batch, Any, int], None]
@@ -34,6 +35,9 @@ class Projection:
     name: ClassVar[str]
     version: ClassVar[int]
     tables: ClassVar[str]
+    # Statements (";"-separated, parameter %(owner)s) that drop one user's rows when the
+    # user is erased; every read model holding user data declares them.
+    erasure: ClassVar[str] = ""
     handlers: ClassVar[dict[type, EventHandler]]
 
     def __init_subclass__(cls) -> None:
@@ -58,7 +62,20 @@ class Projection:
 
     @classmethod
     def topics(cls) -> list[str]:
-        return [get_topic(event_class) for event_class in cls.handlers]
+        return [get_topic(event_class) for event_class in cls.handlers] + cls.erasure_topics()
+
+    @classmethod
+    def erasure_topics(cls) -> list[str]:
+        return [get_topic(DataSubject.Erased)] if cls.erasure else []
+
+    def erase(self, batch: Batch, event: Any) -> bool:
+        """Drop an erased user's rows; False if the event is not an erasure."""
+        if not (self.erasure and isinstance(event, DataSubject.Erased)):
+            return False
+        for statement in self.erasure.split(";"):
+            if statement.strip():
+                batch.execute(self.sql(statement), {"owner": event.user_id})
+        return True
 
     def sql(self, text: str, **names: str) -> Composed:
         """A statement with its schema (and any other named identifiers) filled in, cached."""
@@ -86,6 +103,8 @@ class Projection:
         handler = self.handlers.get(type(event))
         if handler is not None:
             handler(self, batch, event, position)
+        else:
+            self.erase(batch, event)
 
 
 @cache

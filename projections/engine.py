@@ -17,7 +17,8 @@ import psycopg
 from eventsourcing.persistence import StoredEvent
 from psycopg.sql import SQL, Identifier
 
-from adapters.event_store import EVENTS_CHANNEL, PydanticMapper
+from adapters.event_store import EVENTS_CHANNEL, ErasedContent, PydanticMapper
+from adapters.keys import KeyRing
 from adapters.postgres import PostgresTarget
 from projections.base import Projection
 
@@ -69,11 +70,11 @@ class ProjectionStatus:
 class Batcher:
     """Applies one projection's events in batches, tracked under `tracking_name`."""
 
-    def __init__(self, projection: Projection, tracking_name: str, batch_size: int):
+    def __init__(self, projection: Projection, tracking_name: str, batch_size: int, keys: KeyRing | None = None):
         self.projection = projection
         self.tracking_name = tracking_name
         self.batch_size = batch_size
-        self.mapper = PydanticMapper()
+        self.mapper = PydanticMapper(keys=keys)
         self.topics = projection.topics()
 
     def ensure_tracking(self, conn: psycopg.Connection) -> None:
@@ -98,7 +99,10 @@ class Batcher:
             events = [row[2:] for row in found if row[2] is not None]
             batch = self.projection.batch(cur)
             for notification_id, originator_id, version, topic, state in events:
-                event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
+                try:
+                    event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
+                except ErasedContent:
+                    continue  # its owner was erased: nothing of it belongs in a read model
                 self.projection.apply(batch, event, notification_id)
             batch.flush()
             # A short batch means nothing else this projection cares about exists up to head.
@@ -155,7 +159,7 @@ def rebuild(
     name = projection_class.name
     live = projection_class(**options)
     scratch = projection_class(schema=f"{live.schema}__rebuild", **options)
-    batcher = Batcher(scratch, f"{name}__rebuild", batch_size)
+    batcher = Batcher(scratch, f"{name}__rebuild", batch_size, KeyRing.shared(target))
     applied = 0
     with target.connect(autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"rebuild:{name}",))
@@ -301,7 +305,7 @@ class Runner:
     ):
         self.target = target
         self.projection = projection
-        self.batcher = Batcher(projection, projection.name, batch_size)
+        self.batcher = Batcher(projection, projection.name, batch_size, KeyRing.shared(target))
         self.wake = wake
         self.stop = stop
         self.poll_interval = poll_interval

@@ -64,6 +64,12 @@ class HistoryProjection(Projection):
     )
     """
 
+    erasure = """
+    DELETE FROM {schema}.messages WHERE conversation_id IN (SELECT id FROM {schema}.conversations WHERE owner = %(owner)s);
+    DELETE FROM {schema}.conversations WHERE owner = %(owner)s;
+    DELETE FROM {schema}.sessions WHERE owner = %(owner)s
+    """
+
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
         self.new_conversations = Rows(

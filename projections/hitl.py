@@ -43,6 +43,11 @@ class HitlProjection(Projection):
     CREATE INDEX ON {schema}.checkpoints (expires_at) WHERE status = 'paused' AND expires_at IS NOT NULL
     """
 
+    erasure = """
+    DELETE FROM {schema}.checkpoints WHERE owner = %(owner)s;
+    DELETE FROM {schema}.conversations WHERE owner = %(owner)s
+    """
+
     @handles(Conversation.Started)
     def started(self, batch: Batch, e: Conversation.Started, _: int) -> None:
         batch.execute(self.sql("INSERT INTO {schema}.conversations (id, owner) VALUES (%s, %s)"), (e.originator_id, e.owner))

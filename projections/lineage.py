@@ -34,6 +34,12 @@ class LineageProjection(Projection):
     )
     """
 
+    erasure = """
+    DELETE FROM {schema}.candidate_parents p USING {schema}.candidates c
+     WHERE c.owner = %(owner)s AND p.optimization_id = c.optimization_id AND p.candidate_id = c.candidate_id;
+    DELETE FROM {schema}.candidates WHERE owner = %(owner)s
+    """
+
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
         self.candidates = Rows(self._insert_candidates)

@@ -95,6 +95,12 @@ class OptimizationsProjection(Projection):
     CREATE INDEX ON {schema}.trials (optimization_id, trial_index) WHERE improved
     """
 
+    erasure = """
+    DELETE FROM {schema}.trials WHERE optimization_id IN (SELECT id FROM {schema}.optimizations WHERE owner = %(owner)s);
+    DELETE FROM {schema}.rounds WHERE optimization_id IN (SELECT id FROM {schema}.optimizations WHERE owner = %(owner)s);
+    DELETE FROM {schema}.optimizations WHERE owner = %(owner)s
+    """
+
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
         self.new_trials = Rows(

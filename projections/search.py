@@ -47,6 +47,11 @@ class SearchProjection(Projection):
     CREATE INDEX ON {schema}.messages (conversation_id)
     """
 
+    erasure = """
+    DELETE FROM {schema}.messages WHERE owner = %(owner)s;
+    DELETE FROM {schema}.conversations WHERE owner = %(owner)s
+    """
+
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
         self.language = str(options.get("language", "english"))

@@ -38,6 +38,12 @@ class StatsProjection(Projection):
     CREATE INDEX ON {schema}.tags (owner, count DESC, tag)
     """
 
+    erasure = """
+    DELETE FROM {schema}.tags WHERE owner = %(owner)s;
+    DELETE FROM {schema}.conversations WHERE owner = %(owner)s;
+    DELETE FROM {schema}.users WHERE owner = %(owner)s
+    """
+
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
         self.conversations_started = Totals(lambda a, b: a + b, self._count_started)

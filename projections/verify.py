@@ -17,6 +17,7 @@ from uuid import UUID
 import psycopg
 from psycopg.sql import SQL, Identifier
 
+from adapters.keys import KeyRing
 from adapters.postgres import PostgresTarget
 from projections.base import Projection
 from projections.compare import TableComparison, compare
@@ -58,7 +59,7 @@ def verify(
     compare; the scratch tables are dropped afterwards, whatever happens."""
     live = projection_class(**options)
     scratch = projection_class(schema=f"{live.schema}__verify", **options)
-    batcher = Batcher(scratch, f"{projection_class.name}__verify", batch_size)
+    batcher = Batcher(scratch, f"{projection_class.name}__verify", batch_size, KeyRing.shared(target))
     with target.connect(autocommit=True) as conn:
         conn.execute(LOCK_READ_MODEL, (projection_class.name,))
         try:

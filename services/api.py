@@ -12,6 +12,9 @@ from services import contract_optimization as o
 from services import queries_optimization as qo
 from services.command_bus import CommandBus
 from services.commands import COMMANDS
+from services.digests import Digests
+from services.erasure import ADMIN, erase_user
+from services.errors import ChronicleError
 from services.positions import ProjectionPositions
 from services.queries import Queries
 from services.queries_audit import Audit
@@ -59,7 +62,12 @@ def routes(
     async def record_read(auditor: str, read: dict[str, Any]) -> None:
         await bus.execute("audit.record_read", c.RecordRead(**read), auditor)
 
-    audit = Audit(queries, record_read)
+    audit = Audit(queries, record_read, bus.store.mapper.keys)
+
+    async def erase(user: str, request: c.EraseUser, _: str | None) -> dict[str, Any]:
+        if ADMIN not in getattr(user, "roles", ()):
+            raise ChronicleError("unauthorized", "erasing a user needs the admin role")
+        return await erase_user(bus, bus.store.mapper.keys, request.user_id, str(user))
 
     def query(read_models: list[str], handler: QueryFn, target: Any = queries) -> Any:
         async def run(user: str, request: c.Query, _: str | None) -> dict[str, Any]:
@@ -78,4 +86,7 @@ def routes(
             Route(f"{prefix}.query.{name}", model, query(read_models, handler, audit))
             for name, (model, read_models, handler) in AUDIT_QUERIES.items()
         ),
+        Route(f"{prefix}.cmd.user.erase", c.EraseUser, erase),
+        # Any caller may read the digests: they reveal only hashes and counts.
+        Route(f"{prefix}.query.audit.digests", a.ListDigests, query([], Digests.list, Digests(queries, bus.store.mapper))),
     ]

@@ -9,10 +9,12 @@ from uuid import UUID
 import orjson
 from psycopg_pool import AsyncConnectionPool
 
+from adapters.keys import KeyRing
+from adapters.postgres import PostgresTarget
 from services import contract_audit as a
 from services.errors import ChronicleError
 from services.queries import Queries
-from services.queries_audit import EVENT_COLUMNS, Audit, decode
+from services.queries_audit import EVENT_COLUMNS, Audit
 
 PAYLOAD_WIDTH = 100
 
@@ -26,7 +28,7 @@ async def replay(url: str, aggregate_id: UUID, at_version: int | None, at_time: 
         raise AssertionError("an owner's read is not recorded")
 
     async with AsyncConnectionPool(url, min_size=1, max_size=1, open=False, configure=read_json_with_orjson) as pool:
-        audit = Audit(Queries(pool), no_record)
+        audit = Audit(Queries(pool), no_record, KeyRing.shared(PostgresTarget(url)))
         owner = await owner_of(audit, aggregate_id)
         pages = []
         after = 0
@@ -48,7 +50,7 @@ async def owner_of(audit: Audit, aggregate_id: UUID) -> str:
     )
     if row is None:
         raise ChronicleError("not_found", f"aggregate {aggregate_id} not found")
-    return decode(row).owner
+    return audit.decoder.owner_and_type(row)[0]
 
 
 def render(pages: list[dict[str, Any]]) -> str:

@@ -23,6 +23,7 @@ from adapters.auth import TokenAuthority
 from adapters.embedded import EmbeddedNats, EmbeddedPostgres
 from adapters.event_store import EventStore
 from adapters.jetstream import ensure_stream
+from adapters.keys import KeyRing
 from adapters.nats_service import NatsService
 from adapters.postgres import PostgresTarget, migrate
 from projections.audit import AuditProjection
@@ -38,6 +39,7 @@ from services.api import routes
 from services.command_bus import CommandBus
 from services.commands import COMMANDS, INTERNAL_COMMANDS
 from services.contract import hitl_stream
+from services.digests import DigestPublisher, Digests
 from services.hitl_coordinator import SIGNAL_TOPICS, ExpirySweeper, SignalRelay
 from services.positions import ProjectionPositions
 from services.queries import Queries
@@ -58,6 +60,10 @@ PROJECTIONS: list[type[Projection]] = [
 
 def projection_options(settings: Settings, projection_class: type[Projection]) -> dict[str, object]:
     return {"language": settings.search_language} if projection_class is SearchProjection else {}
+
+
+def command_handlers() -> dict[str, object]:
+    return {name: handler for name, (_, handler) in (COMMANDS | INTERNAL_COMMANDS).items()}
 
 
 def build_projections(settings: Settings) -> list[Projection]:
@@ -134,6 +140,7 @@ class Chronicle:
     service: NatsService
     subjects: list[str]
     _stack: contextlib.AsyncExitStack
+    digest_publisher: DigestPublisher | None = None
 
     async def stop(self) -> None:
         await self._stack.aclose()
@@ -153,12 +160,12 @@ async def bootstrap(
         target = PostgresTarget(servers.database_url)
         await asyncio.to_thread(migrate, target)
 
-        store = await asyncio.to_thread(EventStore, target, signal_topics=SIGNAL_TOPICS)
+        keys = KeyRing.shared(target)
+        store = await asyncio.to_thread(EventStore, target, signal_topics=SIGNAL_TOPICS, keys=keys)
         stack.callback(store.close)
-        handlers = {name: handler for name, (_, handler) in (COMMANDS | INTERNAL_COMMANDS).items()}
         bus = CommandBus(
             store,
-            handlers,
+            command_handlers(),
             max_batch=settings.group_commit_max_batch,
             cache_size=settings.aggregate_cache_size,
             clock=clock,
@@ -197,12 +204,19 @@ async def bootstrap(
         await ensure_stream(js, hitl_stream(settings.subject_prefix), [f"{settings.subject_prefix}.hitl.>"])
         # Every instance relays and sweeps: relays serialise on their tracking row and a
         # second expiry of a checkpoint is a no-op.
-        relay = SignalRelay(target.url, js, settings.subject_prefix)
+        relay = SignalRelay(target.url, js, settings.subject_prefix, keys)
         await relay.start()
         stack.push_async_callback(relay.stop)
         sweeper = ExpirySweeper(queries.due_runs, bus.execute)
         await sweeper.start()
         stack.push_async_callback(sweeper.stop)
+        # Every instance may publish digests too: the digest stream records one per position.
+        digest_publisher = None
+        if settings.digest_interval > 0:
+            digests = Digests(queries, store.mapper)
+            digest_publisher = DigestPublisher(target, digests, bus.execute, settings.digest_interval)
+            await digest_publisher.start()
+            stack.push_async_callback(digest_publisher.stop)
         service = NatsService(
             nc,
             routes(settings.subject_prefix, bus, queries, positions, settings.query_wait_timeout),
@@ -227,4 +241,5 @@ async def bootstrap(
         service=service,
         subjects=[r.subject for r in service.routes],
         _stack=stack,
+        digest_publisher=digest_publisher,
     )

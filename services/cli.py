@@ -197,6 +197,32 @@ def audit_verify(settings: Settings, stream: str | None) -> None:
         sys.exit(1)
 
 
+def audit_digest(settings: Settings, check: list[str] | None) -> None:
+    """Print the digest of the store now, or recompute a published one (POSITION ROOT) and
+    say whether it matches; exit 1 if it does not. Records nothing."""
+    from adapters.digest import compute_digest, issued_position
+
+    position, root = None, None
+    if check is not None:
+        try:
+            position, root = int(check[0]), check[1].strip().lower()
+        except ValueError:
+            sys.exit("audit digest: --check takes a position (an integer) and a root (hex)")
+    with database(settings) as target:
+        issued = issued_position(target)
+        if position is not None and not 1 <= position <= issued:
+            # Events not yet written could still land at or below a position never issued.
+            sys.exit(f"audit digest: position {position} was never reached by this store (it is at {issued})")
+        digest = compute_digest(target, position)
+    print(f"position {digest.position}  streams {digest.streams}  events {digest.events}")
+    print(f"root {digest.root_hex}")
+    if root is not None:
+        if digest.root_hex != root:
+            print(f"MISMATCH: the published root at position {position} was {root}")
+            sys.exit(1)
+        print(f"match: the published root at position {position} holds")
+
+
 def migrate_command(settings: Settings) -> None:
     with database(settings):
         pass
@@ -222,6 +248,28 @@ def replay(settings: Settings, ident: str, at_version: int | None, at_time: str 
             print(asyncio.run(replay_report(target.url, aggregate_id, at_version, when)))
         except ChronicleError as error:
             sys.exit(error.message)
+
+
+def erase_user_command(settings: Settings, user: str) -> None:
+    """Erase a user now (no service needed): record the erasure, destroy the key."""
+    from adapters.event_store import EventStore
+    from adapters.keys import KeyRing
+    from services.bootstrap import command_handlers
+    from services.command_bus import CommandBus
+    from services.erasure import erase_user
+
+    with database(settings) as target:
+        keys = KeyRing.shared(target)
+        store = EventStore(target, keys=keys)
+        bus = CommandBus(store, command_handlers())
+        bus.start()
+        try:
+            reply = asyncio.run(erase_user(bus, keys, user, "cli"))
+        finally:
+            bus.stop()
+            store.close()
+            keys.close()
+    print(f"user {user}: {'erased' if reply['erased'] else 'was already erased'} (key destroyed)")
 
 
 def optimizations_show(settings: Settings, ident: str) -> None:
@@ -273,6 +321,12 @@ def parser() -> argparse.ArgumentParser:
     scope = v.add_mutually_exclusive_group()
     scope.add_argument("--stream", metavar="ID", help="one aggregate's stream (its id)")
     scope.add_argument("--all", action="store_true", help="every stream, with progress (the default)")
+    dg = asub.add_parser("digest", help="the Merkle root over every stream's head now, or --check a published one")
+    dg.add_argument(
+        "--check", nargs=2, metavar=("POSITION", "ROOT"), help="recompute the root at POSITION; exit 1 unless it is ROOT"
+    )
+    eu = sub.add_parser("erase-user", help="erase a user: destroy their data key (crypto-shredding)")
+    eu.add_argument("user")
     opt = sub.add_parser("optimizations", help="inspect optimization histories")
     osub = opt.add_subparsers(dest="optimizations_command", required=True, metavar="ACTION")
     show = osub.add_parser("show", help="an optimization's rounds as a table and its best-so-far curve")
@@ -292,8 +346,12 @@ def main(argv: list[str] | None = None) -> None:
         replay(settings, args.aggregate_id, args.at_version, args.at_time)
     elif args.command == "migrate":
         migrate_command(settings)
+    elif args.command == "audit" and args.audit_command == "digest":
+        audit_digest(settings, args.check)
     elif args.command == "audit":
         audit_verify(settings, args.stream)
+    elif args.command == "erase-user":
+        erase_user_command(settings, args.user)
     elif args.command == "optimizations":
         optimizations_show(settings, args.optimization_id)
     elif args.projections_command == "status":

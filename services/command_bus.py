@@ -54,6 +54,7 @@ class Submission:
     reply: dict[str, Any] | None = None
     error: ChronicleError | None = None
     events: list[Any] = field(default_factory=list)
+    owners: dict[UUID, str] = field(default_factory=dict)  # aggregate id -> owner, for sealing
     duplicate_of: Submission | None = None
     replayed: bool = False
 
@@ -183,6 +184,7 @@ class CommandBus:
         self.cache.evict({i for s in batch for i in s.payload.aggregate_ids()})
         for s in batch:
             s.error, s.reply, s.events, s.duplicate_of, s.replayed = None, None, [], None, False
+            s.owners = {}
 
     def _decide_and_save(self, batch: list[Submission], *, replay_all_keys: bool) -> None:
         keys = [(s.user_id, s.key) for s in batch if s.client_key or replay_all_keys]
@@ -225,6 +227,11 @@ class CommandBus:
         )
         try:
             s.reply = self.handlers[s.name](s.payload, uow)
+            keys = self.store.mapper.keys
+            if keys is not None:  # an erased owner gets no new events (and a key is made on first write)
+                for aggregate in uow.touched.values():
+                    if aggregate.pending_events:
+                        keys.key_for_writing(aggregate.owner)
         except Exception as error:
             s.error = translate(error)
             if any(a.pending_events for a in uow.touched.values()):
@@ -232,12 +239,15 @@ class CommandBus:
                 raise _Rerun(s, s.error) from None
             return
         for aggregate in uow.touched.values():
-            s.events.extend(aggregate.collect_events())
+            events = aggregate.collect_events()
+            if events:
+                s.events.extend(events)
+                s.owners[aggregate.id] = aggregate.owner
 
     def _save(self, batch: list[Submission]) -> None:
         decided = [s for s in batch if s.reply is not None and s.error is None and not s.replayed]
         decided = [s for s in decided if s.duplicate_of is None]
-        stored = [self.store.mapper.to_stored_event(e) for s in decided for e in s.events]
+        stored = [self.store.mapper.to_stored_event(e, s.owners[e.originator_id]) for s in decided for e in s.events]
 
         def replies_at(notification_ids: Sequence[int]) -> list[IdempotencyRecord]:
             ids = iter(notification_ids)

@@ -10,11 +10,13 @@ from typing import Any
 
 from domain.audit import AuditTrail
 from domain.conversation import Conversation
+from domain.erasure import DataSubject
 from domain.errors import NotFound
 from domain.hitl import HistoryWindow, HitlRun
 from domain.session import Session
-from services import commands_optimization
+from services import commands_optimization, digests
 from services import contract as c
+from services import contract_audit as a
 from services.unit_of_work import UnitOfWork
 
 
@@ -155,6 +157,15 @@ def record_read(cmd: c.RecordRead, uow: UnitOfWork) -> dict[str, Any]:
     return {"trail_id": str(trail.id)}
 
 
+def erase_user(cmd: c.EraseUser, uow: UnitOfWork) -> dict[str, Any]:
+    subject = uow.find(DataSubject, DataSubject.id_for(cmd.user_id)) or uow.add(
+        DataSubject.register(user_id=cmd.user_id, at=uow.now)
+    )
+    erased = subject.erase(at=uow.now, requested_by=uow.user_id)
+    uow.forget_owner(cmd.user_id)  # cached aggregates hold the user's decrypted content
+    return {"user_id": cmd.user_id, "erased": erased}
+
+
 # subject suffix -> (request model, handler)
 COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
     "session.create": (c.CreateSession, create_session),
@@ -173,4 +184,6 @@ COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
 INTERNAL_COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
     "hitl.expire": (c.ExpireRun, expire_run),
     "audit.record_read": (c.RecordRead, record_read),
+    "user.erase": (c.EraseUser, erase_user),
+    "audit.publish_digest": (a.PublishDigest, digests.publish_digest),
 }

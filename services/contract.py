@@ -241,6 +241,12 @@ class RecordRead(Command):
         return []  # the read aggregate is not loaded; only the auditor's trail is
 
 
+class EraseUser(Command):
+    """Admin: destroy a user's data key (crypto-shredding); see services/erasure.py."""
+
+    user_id: text(200)  # type: ignore[valid-type]
+
+
 def hitl_stream(prefix: str) -> str:
     """The JetStream stream holding `<prefix>.hitl.>` signals (names allow no dots)."""
     return prefix.replace(".", "_").upper() + "_HITL"
@@ -255,6 +261,12 @@ class Reply(BaseModel):
 class Written(Reply):
     """What every command answers: the ids it made and the log position of its last event."""
 
+    position: int | None = None
+
+
+class UserErasure(Reply):
+    user_id: str
+    erased: bool  # False: the user had been erased before
     position: int | None = None
 
 

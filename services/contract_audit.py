@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pydantic import Field, model_validator
 
-from services.contract import Query, Reply
+from services.contract import Command, Query, Reply
 
 
 class AuditStream(Query):
@@ -39,6 +39,7 @@ class AuditEvent(Reply):
     type: str
     timestamp: datetime
     payload: dict[str, Any]
+    erased: bool = False  # the owner was erased: payload holds only ids and types
     hash: str | None = None
 
 
@@ -57,3 +58,36 @@ class Timeline(Reply):
     aggregates: int
     events: list[AuditEvent]
     next_after_position: int | None
+
+
+class PublishDigest(Command):
+    """Internal: the digest publisher records a Merkle root it computed (services/digests.py)."""
+
+    position: int = Field(ge=1)
+    root: str = Field(pattern=r"^[0-9a-f]{64}$")
+    streams: int = Field(ge=0)
+    events: int = Field(ge=0)
+
+
+class ListDigests(Query):
+    before_version: int | None = Field(
+        default=None, ge=1, description="digests before this version of the digest stream (paging)"
+    )
+    limit: int = Field(default=10, ge=1, le=1_000)
+
+
+class Digest(Reply):
+    position: int
+    root: str
+    streams: int
+    events: int
+    published_at: datetime
+    version: int  # the digest event's version in the digest stream
+    event_position: int  # the digest event's own notification id
+    hash: str  # the digest event's chain hash
+
+
+class DigestPage(Reply):
+    digest_id: UUID
+    digests: list[Digest]  # latest first
+    next_before_version: int | None

@@ -19,7 +19,8 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from nats.js import JetStreamContext
 
-from adapters.event_store import SIGNALS_CHANNEL, PydanticMapper
+from adapters.event_store import SIGNALS_CHANNEL, ErasedContent, PydanticMapper
+from adapters.keys import KeyRing
 from domain.conversation import Conversation
 from domain.hitl import HitlExpired, HitlPaused, HitlResumed, select_history
 from projections.engine import NEXT_EVENTS, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY
@@ -68,13 +69,13 @@ def build_signal(stream: list[Any], event: Any, position: int) -> tuple[str, dic
 class SignalRelay(Background):
     name = "hitl-signal-relay"
 
-    def __init__(self, url: str, js: JetStreamContext, prefix: str):
+    def __init__(self, url: str, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
         super().__init__()
         self.url = url
         self.js = js
         self.prefix = prefix
         self.stream = c.hitl_stream(prefix)
-        self.mapper = PydanticMapper()
+        self.mapper = PydanticMapper(keys=keys)
 
     async def start(self) -> None:
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
@@ -123,7 +124,10 @@ class SignalRelay(Background):
                 return 0
             events = [row[2:] for row in found if row[2] is not None]
             for notification_id, originator_id, version, _, _ in events:
-                stream = await self._stream(conn, originator_id, version)
+                try:
+                    stream = await self._stream(conn, originator_id, version)
+                except ErasedContent:
+                    continue  # the person was erased: their checkpoints signal nothing more
                 name, payload = build_signal(stream, stream[-1], notification_id)
                 await self.js.publish(
                     f"{self.prefix}.hitl.{payload['run_id']}.{name}",

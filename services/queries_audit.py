@@ -8,6 +8,7 @@ auditor's AuditTrail before the answer leaves.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -17,34 +18,56 @@ from eventsourcing.persistence import StoredEvent
 from pydantic_core import to_jsonable_python
 
 from adapters.auth import AUDITOR
-from adapters.event_store import PydanticMapper
+from adapters.event_store import OWNER_FIELD, SEALED_FIELD, ErasedContent, PydanticMapper
+from adapters.keys import KeyRing
 from services import contract_audit as a
 from services.errors import ChronicleError
 from services.queries import Queries
 
 RecordRead = Callable[[str, dict[str, Any]], Awaitable[Any]]
 EVENT_COLUMNS = "originator_id, originator_version, topic, state, notification_id, hash"
-MAPPER = PydanticMapper()
 HIDDEN_STATE = {"_pending_events"}
 
 
-def decode(row: dict[str, Any]) -> Any:
-    return MAPPER.to_domain_event(
-        StoredEvent(row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
-    )
+def stored(row: dict[str, Any]) -> StoredEvent:
+    return StoredEvent(row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
 
 
-def described(event: Any, row: dict[str, Any], aggregate_type: str) -> dict[str, Any]:
-    return {
-        "aggregate_id": event.originator_id,
-        "aggregate_type": aggregate_type,
-        "version": event.originator_version,
-        "position": row["notification_id"],
-        "type": type(event).__qualname__,
-        "timestamp": event.timestamp,
-        "payload": event.model_dump(mode="json", exclude={"originator_id", "originator_version", "timestamp"}),
-        "hash": bytes(row["hash"]).hex() if row.get("hash") is not None else None,
-    }
+class Decoder:
+    """Events for an audit: decoded, or, when their owner was erased, the clear metadata."""
+
+    def __init__(self, keys: KeyRing | None):
+        self.mapper = PydanticMapper(keys=keys)
+
+    def event(self, row: dict[str, Any]) -> Any:
+        """The domain event; raises ErasedContent."""
+        return self.mapper.to_domain_event(stored(row))
+
+    def owner_and_type(self, row: dict[str, Any]) -> tuple[str, str]:
+        """A creation event's owner and aggregate type, readable even after an erasure."""
+        envelope = self.mapper.envelope(stored(row))
+        return envelope["owner"], envelope["originator_topic"].rpartition(":")[2]
+
+    def described(self, row: dict[str, Any], aggregate_type: str) -> dict[str, Any]:
+        try:
+            event = self.event(row)
+            payload = event.model_dump(mode="json", exclude={"originator_id", "originator_version", "timestamp"})
+            timestamp, erased = event.timestamp, False
+        except ErasedContent:
+            envelope = self.mapper.envelope(stored(row))
+            timestamp, erased = envelope.pop("timestamp"), True
+            payload = {k: v for k, v in envelope.items() if k not in (OWNER_FIELD, SEALED_FIELD)}
+        return {
+            "aggregate_id": row["originator_id"],
+            "aggregate_type": aggregate_type,
+            "version": row["originator_version"],
+            "position": row["notification_id"],
+            "type": row["topic"].rpartition(":")[2],
+            "timestamp": timestamp,
+            "payload": payload,
+            "erased": erased,
+            "hash": bytes(row["hash"]).hex() if row.get("hash") is not None else None,
+        }
 
 
 def state_of(aggregate: Any) -> dict[str, Any]:
@@ -54,9 +77,10 @@ def state_of(aggregate: Any) -> dict[str, Any]:
 
 
 class Audit:
-    def __init__(self, queries: Queries, record_read: RecordRead):
+    def __init__(self, queries: Queries, record_read: RecordRead, keys: KeyRing | None = None):
         self.queries = queries
         self.record_read = record_read
+        self.decoder = Decoder(keys)
 
     async def _check_reader(self, caller: str, owner: str, what: str, aggregate_id: UUID, **point: Any) -> None:
         if caller == owner:
@@ -75,19 +99,16 @@ class Audit:
         )
         if not rows or rows[0]["originator_version"] != 1:
             raise ChronicleError("not_found", f"aggregate {q.aggregate_id} not found")
-        created = decode(rows[0])
-        aggregate_type = created.originator_topic.rpartition(":")[2]
-        await self._check_reader(
-            caller, created.owner, "aggregate", q.aggregate_id, at_version=q.at_version, at_time=q.at_time
-        )
+        owner, aggregate_type = self.decoder.owner_and_type(rows[0])
+        await self._check_reader(caller, owner, "aggregate", q.aggregate_id, at_version=q.at_version, at_time=q.at_time)
         page = [row for row in rows if row["originator_version"] > q.after_version][: q.limit + 1]
         more = len(page) > q.limit
         page = page[: q.limit]
         reply: dict[str, Any] = {
             "aggregate_id": q.aggregate_id,
             "aggregate_type": aggregate_type,
-            "owner": created.owner,
-            "events": [described(decode(row), row, aggregate_type) for row in page],
+            "owner": owner,
+            "events": await asyncio.to_thread(lambda: [self.decoder.described(row, aggregate_type) for row in page]),
             "next_after_version": page[-1]["originator_version"] if more else None,
         }
         if q.at_version is not None or q.at_time is not None:
@@ -105,10 +126,16 @@ class Audit:
             " AND (%s::bigint IS NULL OR originator_version <= %s) ORDER BY originator_version",
             (aggregate_id, at_version, at_version),
         )
+        return await asyncio.to_thread(self._fold, rows, at_time)
+
+    def _fold(self, rows: list[dict[str, Any]], at_time: datetime | None) -> tuple[Any, int | None]:
         aggregate = None
         version = None
         for row in rows:
-            event = decode(row)
+            try:
+                event = self.decoder.event(row)
+            except ErasedContent:
+                return None, None  # the owner was erased: there is no state to show
             if at_time is not None and event.timestamp > at_time:
                 break
             aggregate = event.mutate(aggregate)
@@ -140,6 +167,6 @@ class Audit:
         return {
             "scope_id": q.scope_id,
             "aggregates": rows[0]["aggregates"] if rows else 0,
-            "events": [described(decode(row), row, row["aggregate_type"]) for row in rows],
+            "events": await asyncio.to_thread(lambda: [self.decoder.described(row, row["aggregate_type"]) for row in rows]),
             "next_after_position": rows[-1]["notification_id"] if more else None,
         }

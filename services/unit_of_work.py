@@ -37,6 +37,10 @@ class AggregateCache:
         for aggregate_id in aggregate_ids:  # type: ignore[attr-defined]
             self._items.pop(aggregate_id, None)
 
+    def evict_owner(self, owner: str) -> None:
+        for aggregate_id in [i for i, a in self._items.items() if a.owner == owner]:
+            del self._items[aggregate_id]
+
     def __contains__(self, aggregate_id: UUID) -> bool:
         return aggregate_id in self._items
 
@@ -79,6 +83,10 @@ class UnitOfWork:
             return None
         self.touched[aggregate_id] = aggregate
         return aggregate
+
+    def forget_owner(self, owner: str) -> None:
+        """Drop every cached aggregate of this owner (after an erasure)."""
+        self._cache.evict_owner(owner)
 
     def add(self, aggregate: A) -> A:
         self.touched[aggregate.id] = aggregate

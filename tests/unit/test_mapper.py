@@ -1,11 +1,17 @@
-"""Events survive the trip through the pydantic/orjson mapper unchanged."""
+"""Events survive the trip through the pydantic/orjson mapper unchanged, sealed or not."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from uuid import uuid4
 
-from adapters.event_store import PydanticMapper
+import orjson
+import pytest
+from cryptography.exceptions import InvalidTag
+from eventsourcing.persistence import StoredEvent
+
+from adapters.event_store import ErasedContent, PydanticMapper
 from domain.conversation import Conversation
 
 
@@ -22,3 +28,39 @@ def test_round_trip_preserves_every_field() -> None:
         stored = mapper.to_stored_event(event)
         assert stored.topic.startswith("domain.conversation:Conversation.")
         assert mapper.to_domain_event(stored) == event
+
+
+class FakeKeys:
+    """In-memory stand-in for the KeyRing: one key per owner, destroyable."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, bytes | None] = {}
+
+    def key_for_writing(self, owner: str) -> bytes:
+        return self.keys.setdefault(owner, os.urandom(32))  # type: ignore[return-value]
+
+    def key_for_reading(self, owner: str) -> bytes | None:
+        return self.keys.get(owner)
+
+
+def test_content_is_sealed_with_the_owners_key_and_metadata_stays_clear() -> None:
+    at = datetime(2026, 5, 4, 3, 2, 1, tzinfo=UTC)
+    conversation = Conversation.start(id=uuid4(), owner="alice", at=at, title="secret title")
+    conversation.add_message(message_id=uuid4(), at=at, role="user", content="secret content", metadata={})
+    keys = FakeKeys()
+    mapper = PydanticMapper(keys=keys)  # type: ignore[arg-type]
+    events = conversation.collect_events()
+    stored = [mapper.to_stored_event(event, "alice") for event in events]
+    for event, record in zip(events, stored, strict=True):
+        assert b"secret" not in record.state
+        envelope = orjson.loads(record.state)
+        assert envelope["timestamp"] and envelope["_owner"] == "alice"
+        assert mapper.to_domain_event(record) == event
+    assert orjson.loads(stored[1].state)["message_id"] == str(events[1].message_id), "ids stay clear"
+
+    moved = StoredEvent(stored[1].originator_id, 7, stored[1].topic, stored[1].state)
+    with pytest.raises(InvalidTag):  # sealed content is bound to its own event
+        mapper.to_domain_event(moved)
+    keys.keys["alice"] = None
+    with pytest.raises(ErasedContent):
+        mapper.to_domain_event(stored[1])

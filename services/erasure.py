@@ -1,0 +1,34 @@
+"""Erasing a user by crypto-shredding: record the erasure, then destroy the user's key.
+
+The order matters: the `DataSubject.Erased` event commits first (every read model drops
+the user's rows when it applies it), then the key is destroyed, so a crash in between
+leaves a retry that finishes the job rather than unreadable content the read models
+still show. The user's stored command replies (which may quote titles) are deleted too;
+the events stay, with ids, timestamps, types and hash chains intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from adapters.keys import KeyRing
+from services import contract as c
+from services.command_bus import CommandBus
+
+log = logging.getLogger(__name__)
+ADMIN = "admin"
+
+
+async def erase_user(bus: CommandBus, keys: KeyRing, user_id: str, requested_by: str) -> dict[str, Any]:
+    reply = await bus.execute("user.erase", c.EraseUser(user_id=user_id), requested_by)
+    await asyncio.to_thread(keys.destroy, user_id)
+    await asyncio.to_thread(forget_replies, keys, user_id)
+    log.info("user erased", extra={"newly": reply["erased"]})  # no user id: it may be personal data
+    return reply
+
+
+def forget_replies(keys: KeyRing, user_id: str) -> None:
+    with keys.target.connect(autocommit=True) as conn:
+        conn.execute("DELETE FROM chronicle.idempotency WHERE owner = %s", (user_id,))

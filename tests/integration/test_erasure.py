@@ -1,0 +1,103 @@
+"""Erasure by crypto-shredding: content unreadable, read models cleared, audit trail and chains intact."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import psycopg
+import pytest
+
+from adapters.audit import verify_chains
+from projections.verify import verify
+from services.bootstrap import PROJECTIONS, Chronicle
+from services.client import ChronicleClient, ChronicleError
+from tests.conftest import ClientFactory
+
+SECRET = "my secret diagnosis: tulip allergy"
+
+
+async def write_history(client: ChronicleClient) -> dict[str, uuid.UUID]:
+    session = await client.sessions.create("private matters")
+    started = await client.conversations.start(title="health", tags=["private"], session_id=session.session_id)
+    await client.conversations.add_message(started.conversation_id, "user", SECRET)
+    handle = await client.hitl.pause(started.conversation_id, step="confirm", prompt="Shall I book a doctor?")
+    await client.hitl.resume(handle.run_id, approved=True, feedback="yes, about the tulips")
+    state = client.optimization(name="tulip prompts", optimizer="grid")
+    round = await state.start_round()
+    await state.record_trial(round, candidate={"prompt": "tulip advice"}, score=1.0, extra={"origin": "fresh"})
+    return {"session": session.session_id, "conversation": started.conversation_id, "optimization": await state.start()}
+
+
+def owners_rows(url: str, owner: str) -> dict[str, int]:
+    """Rows of this owner in every read-model table that has an owner column."""
+    with psycopg.connect(url) as conn:
+        tables = conn.execute(
+            "SELECT table_schema, table_name FROM information_schema.columns"
+            " WHERE column_name = 'owner' AND table_schema LIKE 'rm\\_%' AND table_schema NOT LIKE '%\\_\\_%'"
+        ).fetchall()
+        return {
+            f"{schema}.{table}": conn.execute(
+                psycopg.sql.SQL("SELECT count(*) FROM {}.{} WHERE owner = %s").format(
+                    psycopg.sql.Identifier(schema), psycopg.sql.Identifier(table)
+                ),
+                (owner,),
+            ).fetchone()[0]
+            for schema, table in tables
+        }
+
+
+async def test_erasing_a_user_shreds_content_and_keeps_the_audit_trail(
+    chronicle: Chronicle, connect: ClientFactory
+) -> None:
+    user = f"erase-me-{uuid.uuid4().hex[:8]}"
+    alice, bob = await connect(user), await connect()
+    ids = await write_history(alice)
+    bobs = await bob.conversations.start(title="bob keeps this")
+    await bob.conversations.add_message(bobs.conversation_id, "user", "tulips are nice")
+    url = chronicle.settings.database_url or ""
+
+    with psycopg.connect(url) as conn:
+        states = [bytes(s) for (s,) in conn.execute(
+            "SELECT state FROM chronicle.events WHERE originator_id = %s", (ids["conversation"],)
+        ).fetchall()]
+    assert states and not any(b"tulip" in s or b"secret" in s for s in states), "content is sealed at rest"
+    assert (await alice.conversations.get(ids["conversation"])).messages[0].content == SECRET
+
+    with pytest.raises(ChronicleError) as refused:
+        await bob.request("cmd.user.erase", {"user_id": user})
+    assert refused.value.code == "unauthorized"
+    admin = await connect("admin-1", roles=("admin",))
+    erased = await admin.request("cmd.user.erase", {"user_id": user})
+    assert erased["erased"] is True
+    again = await admin.request("cmd.user.erase", {"user_id": user})
+    assert again["erased"] is False
+
+    # Every read model drops the user's rows (once it has applied the erasure).
+    bob.observed(erased["position"])
+    await bob.conversations.list()  # waits for the history read model
+    await chronicle.positions.wait_for([p.name for p in PROJECTIONS], erased["position"], 10)
+    assert not any(owners_rows(url, user).values()), owners_rows(url, user)
+    assert (await bob.conversations.get(bobs.conversation_id)).messages[0].content == "tulips are nice"
+
+    # The user can write nothing more, and their old aggregates are gone.
+    with pytest.raises(ChronicleError) as gone:
+        await alice.conversations.add_message(ids["conversation"], "user", "hello again")
+    assert gone.value.code == "not_found"
+    with pytest.raises(ChronicleError) as no_more:
+        await alice.conversations.start(title="new")
+    assert no_more.value.code == "conflict"
+
+    # The audit trail keeps ids, types, timestamps; the content reads back as erased; chains hold.
+    auditor = await connect("auditor-e", roles=("auditor",))
+    page = await auditor.audit.stream(ids["conversation"], at_version=2)
+    assert page.owner == user and all(e.erased for e in page.events) and page.state is None
+    assert page.events[1].type == "Conversation.MessageAdded" and "content" not in page.events[1].payload
+    assert "message_id" in page.events[1].payload and page.events[1].timestamp is not None
+    report = await asyncio.to_thread(verify_chains, chronicle.target, ids["conversation"])
+    assert report.breaks == [] and report.events == len(page.events)
+
+    # A rebuild from the events gives the same read models: nothing of the user comes back.
+    for projection in PROJECTIONS:
+        result = await asyncio.to_thread(verify, chronicle.target, projection)
+        assert result.ok, (projection.name, result.tables)
