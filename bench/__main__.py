@@ -23,7 +23,8 @@ def parser() -> argparse.ArgumentParser:
             "Prints a table (metric | value | aim) and writes it as JSON to bench/results/."
         ),
         epilog="Defaults are the full scale (about 10-20 minutes on 2 cores); --quick takes about a minute. "
-        "`python -m bench hitl --help`: the HITL signal latency benchmark.",
+        "`python -m bench hitl --help`: the HITL signal latency benchmark; "
+        "`python -m bench optimization --help`: trial.record throughput and optimizations.history.",
     )
     scale = p.add_argument_group("scale")
     scale.add_argument("--quick", action="store_true",
@@ -88,6 +89,11 @@ def main(argv: list[str] | None = None) -> None:
         from bench.hitl import main as hitl_main
 
         hitl_main(argv[1:])
+        return
+    if argv[:1] == ["optimization"]:  # `./dev bench optimization`: trial.record and history
+        from bench.optimization import main as optimization_main
+
+        optimization_main(argv[1:])
         return
     args = parser().parse_args(argv)
     plan = plan_from(args)

@@ -38,6 +38,13 @@ class Optimizations:
         request = self._client.build(o.RecordTrial, round_id=round_id, **fields)
         return await self._client.command("trial.record", request, o.TrialRecorded, idempotency_key)
 
+    async def record_trials(
+        self, round_id: UUID, trials: list[dict[str, Any]], *, idempotency_key: str | None = None
+    ) -> o.TrialsRecorded:
+        """Up to 1,000 trials (each: candidate, score, metrics, dataset, extras, candidate_id) at once."""
+        request = self._client.build(o.RecordTrials, round_id=round_id, trials=trials)
+        return await self._client.command("trial.record_many", request, o.TrialsRecorded, idempotency_key)
+
     async def end_round(self, round_id: UUID, *, idempotency_key: str | None = None, **fields: Any) -> o.RoundEnded:
         request = self._client.build(o.EndRound, round_id=round_id, **fields)
         return await self._client.command("round.end", request, o.RoundEnded, idempotency_key)
@@ -61,15 +68,23 @@ class Optimizations:
         return await self._client.query("optimizations.history", request, o.History)
 
     async def history(self, optimization_id: UUID, *, max_trials: int = 2_000) -> list[o.RoundEntry]:
-        """Every round, following the pages (a reply must fit in one NATS message)."""
+        """Every round, following the pages (a reply must fit in one NATS message) and
+        joining the parts of a round too big for one."""
         rounds: list[o.RoundEntry] = []
-        after = None
+        cursor: dict[str, Any] = {}
         while True:
-            page = await self.history_page(optimization_id, after_round=after, max_trials=max_trials)
-            rounds.extend(page.rounds)
+            page = await self.history_page(optimization_id, max_trials=max_trials, **cursor)
+            for entry in page.rounds:
+                if rounds and rounds[-1].round_index == entry.round_index and not rounds[-1].complete:
+                    entry = entry.model_copy(update={"trials": rounds[-1].trials + entry.trials})
+                    rounds[-1] = entry
+                else:
+                    rounds.append(entry)
             if page.next_after_round is None:
                 return rounds
-            after = page.next_after_round
+            cursor = {"after_round": page.next_after_round}
+            if page.next_after_trial is not None:
+                cursor["after_trial"] = page.next_after_trial
 
     async def pareto(self, optimization_id: UUID, **fields: Any) -> o.ParetoFront:
         request = self._client.build(o.ParetoQuery, optimization_id=optimization_id, **fields)
@@ -155,22 +170,31 @@ class OptimizationState:
         candidate_id: str | None = None,
     ) -> o.TrialRecorded:
         """Record one evaluated candidate; safe to call from many tasks at once."""
-        fields = {"candidate": candidate, "score": score, "metrics": metrics or {}, "extras": extra or {}}
-        if dataset is not None:
-            fields["dataset"] = dataset
-        if candidate_id is not None:
-            fields["candidate_id"] = candidate_id
+        fields = trial_fields(candidate, score, metrics, dataset, extra, candidate_id)
         recorded = await self._api.record_trial(round.round_id, **fields)
+        self._remember(round, fields, recorded)
+        return recorded
+
+    async def record_trials(self, round: RoundHandle, trials: list[dict[str, Any]]) -> list[o.TrialRecorded]:
+        """Record many evaluated candidates in one request (each dict takes record_trial's
+        keyword arguments); numbered in the order given. The fast way for a population."""
+        fields = [trial_fields(**trial) for trial in trials]
+        recorded = (await self._api.record_trials(round.round_id, fields)).trials
+        for one, reply in zip(fields, recorded, strict=True):
+            self._remember(round, one, reply)
+        return recorded
+
+    def _remember(self, round: RoundHandle, fields: dict[str, Any], recorded: o.TrialRecorded) -> None:
         entry = self._rounds[round.round_index]
         entry["trials"].append(
             {
                 "trial_index": recorded.trial_index,
-                "score": score,
-                "candidate": candidate,
+                "score": recorded.score,
+                "candidate": fields["candidate"],
                 "candidate_id": recorded.candidate_id,
-                "metrics": metrics or {},
-                "dataset": dataset,
-                "extra": extra or {},
+                "metrics": fields["metrics"],
+                "dataset": fields.get("dataset"),
+                "extra": fields["extras"],
                 "best_so_far": recorded.best_so_far,
                 "timestamp": recorded.timestamp,
             }
@@ -180,7 +204,6 @@ class OptimizationState:
         if entry["ended_at"] is None and recorded.trial_index > entry["latest_trial_index"]:
             entry["latest_trial_index"] = recorded.trial_index
             entry["best_so_far"] = recorded.best_so_far
-        return recorded
 
     async def end_round(self, round: RoundHandle, **fields: Any) -> o.RoundEnded:
         """`fields`: best_score, best_candidate (default: the best trial's), stop_reason
@@ -229,3 +252,19 @@ class OptimizationState:
     async def history(self) -> list[o.RoundEntry]:
         return await self._api.history(await self.start())
 
+
+def trial_fields(
+    candidate: Any = None,
+    score: float | None = None,
+    metrics: dict[str, Any] | None = None,
+    dataset: str | None = None,
+    extra: dict[str, Any] | None = None,
+    candidate_id: str | None = None,
+) -> dict[str, Any]:
+    """A trial as the wire wants it, from record_trial's arguments."""
+    fields = {"candidate": candidate, "score": score, "metrics": metrics or {}, "extras": extra or {}}
+    if dataset is not None:
+        fields["dataset"] = dataset
+    if candidate_id is not None:
+        fields["candidate_id"] = candidate_id
+    return fields

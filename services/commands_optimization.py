@@ -59,7 +59,16 @@ def start_round(cmd: o.StartRound, uow: UnitOfWork) -> dict[str, Any]:
 
 
 def record_trial(cmd: o.RecordTrial, uow: UnitOfWork) -> dict[str, Any]:
+    return record_in(uow.get(Round, cmd.round_id), cmd, uow)
+
+
+def record_trials(cmd: o.RecordTrials, uow: UnitOfWork) -> dict[str, Any]:
+    """Many trials of one round in one request, numbered in the order given."""
     round = uow.get(Round, cmd.round_id)
+    return {"trials": [record_in(round, trial, uow) for trial in cmd.trials]}
+
+
+def record_in(round: Round, cmd: o.TrialFields, uow: UnitOfWork) -> dict[str, Any]:
     candidate = make_candidate(cmd.candidate, cmd.candidate_id, cmd.extras)
     best_before = round.best_so_far
     trial_id = uow.new_id()
@@ -147,4 +156,5 @@ COMMANDS: dict[str, tuple[type[o.Command], Any]] = {
     "round.start": (o.StartRound, start_round),
     "round.end": (o.EndRound, end_round),
     "trial.record": (o.RecordTrial, record_trial),
+    "trial.record_many": (o.RecordTrials, record_trials),
 }

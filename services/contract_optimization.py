@@ -11,7 +11,7 @@ from pydantic import AfterValidator, Field, FiniteFloat
 from domain.optimization import MAX_LABEL, MAX_STOP_REASON, Direction, improves
 from domain.session import MAX_SESSION_DESCRIPTION, MAX_SESSION_NAME
 from domain.trial import MAX_CANDIDATE_ID
-from services.contract import Command, JsonObject, Query, Reply, Tags, Written, check_json_values, text
+from services.contract import Command, JsonObject, Query, Reply, Request, Tags, Written, check_json_values, text
 
 JsonValue = Annotated[Any, AfterValidator(check_json_values)]
 Label = text(MAX_LABEL)
@@ -35,8 +35,7 @@ class StartRound(Command):
     extras: JsonObject = {}
 
 
-class RecordTrial(Command):
-    round_id: UUID
+class TrialFields(Request):
     candidate: JsonValue = Field(default=None, description="chat prompt, prompts by agent, tool bundle, parameters")
     candidate_id: text(MAX_CANDIDATE_ID) | None = Field(  # type: ignore[valid-type]
         default=None, description="stable id; default: the candidate's own `id`, else a digest of it"
@@ -45,6 +44,17 @@ class RecordTrial(Command):
     metrics: JsonObject = {}
     dataset: Label | None = None  # type: ignore[valid-type]
     extras: JsonObject = Field(default={}, description="parents, origin and ops here feed candidate lineage")
+
+
+class RecordTrial(TrialFields, Command):
+    round_id: UUID
+
+
+class RecordTrials(Command):
+    """Up to 1,000 trials of one round at once (an evaluated population), numbered in order."""
+
+    round_id: UUID
+    trials: list[TrialFields] = Field(min_length=1, max_length=1_000)
 
 
 class EndRound(Command):
@@ -76,7 +86,12 @@ class GetOptimization(Query):
 class OptimizationHistory(Query):
     optimization_id: UUID
     after_round: int | None = Field(default=None, ge=-1, description="rounds with a greater index (paging)")
-    max_trials: int = Field(default=2_000, ge=1, le=5_000, description="page size in trials; a round is never split")
+    after_trial: int | None = Field(
+        default=None, ge=-1, description="continue the round after `after_round` from this trial (a split round)"
+    )
+    max_trials: int = Field(
+        default=2_000, ge=1, le=5_000, description="at most this many trials per page (replies also stay under ~768 KiB)"
+    )
 
 
 class ParetoQuery(Query):
@@ -156,6 +171,10 @@ class TrialRecorded(Written):
     timestamp: datetime
 
 
+class TrialsRecorded(Written):
+    trials: list[TrialRecorded]
+
+
 class RoundEnded(Written):
     round_id: UUID
     round_index: int
@@ -219,6 +238,7 @@ class RoundEntry(Reply):
     timestamp: datetime
     ended_at: datetime | None
     extra: dict[str, Any]
+    complete: bool = True  # False: part of a round too big for one reply; more trials follow
 
 
 class History(Reply):
@@ -226,6 +246,7 @@ class History(Reply):
     direction: Direction
     rounds: list[RoundEntry]
     next_after_round: int | None
+    next_after_trial: int | None = None
 
 
 class ParetoPoint(Reply):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+import orjson
 from psycopg_pool import AsyncConnectionPool
 
 from services import contract_optimization as o
@@ -33,12 +34,19 @@ async def load(url: str, optimization_id: UUID) -> tuple[dict[str, Any], list[di
         summary = await qo.summary(queries, owner, optimization_id)
         rounds: list[dict[str, Any]] = []
         after = None
+        after_trial = None
         while True:
-            page = await qo.history(queries, owner, o.OptimizationHistory(optimization_id=optimization_id, after_round=after))
-            rounds.extend(page["rounds"])
+            request = o.OptimizationHistory(optimization_id=optimization_id, after_round=after, after_trial=after_trial)
+            page = orjson.loads(orjson.dumps(await qo.history(queries, owner, request)))  # rounds come as JSON text
+            for entry in page["rounds"]:
+                if rounds and rounds[-1]["round_index"] == entry["round_index"]:  # the rest of a split round
+                    entry["trials"] = rounds[-1]["trials"] + entry["trials"]
+                    rounds[-1] = entry
+                else:
+                    rounds.append(entry)
             if page["next_after_round"] is None:
                 return summary, rounds
-            after = page["next_after_round"]
+            after, after_trial = page["next_after_round"], page["next_after_trial"]
 
 
 def number(value: float | None) -> str:

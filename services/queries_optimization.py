@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+import orjson
+
 from domain.optimization import pareto_front
 from services import contract_optimization as o
 from services.errors import ChronicleError
@@ -16,34 +18,65 @@ SUMMARY = (
     " updated_at FROM rm_optimizations.optimizations"
 )
 MAX_ROUNDS_PER_PAGE = 500
+MAX_TRIALS_PER_PART = 5_000
 BEST_SCORES = {
     direction: "SELECT candidate_id, " + best + "(score) AS best FROM rm_optimizations.trials"
     " WHERE optimization_id = %s AND candidate_id = ANY(%s) GROUP BY candidate_id"
     for direction, best in (("maximize", "max"), ("minimize", "min"))
 }
 
-# A page of rounds, each with its trials as JSON built by Postgres: one statement, one
-# snapshot, so a round's trial_count and its trial rows agree (the projection writes both
-# in one transaction). Rounds are taken while the trials before them fit the page.
-HISTORY_PAGE = f"""
-SELECT r.*, (
-    SELECT coalesce(json_agg(json_build_object(
-        'trial_index', t.trial_index, 'score', t.score, 'candidate', t.candidate, 'candidate_id', t.candidate_id,
-        'metrics', t.metrics, 'dataset', t.dataset, 'extra', t.extra, 'best_so_far', t.best_so_far,
-        'timestamp', t.created_at) ORDER BY t.trial_index), '[]')
-    FROM rm_optimizations.trials t
-    WHERE t.optimization_id = %(id)s AND t.trial_index >= r.first_trial_index
-      AND t.trial_index < r.first_trial_index + r.trial_count
-) AS trials
+REPLY_BUDGET = 768 * 1024  # bytes of history per reply: NATS's default max payload is 1 MiB
+TRIAL_JSON = """json_build_object(
+    'trial_index', t.trial_index, 'score', t.score, 'candidate', t.candidate, 'candidate_id', t.candidate_id,
+    'metrics', t.metrics, 'dataset', t.dataset, 'extra', t.extra, 'best_so_far', t.best_so_far,
+    'timestamp', t.created_at)"""
+# The trials of round r (they are contiguous in trial_index: rounds run one after another).
+IN_ROUND = "t.optimization_id = %(id)s AND t.trial_index >= r.first_trial_index" \
+    " AND t.trial_index < r.first_trial_index + r.trial_count"
+
+# A page of rounds, each in the normalized shape built by Postgres as JSON text, which
+# the reply passes through unparsed. One statement, one snapshot: a round's trial_count
+# and its trial rows agree (the projection writes both in one transaction). An open
+# round's best is its best trial so far (the first to reach it); candidates not given at
+# the round's end are its trials' distinct candidates, in order of first appearance.
+HISTORY_PAGE = {
+    direction: f"""
+SELECT r.round_index, r.first_trial_index, r.trial_count, r.remaining, json_build_object(
+    'round_index', r.round_index, 'round_id', r.id,
+    'trials', CASE WHEN %(with_trials)s THEN (
+        SELECT coalesce(json_agg({TRIAL_JSON} ORDER BY t.trial_index), '[]')
+        FROM rm_optimizations.trials t WHERE {IN_ROUND}) ELSE '[]' END,
+    'candidates', coalesce(r.candidates::json, CASE WHEN %(with_trials)s THEN (
+        SELECT coalesce(json_agg(d.candidate ORDER BY d.first), '[]') FROM (
+            SELECT DISTINCT ON (t.candidate_id) t.candidate, t.trial_index AS first
+            FROM rm_optimizations.trials t WHERE {IN_ROUND} AND t.candidate_id IS NOT NULL
+            ORDER BY t.candidate_id, t.trial_index) d) ELSE '[]' END),
+    'best_score', CASE WHEN r.ended_at IS NULL THEN best.score ELSE r.best_score END,
+    'best_candidate', CASE WHEN r.ended_at IS NULL THEN best.candidate ELSE r.best_candidate END,
+    'stop_reason', r.stop_reason, 'stopped', r.stopped, 'best_so_far', r.best_so_far,
+    'timestamp', r.started_at, 'ended_at', r.ended_at,
+    'extra', r.start_extras || coalesce(r.end_extras, '{{}}'),
+    'complete', %(with_trials)s)::text AS entry
 FROM (
-    SELECT round_index, id AS round_id, first_trial_index, trial_count, start_extras, end_extras, best_score,
-           best_candidate, best_so_far, candidates, stop_reason, stopped, started_at, ended_at,
-           sum(trial_count) OVER (ORDER BY round_index) - trial_count AS trials_before,
+    SELECT *, sum(trial_count) OVER (ORDER BY round_index) - trial_count AS trials_before,
            count(*) OVER () AS remaining
     FROM rm_optimizations.rounds WHERE optimization_id = %(id)s AND round_index > %(after)s
 ) r
+LEFT JOIN LATERAL (
+    SELECT t.score, t.candidate FROM rm_optimizations.trials t
+    WHERE {IN_ROUND} AND t.score IS NOT NULL ORDER BY t.score {order}, t.trial_index LIMIT 1
+) best ON r.ended_at IS NULL
 WHERE r.trials_before < %(max_trials)s
 ORDER BY r.round_index LIMIT {MAX_ROUNDS_PER_PAGE}
+"""
+    for direction, order in (("maximize", "DESC"), ("minimize", "ASC"))
+}
+# The trials of one round after a trial index, one JSON text each: for a round too big
+# for one reply, sent over several pages.
+ROUND_TRIALS = f"""
+SELECT t.trial_index, {TRIAL_JSON}::text AS entry FROM rm_optimizations.trials t
+WHERE t.optimization_id = %(id)s AND t.trial_index > %(after_trial)s AND t.trial_index < %(end)s
+ORDER BY t.trial_index LIMIT %(limit)s
 """
 
 
@@ -74,19 +107,54 @@ async def list_optimizations(queries: Queries, user: str, q: o.ListOptimizations
 
 
 async def history(queries: Queries, user: str, q: o.OptimizationHistory) -> dict[str, Any]:
+    """A page of rounds that fits one reply. A round too big for a reply comes over several
+    pages, its parts marked `complete: false` but the last (the client joins them)."""
     optimization = await summary(queries, user, q.optimization_id)
     direction = optimization["direction"]
-    rows = await queries.fetch_all(
-        HISTORY_PAGE,
-        {"id": q.optimization_id, "after": -1 if q.after_round is None else q.after_round, "max_trials": q.max_trials},
+    after_round = -1 if q.after_round is None else q.after_round
+    params = {"id": q.optimization_id, "after": after_round, "max_trials": q.max_trials}
+    reply = {"optimization_id": q.optimization_id, "direction": direction, "next_after_trial": None}
+    if q.after_trial is None:
+        rows = await queries.fetch_all(HISTORY_PAGE[direction], {**params, "with_trials": True})
+        taken, size = [], 0
+        for row in rows:
+            if taken and size + len(row["entry"]) > REPLY_BUDGET:
+                break
+            taken.append(row)
+            size += len(row["entry"])
+        if not rows or len(rows[0]["entry"]) <= REPLY_BUDGET:
+            more = bool(rows) and rows[0]["remaining"] > len(taken)
+            return {
+                **reply,
+                "rounds": [orjson.Fragment(row["entry"]) for row in taken],
+                "next_after_round": taken[-1]["round_index"] if more else None,
+            }
+    return {**reply, **await split_round(queries, direction, params, q.after_trial)}
+
+
+async def split_round(queries: Queries, direction: str, params: dict[str, Any], after_trial: int | None) -> dict[str, Any]:
+    """The next part of the round after `params["after"]`: as many of its trials as fit."""
+    [meta] = (await queries.fetch_all(HISTORY_PAGE[direction], {**params, "with_trials": False, "max_trials": 1}))[:1]
+    start = meta["first_trial_index"] - 1 if after_trial is None else after_trial
+    end = meta["first_trial_index"] + meta["trial_count"]
+    trials = await queries.fetch_all(
+        ROUND_TRIALS, {"id": params["id"], "after_trial": start, "end": end, "limit": MAX_TRIALS_PER_PART}
     )
-    rounds = [o.normalized_round(row, direction) for row in rows]
-    more = bool(rows) and rows[0]["remaining"] > len(rows)
+    taken, size = [], len(meta["entry"])
+    for row in trials:
+        if taken and size + len(row["entry"]) > REPLY_BUDGET:
+            break
+        taken.append(row)
+        size += len(row["entry"])
+    last = taken[-1]["trial_index"] if taken else start
+    complete = last >= end - 1
+    entry = orjson.loads(meta["entry"])
+    entry.update(trials=orjson.Fragment("[" + ",".join(row["entry"] for row in taken) + "]"), complete=complete)
+    more_rounds = meta["remaining"] > 1
     return {
-        "optimization_id": q.optimization_id,
-        "direction": direction,
-        "rounds": rounds,
-        "next_after_round": rounds[-1]["round_index"] if more else None,
+        "rounds": [entry],
+        "next_after_round": (meta["round_index"] if more_rounds else None) if complete else meta["round_index"] - 1,
+        "next_after_trial": None if complete else last,
     }
 
 

@@ -13,6 +13,7 @@ from projections.engine import rebuild
 from projections.lineage import LineageProjection
 from projections.optimizations import OptimizationsProjection
 from services import contract_optimization as o
+from services import queries_optimization
 from services.bootstrap import Chronicle, bootstrap
 from services.client import ChronicleClient, ChronicleError
 from tests.conftest import ClientFactory
@@ -368,3 +369,47 @@ async def test_a_closed_optimization_session_takes_no_more_rounds(client: Chroni
     with pytest.raises(ChronicleError) as refused:
         await state.start_round()
     assert refused.value.code == "conflict"
+
+
+async def test_a_round_too_big_for_one_reply_comes_in_parts(
+    client: ChronicleClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = client.optimization(name="huge round", optimizer="grid", direction="minimize")
+    small = await state.start_round()
+    await state.record_trial(small, candidate={"p": -1}, score=9.0)
+    await state.end_round(small)
+    big = await state.start_round()
+    for n in range(30):
+        await state.record_trial(big, candidate={"p": n, "pad": "x" * 40}, score=float(30 - n) if n % 7 else None)
+    await state.end_round(big, best_score=None)
+    after = await state.start_round()
+    await state.record_trial(after, candidate={"p": 99}, score=0.5)
+    whole = await state.history()
+
+    monkeypatch.setattr(queries_optimization, "REPLY_BUDGET", 1_500)  # a few trials per reply
+    first = await client.optimizations.history_page(state.optimization_id)
+    assert [r.round_index for r in first.rounds] == [0] and first.next_after_round == 0
+    second = await client.optimizations.history_page(state.optimization_id, after_round=0)
+    assert [r.round_index for r in second.rounds] == [1] and not second.rounds[0].complete
+    assert second.next_after_round == 0 and second.next_after_trial == second.rounds[0].trials[-1].trial_index
+    parts = await state.history()
+    assert [r.round_index for r in parts] == [0, 1, 2]
+    assert [t.trial_index for t in parts[1].trials] == list(range(1, 31))
+    assert parts[1].complete and parts[1].best_score == whole[1].best_score == 1.0
+    assert [r.trials for r in parts] == [r.trials for r in whole]
+
+
+async def test_a_population_is_recorded_in_one_request_in_order(client: ChronicleClient) -> None:
+    state = client.optimization(name="population", optimizer="evolutionary")
+    first = await state.start_round()
+    await state.record_trial(first, candidate={"g": 0}, score=0.3)
+    population = [{"candidate": {"g": n}, "score": n / 10, "extra": {"origin": "mutation"}} for n in range(1, 6)]
+    recorded = await state.record_trials(first, population)
+    assert [t.trial_index for t in recorded] == [1, 2, 3, 4, 5]
+    assert [t.best_so_far for t in recorded] == [0.3, 0.3, 0.3, 0.4, 0.5]
+    with pytest.raises(ChronicleError) as invalid:
+        await state.record_trials(first, [{"candidate": {"g": 9}, "score": 1.0}, {"candidate": {"g": 10}, "extra": {"parents": [1]}}])
+    assert invalid.value.code == "invalid" and invalid.value.fields == ["extras.parents"]
+    [entry] = await state.history()
+    assert [t.trial_index for t in entry.trials] == list(range(6)), "the refused batch wrote nothing"
+    assert state.entries()[0]["trials"][-1]["candidate"] == {"g": 5}
