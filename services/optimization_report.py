@@ -3,6 +3,7 @@ best-so-far curve drawn in the terminal, read straight from the read model."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -66,7 +67,8 @@ def render(summary: dict[str, Any], rounds: list[dict[str, Any]]) -> str:
         f"{'round':>5}  {'trials':>6}  {'best':>10}  {'best so far':>11}  {'started':<19}  stop reason",
     ]
     for r in rounds:
-        started = r["timestamp"].strftime("%Y-%m-%d %H:%M:%S") if hasattr(r["timestamp"], "strftime") else str(r["timestamp"])[:19]
+        at = r["timestamp"] if isinstance(r["timestamp"], datetime) else datetime.fromisoformat(r["timestamp"])
+        started = at.strftime("%Y-%m-%d %H:%M:%S")
         lines.append(
             f"{r['round_index']:>5}  {len(r['trials']):>6}  {number(r['best_score']):>10}  {number(r['best_so_far']):>11}"
             f"  {started:<19}  {r['stop_reason'] or ('(open)' if r['ended_at'] is None else '')}"
