@@ -36,3 +36,9 @@ class AuditReader:
     async def timeline(self, scope_id: UUID, **fields: Any) -> a.Timeline:
         request = self._client.build(a.AuditTimeline, scope_id=scope_id, **fields)
         return await self._client.query("audit.timeline", request, a.Timeline)
+
+    async def digests(self, **fields: Any) -> a.DigestPage:
+        """The latest published digests, latest first (any user); `fields`: limit, before_version.
+        Check one against the store with `chronicle audit digest --check POSITION ROOT`."""
+        request = self._client.build(a.ListDigests, **fields)
+        return await self._client.query("audit.digests", request, a.DigestPage)

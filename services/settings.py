@@ -33,6 +33,13 @@ class Settings(BaseSettings):
         default=100_000, ge=0, description="events between VACUUM ANALYZE of a read model when autovacuum is off; 0: never"
     )
     run_projections: bool = Field(default=True, description="run the projection engine in this process")
+    snapshot_every: int = Field(
+        default=500, ge=0, description="snapshot an aggregate each time its version passes a multiple of this; 0: never"
+    )
+    snapshot_keep: int = Field(default=3, ge=0, description="latest snapshots kept per aggregate; 0: all")
     query_wait_timeout: float = Field(default=5.0, gt=0, description="seconds a query waits for min_position")
     query_pool_size: int = Field(default=8, ge=1)
     search_language: str = Field(default="english", description="Postgres text search configuration")
+    digest_interval: float = Field(
+        default=3600, ge=0, description="seconds between audit digests, published only when events arrived; 0: never"
+    )
