@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jwt
 
+from domain.base import SYSTEM_OWNER
 from services.errors import ChronicleError
 
 
@@ -75,6 +76,8 @@ class TokenAuthority:
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
             raise ChronicleError("unauthorized", "token has no subject")
+        if subject == SYSTEM_OWNER:
+            raise ChronicleError("unauthorized", f"subject {SYSTEM_OWNER!r} is reserved for Chronicle itself")
         roles = claims.get("roles", [])
         if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
             raise ChronicleError("unauthorized", "token's roles claim must be a list of names")

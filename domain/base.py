@@ -10,6 +10,10 @@ from pydantic import BaseModel, ConfigDict
 
 from domain.errors import InvalidCommand, NotFound
 
+# The owner of what Chronicle records about itself (erasures, digests): never a user,
+# never erased, its events never sealed with a user's key.
+SYSTEM_OWNER = "chronicle"
+
 
 class DomainEvent(BaseModel):
     """An immutable fact; subclasses name it in the past tense."""

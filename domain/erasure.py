@@ -10,9 +10,8 @@ import uuid
 from datetime import datetime
 from uuid import UUID
 
-from domain.base import Aggregate
+from domain.base import SYSTEM_OWNER, Aggregate
 
-SYSTEM_OWNER = "chronicle"
 SUBJECT_NAMESPACE = UUID("9a3e6d1c-4b7f-4e2a-8c5d-0f1e2d3c4b5a")
 
 

@@ -26,8 +26,10 @@ import orjson
 from eventsourcing.persistence import IntegrityError
 
 from adapters.event_store import EventStore, IdempotencyRecord
+from domain.base import SYSTEM_OWNER
 from services.contract import Command
 from services.errors import ChronicleError, translate
+from services.snapshots import SnapshotTaker
 from services.unit_of_work import AggregateCache, UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -54,7 +56,8 @@ class Submission:
     reply: dict[str, Any] | None = None
     error: ChronicleError | None = None
     events: list[Any] = field(default_factory=list)
-    owners: dict[UUID, str] = field(default_factory=dict)  # aggregate id -> owner, for sealing
+    owners: dict[UUID, str | None] = field(default_factory=dict)  # aggregate id -> owner to seal for
+    saved: dict[UUID, Any] = field(default_factory=dict)  # aggregate id -> the aggregate, for snapshots
     duplicate_of: Submission | None = None
     replayed: bool = False
 
@@ -89,8 +92,10 @@ class CommandBus:
         cache_size: int = 20_000,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_id: Callable[[], UUID] = uuid.uuid4,
+        snapshots: SnapshotTaker | None = None,
     ):
         self.store = store
+        self.snapshots = snapshots
         self.handlers = handlers
         self.max_batch = max_batch
         self.cache = AggregateCache(cache_size)
@@ -102,13 +107,17 @@ class CommandBus:
         self._thread = threading.Thread(target=self._run, name="chronicle-writer", daemon=True)
 
     def start(self) -> None:
+        if self.snapshots is not None:
+            self.snapshots.start()
         self._thread.start()
 
     def stop(self) -> None:
-        """Finish what is queued, then stop the writer thread."""
+        """Finish what is queued, then stop the writer thread (and write its snapshots)."""
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
+        if self.snapshots is not None:
+            self.snapshots.stop()
 
     async def execute(
         self, name: str, payload: Command, user_id: str, idempotency_key: str | None = None
@@ -150,9 +159,11 @@ class CommandBus:
     def _commit_batch(self, batch: list[Submission]) -> None:
         self.batches += 1
         pending = list(batch)
+        saved = False
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
                 self._decide_and_save(pending, replay_all_keys=attempt > 1)
+                saved = True
                 break
             except _Rerun as rerun:
                 self._forget(pending)
@@ -177,6 +188,8 @@ class CommandBus:
             if s.duplicate_of is not None:
                 s.reply, s.error = s.duplicate_of.reply, s.duplicate_of.error
             s.settle()
+        if saved and self.snapshots is not None:
+            self.snapshots.after_commit(saved_aggregates(pending))
 
     def _forget(self, batch: list[Submission]) -> None:
         """Drop cached state the batch may have changed and clear its unsaved decisions."""
@@ -184,7 +197,7 @@ class CommandBus:
         self.cache.evict({i for s in batch for i in s.payload.aggregate_ids()})
         for s in batch:
             s.error, s.reply, s.events, s.duplicate_of, s.replayed = None, None, [], None, False
-            s.owners = {}
+            s.owners, s.saved = {}, {}
 
     def _decide_and_save(self, batch: list[Submission], *, replay_all_keys: bool) -> None:
         keys = [(s.user_id, s.key) for s in batch if s.client_key or replay_all_keys]
@@ -230,7 +243,7 @@ class CommandBus:
             keys = self.store.mapper.keys
             if keys is not None:  # an erased owner gets no new events (and a key is made on first write)
                 for aggregate in uow.touched.values():
-                    if aggregate.pending_events:
+                    if aggregate.pending_events and aggregate.owner != SYSTEM_OWNER:
                         keys.key_for_writing(aggregate.owner)
         except Exception as error:
             s.error = translate(error)
@@ -242,7 +255,9 @@ class CommandBus:
             events = aggregate.collect_events()
             if events:
                 s.events.extend(events)
-                s.owners[aggregate.id] = aggregate.owner
+                # The system's own records (erasures, digests) stay unsealed: no user key to lose.
+                s.owners[aggregate.id] = None if aggregate.owner == SYSTEM_OWNER else aggregate.owner
+                s.saved[aggregate.id] = aggregate
 
     def _save(self, batch: list[Submission]) -> None:
         decided = [s for s in batch if s.reply is not None and s.error is None and not s.replayed]
@@ -262,3 +277,15 @@ class CommandBus:
             ]
 
         self.store.recorder.record(stored, replies_at)
+
+
+def saved_aggregates(batch: list[Submission]) -> list[tuple[Any, int]]:
+    """Each aggregate a committed batch changed, with its version before the batch."""
+    before: dict[UUID, int] = {}
+    aggregates: dict[UUID, Any] = {}
+    for s in batch:
+        for event in s.events:
+            version = event.originator_version - 1
+            before[event.originator_id] = min(before.get(event.originator_id, version), version)
+        aggregates.update(s.saved)
+    return [(aggregates[i], version) for i, version in before.items() if i in aggregates]

@@ -11,9 +11,9 @@ from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from domain.base import MAX_TAG_LENGTH, MAX_TAGS
+from domain.base import MAX_TAG_LENGTH, MAX_TAGS, SYSTEM_OWNER
 from domain.conversation import MAX_CONTENT, MAX_EMBEDDING_PROVIDER, MAX_MESSAGE_TYPE, MAX_TITLE
 from domain.hitl import MAX_CHECKPOINT_TYPE, MAX_PROMPT, MAX_STEP, HistoryWindow
 from domain.session import MAX_SESSION_DESCRIPTION, MAX_SESSION_NAME, SESSION_KINDS
@@ -245,6 +245,13 @@ class EraseUser(Command):
     """Admin: destroy a user's data key (crypto-shredding); see services/erasure.py."""
 
     user_id: text(200)  # type: ignore[valid-type]
+
+    @field_validator("user_id")
+    @classmethod
+    def not_the_system(cls, user_id: str) -> str:
+        if user_id == SYSTEM_OWNER:
+            raise ValueError(f"{SYSTEM_OWNER!r} is Chronicle itself, not a user")
+        return user_id
 
 
 def hitl_stream(prefix: str) -> str:

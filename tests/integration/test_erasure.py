@@ -72,6 +72,9 @@ async def test_erasing_a_user_shreds_content_and_keeps_the_audit_trail(
     assert erased["erased"] is True
     again = await admin.request("cmd.user.erase", {"user_id": user})
     assert again["erased"] is False
+    with pytest.raises(ChronicleError) as system:
+        await admin.request("cmd.user.erase", {"user_id": "chronicle"})
+    assert system.value.code == "invalid" and system.value.fields == ["user_id"]
 
     # Every read model drops the user's rows (once it has applied the erasure).
     bob.observed(erased["position"])

@@ -40,12 +40,21 @@ def test_an_expired_token_is_refused_even_after_it_was_verified() -> None:
         {"Authorization": "Basic abc"},
         bearer(jwt.encode({"sub": "alice"}, "another-secret-another-secret-another", algorithm="HS256")),
         bearer(jwt.encode({"name": "no subject"}, SECRET, algorithm="HS256")),
+        bearer(jwt.encode({"sub": "chronicle"}, SECRET, algorithm="HS256")),  # reserved for the system
+        bearer(jwt.encode({"sub": "alice", "roles": "auditor"}, SECRET, algorithm="HS256")),  # roles must be a list
     ],
 )
 def test_bad_tokens_are_unauthorized(header: dict[str, str]) -> None:
     with pytest.raises(ChronicleError) as raised:
         TokenAuthority(secret=SECRET).user_of(header)
     assert raised.value.code == "unauthorized"
+
+
+def test_roles_ride_along_with_the_user_id() -> None:
+    authority = TokenAuthority(secret=SECRET)
+    caller = authority.user_of(bearer(authority.issue("carol", claims={"roles": ["auditor"]})))
+    assert caller == "carol" and caller.roles == frozenset({"auditor"})
+    assert authority.user_of(bearer(authority.issue("dave"))).roles == frozenset()
 
 
 def test_rs256_tokens_verify_with_the_public_key() -> None:
