@@ -1,9 +1,11 @@
 """Runs projections: batches of events applied with their tracking position in one transaction.
 
-A runner wakes on Postgres NOTIFY (re-listening when that connection drops), reads the
-notification log after its position, applies a batch, and commits the rows with the new
-position, so a crash never double-applies or skips an event. The tracking row is locked
-for each batch, so two runners (or a runner and a rebuild) serialise instead of racing.
+The engine's Tail wakes on Postgres NOTIFY (re-listening when that connection drops),
+reads the notification log after the live projections' positions, applies a batch to
+each, and commits the rows with the new positions, so a crash never double-applies or
+skips an event. The tracking rows are locked for each batch, so two engines (or an
+engine and a rebuild) serialise instead of racing. Rebuilds and verification use one
+projection's Batcher.
 """
 
 from __future__ import annotations
@@ -42,6 +44,28 @@ NEXT_EVENTS = SQL(
 SET_TRACKING_AND_NOTIFY = SQL(
     "UPDATE chronicle.projections SET position = %(position)s, version = %(version)s, updated_at = now()"
     " WHERE name = %(name)s RETURNING pg_notify(%(channel)s, name || ':' || position)"
+)
+# The same for every live projection at once: lock their tracking rows (in name order, so
+# two engines cannot deadlock) and read the next events any of them wants after the
+# lowest position.
+NEXT_EVENTS_OF_ALL = SQL(
+    "WITH tracking AS (SELECT name, position FROM chronicle.projections WHERE name = ANY(%(names)s)"
+    "  ORDER BY name FOR UPDATE),"
+    " low AS (SELECT coalesce(min(position), 0) AS position, array_agg(name) AS names,"
+    "  array_agg(position) AS positions FROM tracking),"
+    " head AS (SELECT coalesce(max(notification_id), 0) AS head FROM chronicle.events),"
+    " no_fsync AS (SELECT set_config('synchronous_commit', 'off', true))"
+    " SELECT low.names, low.positions, head.head, e.notification_id, e.originator_id, e.originator_version,"
+    " e.topic, e.state FROM low CROSS JOIN head CROSS JOIN no_fsync LEFT JOIN LATERAL ("
+    "  SELECT * FROM chronicle.events ev WHERE ev.notification_id > low.position"
+    "  AND ev.notification_id <= head.head AND ev.topic = ANY(%(topics)s)"
+    "  ORDER BY ev.notification_id LIMIT %(limit)s) e ON true"
+)
+SET_TRACKINGS_AND_NOTIFY = SQL(
+    "UPDATE chronicle.projections p SET position = d.position, version = d.version, updated_at = now()"
+    " FROM unnest(%(names)s::text[], %(positions)s::bigint[], %(versions)s::int[]) AS d(name, position, version)"
+    " WHERE p.name = d.name AND (p.position, p.version) IS DISTINCT FROM (d.position, d.version)"
+    " RETURNING pg_notify(%(channel)s, p.name || ':' || p.position)"
 )
 HEAD = SQL("SELECT coalesce(max(notification_id), 0) FROM chronicle.events")
 LOCK_TRACKING = SQL("SELECT position, version FROM chronicle.projections WHERE name = %s FOR UPDATE")
@@ -292,25 +316,14 @@ class Wakeup:
 
 
 class Runner:
-    """Keeps one projection's live read model up to date, in its own thread."""
+    """One live projection as the engine keeps it: its batcher and what it has applied."""
 
-    def __init__(
-        self,
-        target: PostgresTarget,
-        projection: Projection,
-        wake: threading.Event,
-        stop: threading.Event,
-        batch_size: int,
-        poll_interval: float = 2.0,
-    ):
+    def __init__(self, target: PostgresTarget, projection: Projection, batch_size: int):
         self.target = target
         self.projection = projection
         self.batcher = Batcher(projection, projection.name, batch_size, KeyRing.shared(target))
-        self.wake = wake
-        self.stop = stop
-        self.poll_interval = poll_interval
-        self.applied = 0  # events applied by this runner, read by the janitor
-        self.thread = threading.Thread(target=self._run, name=f"projection-{projection.name}", daemon=True)
+        self.topics = frozenset(self.batcher.topics)
+        self.applied = 0  # events applied, read by the janitor
 
     def prepare(self) -> None:
         """Build the read model when it is missing or the code's version changed."""
@@ -326,29 +339,139 @@ class Runner:
                 **self.projection.options,
             )
 
+
+class Tail:
+    """Keeps every live read model up to date in one thread, one transaction per batch.
+
+    Each event is read and decoded once and applied to every projection that wants it and
+    has not seen it; all their rows and positions commit together. A projection that fails
+    on a batch makes that batch be applied projection by projection instead, so the
+    others keep going while it is retried.
+    """
+
+    def __init__(self, target: PostgresTarget, runners: list[Runner], wake: threading.Event, stop: threading.Event,
+                 batch_size: int, poll_interval: float = 2.0):
+        self.target = target
+        self.runners = runners
+        self.wake = wake
+        self.stop = stop
+        self.batch_size = batch_size
+        self.poll_interval = poll_interval
+        self.names = [r.projection.name for r in runners]
+        self.topics = sorted(set().union(*(r.topics for r in runners)))
+        self.mapper = PydanticMapper(keys=KeyRing.shared(target))
+        self.thread = threading.Thread(target=self._run, name="projections", daemon=True)
+
     def _run(self) -> None:
         backoff = 0.1
         while not self.stop.is_set():
             try:
-                self.prepare()
+                self._prepare_all()
                 with self.target.connect(autocommit=True) as conn:
                     backoff = 0.1
                     while not self.stop.is_set():
                         self.wake.clear()
-                        count, _ = self.batcher.apply_batch(conn)
-                        self.applied += count
-                        if count < self.batcher.batch_size:
+                        if self._apply_batch(conn) < self.batch_size:
                             self.wake.wait(self.poll_interval)
             except (psycopg.OperationalError, psycopg.InterfaceError) as error:
-                log.warning(
-                    "projection connection lost; retrying",
-                    extra={"projection": self.projection.name, "error_type": type(error).__name__},
-                )
+                log.warning("projection connection lost; retrying", extra={"error_type": type(error).__name__})
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
-            except Exception:  # an event this projection cannot apply: loud, and retried slowly
-                log.exception("projection failed; retrying", extra={"projection": self.projection.name})
+            except Exception:  # a read model that cannot be built: loud, and retried slowly
+                log.exception("preparing read models failed; retrying")
                 self.stop.wait(5.0)
+
+    def _prepare_all(self) -> None:
+        """Build missing or outdated read models side by side before following the log;
+        the first failure is raised here (a lost connection is then retried)."""
+        failures: list[BaseException] = []
+
+        def prepare(runner: Runner) -> None:
+            try:
+                runner.prepare()
+            except BaseException as error:  # handed to the caller's thread
+                failures.append(error)
+
+        threads = [threading.Thread(target=prepare, args=(r,), name=f"prepare-{r.projection.name}") for r in self.runners]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
+
+    def _apply_batch(self, conn: psycopg.Connection) -> int:
+        try:
+            with conn.transaction():
+                return self._apply_batch_in(conn)
+        except (psycopg.OperationalError, psycopg.InterfaceError):
+            raise
+        except Exception:  # some projection cannot apply an event: isolate it
+            log.exception("combined projection batch failed; applying projection by projection")
+            return self._apply_one_by_one(conn)
+
+    def _apply_batch_in(self, conn: psycopg.Connection) -> int:
+        with conn.cursor() as cur:
+            found = cur.execute(
+                NEXT_EVENTS_OF_ALL,
+                {"names": self.names, "topics": self.topics, "limit": self.batch_size},
+                prepare=True,
+            ).fetchall()
+            names, positions, head = found[0][0] or [], found[0][1] or [], found[0][2]
+            position = dict(zip(names, positions, strict=True))
+            missing = [r for r in self.runners if r.projection.name not in position]
+            for runner in missing:  # a tracking row not there yet (first start)
+                runner.batcher.ensure_tracking(conn)
+            if missing:
+                return 0
+            events = [row[3:] for row in found if row[3] is not None]
+            wanting = [r for r in self.runners if position[r.projection.name] < head]
+            if not wanting:
+                return 0
+            batches = {r.projection.name: r.projection.batch(cur) for r in wanting}
+            for notification_id, originator_id, version, topic, state in events:
+                readers = [r for r in wanting if topic in r.topics and notification_id > position[r.projection.name]]
+                if not readers:
+                    continue
+                try:
+                    event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
+                except ErasedContent:
+                    continue  # its owner was erased: nothing of it belongs in a read model
+                for runner in readers:
+                    runner.projection.apply(batches[runner.projection.name], event, notification_id)
+                    runner.applied += 1
+            for batch in batches.values():
+                batch.flush()
+            # A short batch means nothing any projection wants exists up to head.
+            reached = events[-1][0] if len(events) == self.batch_size else head
+            cur.execute(
+                SET_TRACKINGS_AND_NOTIFY,
+                {
+                    "names": [r.projection.name for r in wanting],
+                    "positions": [max(position[r.projection.name], reached) for r in wanting],
+                    "versions": [r.projection.version for r in wanting],
+                    "channel": PROGRESS_CHANNEL,
+                },
+                prepare=True,
+            )
+            return len(events)
+
+    def _apply_one_by_one(self, conn: psycopg.Connection) -> int:
+        applied, failed = 0, False
+        for runner in self.runners:
+            try:
+                count, _ = runner.batcher.apply_batch(conn)
+                runner.applied += count
+                applied = max(applied, count)
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                raise
+            except Exception:  # an event this projection cannot apply: loud, and retried slowly
+                log.exception("projection failed; retrying", extra={"projection": runner.projection.name})
+                failed = True
+                runner.prepare()  # its read model may be gone (dropped by hand): build it again
+        if failed:
+            self.stop.wait(5.0)
+        return applied
 
 
 class Janitor:
@@ -382,30 +505,28 @@ class Janitor:
 
 
 class ProjectionEngine:
-    """Starts a runner per projection, the shared NOTIFY listener and the janitor."""
+    """Follows the log for every live projection (one Tail thread), with the shared NOTIFY
+    listener and the janitor."""
 
     def __init__(
         self, target: PostgresTarget, projections: list[Projection], batch_size: int, vacuum_every: int = 100_000
     ):
         self.stop_event = threading.Event()
         self.wakeup = Wakeup(target, self.stop_event)
-        self.runners = [
-            Runner(target, p, self.wakeup.subscribe(), self.stop_event, batch_size) for p in projections
-        ]
+        self.runners = [Runner(target, p, batch_size) for p in projections]
+        self.tail = Tail(target, self.runners, self.wakeup.subscribe(), self.stop_event, batch_size)
         self.janitor = Janitor(target, self.runners, self.stop_event, vacuum_every) if vacuum_every else None
 
     def start(self) -> None:
         self.wakeup.thread.start()
-        for runner in self.runners:
-            runner.thread.start()
+        self.tail.thread.start()
         if self.janitor is not None:
             self.janitor.thread.start()
 
     def stop(self) -> None:
         self.stop_event.set()
-        for runner in self.runners:
-            runner.wake.set()
-            runner.thread.join(timeout=10)
+        self.tail.wake.set()
+        self.tail.thread.join(timeout=10)
         self.wakeup.thread.join(timeout=5)
         if self.janitor is not None:
             self.janitor.thread.join(timeout=60)
