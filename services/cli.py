@@ -14,6 +14,7 @@ from services import logs
 from services.settings import Settings
 
 if TYPE_CHECKING:
+    from adapters.postgres import PostgresTarget
     from projections.base import Projection
 
 log = logging.getLogger("chronicle")
@@ -86,12 +87,18 @@ def chosen_projections(names: list[str]) -> list[type[Projection]]:
 
 
 def projections_rebuild(settings: Settings, names: list[str]) -> None:
+    chosen = chosen_projections(names)
+    with database(settings) as target:
+        rebuild_read_models(settings, target, chosen)
+
+
+def rebuild_read_models(settings: Settings, target: PostgresTarget, chosen: list[type[Projection]]) -> None:
+    """Rebuild these read models from the first event, one progress bar each."""
     from tqdm import tqdm
 
     from projections.engine import rebuild_all
     from services.bootstrap import projection_options
 
-    chosen = chosen_projections(names)
     bars = {
         p.name: tqdm(desc=f"rebuild {p.name}", unit="pos", total=0, position=i, file=sys.stderr)
         for i, p in enumerate(chosen)
@@ -102,13 +109,12 @@ def projections_rebuild(settings: Settings, names: list[str]) -> None:
         bars[name].n = done
         bars[name].refresh()
 
-    with database(settings) as target:
-        applied = rebuild_all(
-            target,
-            [(p, projection_options(settings, p)) for p in chosen],
-            batch_size=settings.projection_batch_size,
-            progress=progress,
-        )
+    applied = rebuild_all(
+        target,
+        [(p, projection_options(settings, p)) for p in chosen],
+        batch_size=settings.projection_batch_size,
+        progress=progress,
+    )
     for bar in bars.values():
         bar.close()
     for name, count in applied.items():
@@ -272,6 +278,61 @@ def erase_user_command(settings: Settings, user: str) -> None:
     print(f"user {user}: {'erased' if reply['erased'] else 'was already erased'} (key destroyed)")
 
 
+def export_command(settings: Settings, user: str | None, session: str | None, since: str | None, output: str | None) -> None:
+    """Write the chosen events as JSON lines (an audit log) to OUTPUT or stdout, with progress."""
+    import uuid
+    from datetime import UTC, datetime
+
+    from tqdm import tqdm
+
+    from services.audit_export import ExportScope, export_events
+
+    try:
+        session_id = uuid.UUID(session) if session else None
+        since_time = datetime.fromisoformat(since) if since else None
+    except ValueError as error:
+        sys.exit(f"export: {error}")
+    if since_time is not None and since_time.tzinfo is None:
+        since_time = since_time.replace(tzinfo=UTC)
+    bar = tqdm(desc="export", unit="event", file=sys.stderr)
+
+    def total(count: int) -> None:
+        bar.total = count
+        bar.refresh()
+
+    with database(settings) as target, (open(output, "wb") if output else contextlib.nullcontext(sys.stdout.buffer)) as out:
+        written = export_events(
+            target, ExportScope(user, session_id, since_time), out, on_total=total, on_progress=bar.update
+        )
+    bar.close()
+    print(f"export: {written} events written to {output or 'stdout'}", file=sys.stderr)
+
+
+def import_command(settings: Settings, path: str) -> None:
+    """Load an exported audit log into an empty store, then rebuild every read model."""
+    from tqdm import tqdm
+
+    from services.audit_import import NotALog, StoreNotEmpty, check_log, import_events
+    from services.bootstrap import PROJECTIONS
+
+    try:
+        with open(path, "rb") as lines:
+            total = check_log(lines)
+    except (OSError, NotALog) as error:
+        sys.exit(f"import: {path}: {error}")
+    with database(settings) as target:
+        with open(path, "rb") as lines, tqdm(desc="import", unit="event", total=total, file=sys.stderr) as bar:
+            try:
+                report = import_events(target, lines, on_progress=bar.update)
+            except StoreNotEmpty as error:
+                sys.exit(f"import refused: {error}")
+        print(
+            f"import: {report.events} events appended ({report.erased_events} of"
+            f" {len(report.erased_owners)} erased users kept erased); rebuilding read models"
+        )
+        rebuild_read_models(settings, target, PROJECTIONS)
+
+
 def optimizations_show(settings: Settings, ident: str) -> None:
     import uuid
 
@@ -327,6 +388,15 @@ def parser() -> argparse.ArgumentParser:
     )
     eu = sub.add_parser("erase-user", help="erase a user: destroy their data key (crypto-shredding)")
     eu.add_argument("user")
+    ex = sub.add_parser("export", help="write an audit log as JSON lines (one event a line, with its hash)")
+    what = ex.add_mutually_exclusive_group(required=True)
+    what.add_argument("--user", metavar="U", help="every aggregate owned by user U")
+    what.add_argument("--session", metavar="S", help="everything in session (or conversation) S")
+    what.add_argument("--all", action="store_true", help="every event")
+    ex.add_argument("--since", metavar="T", help="only events at or after T (ISO 8601)")
+    ex.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    im = sub.add_parser("import", help="load an exported audit log into an empty store, then rebuild read models")
+    im.add_argument("file", metavar="FILE")
     opt = sub.add_parser("optimizations", help="inspect optimization histories")
     osub = opt.add_subparsers(dest="optimizations_command", required=True, metavar="ACTION")
     show = osub.add_parser("show", help="an optimization's rounds as a table and its best-so-far curve")
@@ -352,6 +422,10 @@ def main(argv: list[str] | None = None) -> None:
         audit_verify(settings, args.stream)
     elif args.command == "erase-user":
         erase_user_command(settings, args.user)
+    elif args.command == "export":
+        export_command(settings, args.user, args.session, args.since, args.output)
+    elif args.command == "import":
+        import_command(settings, args.file)
     elif args.command == "optimizations":
         optimizations_show(settings, args.optimization_id)
     elif args.projections_command == "status":
