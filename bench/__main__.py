@@ -24,7 +24,8 @@ def parser() -> argparse.ArgumentParser:
         ),
         epilog="Defaults are the full scale (about 10-20 minutes on 2 cores); --quick takes about a minute. "
         "`python -m bench hitl --help`: the HITL signal latency benchmark; "
-        "`python -m bench optimization --help`: trial.record throughput and optimizations.history.",
+        "`python -m bench optimization --help`: trial.record throughput and optimizations.history; "
+        "`python -m bench snapshots --help`: loading and auditing a 10,000-event aggregate.",
     )
     scale = p.add_argument_group("scale")
     scale.add_argument("--quick", action="store_true",
@@ -94,6 +95,11 @@ def main(argv: list[str] | None = None) -> None:
         from bench.optimization import main as optimization_main
 
         optimization_main(argv[1:])
+        return
+    if argv[:1] == ["snapshots"]:  # `./dev bench snapshots`: a 10,000-event aggregate, with and without
+        from bench.snapshots import main as snapshots_main
+
+        snapshots_main(argv[1:])
         return
     args = parser().parse_args(argv)
     plan = plan_from(args)

@@ -7,7 +7,8 @@ from typing import Any, Literal
 from uuid import UUID
 
 from domain.base import Aggregate, check_text, normalise_tags
-from domain.hitl import HumanInTheLoop
+from domain.hitl import Checkpoint, HumanInTheLoop
+from domain.snapshot import AggregateState
 
 MAX_TITLE = 500
 MAX_CONTENT = 10_000
@@ -35,6 +36,17 @@ class Conversation(HumanInTheLoop, Aggregate):
     (Plain attributes set by the events' apply methods: class-level annotations would
     make eventsourcing generate an __init__ that expects them.)
     """
+
+    class State(AggregateState):
+        """What a snapshot keeps (domain/snapshot.py): every attribute the events set."""
+
+        title: str
+        title_derived: bool
+        tags: tuple[str, ...]
+        session_id: UUID | None
+        message_count: int
+        deleted: bool
+        checkpoints: dict[str, Checkpoint]
 
     class Started(Aggregate.Created):
         title: str

@@ -8,7 +8,8 @@ from uuid import UUID
 
 from domain.base import Aggregate, check_text, normalise_tags
 from domain.errors import Conflict
-from domain.optimization import Optimizing
+from domain.optimization import OptimizationState, Optimizing
+from domain.snapshot import AggregateState
 
 MAX_SESSION_NAME = 500
 MAX_SESSION_DESCRIPTION = 10_000
@@ -22,6 +23,17 @@ class SessionClosed(Conflict):
 class Session(Optimizing, Aggregate):
     """State: owner, name, description, kind, tags, metadata, closed, optimization (set by
     apply methods; `optimization` only for kind `optimization`, see domain/optimization.py)."""
+
+    class State(AggregateState):
+        """What a snapshot keeps (domain/snapshot.py): every attribute the events set."""
+
+        name: str
+        description: str
+        kind: str
+        tags: tuple[str, ...]
+        metadata: dict[str, Any]
+        closed: bool
+        optimization: OptimizationState | None
 
     class Created(Aggregate.Created):
         name: str

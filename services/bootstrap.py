@@ -44,6 +44,7 @@ from services.hitl_coordinator import SIGNAL_TOPICS, ExpirySweeper, SignalRelay
 from services.positions import ProjectionPositions
 from services.queries import Queries
 from services.settings import Settings
+from services.snapshots import SnapshotTaker
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +171,7 @@ async def bootstrap(
             cache_size=settings.aggregate_cache_size,
             clock=clock,
             new_id=new_id,
+            snapshots=SnapshotTaker(store, settings.snapshot_every, settings.snapshot_keep),
         )
         bus.start()
         stack.callback(bus.stop)

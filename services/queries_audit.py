@@ -20,6 +20,7 @@ from pydantic_core import to_jsonable_python
 from adapters.auth import AUDITOR
 from adapters.event_store import OWNER_FIELD, SEALED_FIELD, ErasedContent, PydanticMapper
 from adapters.keys import KeyRing
+from adapters.snapshots import SNAPSHOT_COLUMNS, SnapshotCodec, SnapshotUnreadable, stored_snapshot
 from services import contract_audit as a
 from services.errors import ChronicleError
 from services.queries import Queries
@@ -81,6 +82,7 @@ class Audit:
         self.queries = queries
         self.record_read = record_read
         self.decoder = Decoder(keys)
+        self.snapshots = SnapshotCodec(self.decoder.mapper)
 
     async def _check_reader(self, caller: str, owner: str, what: str, aggregate_id: UUID, **point: Any) -> None:
         if caller == owner:
@@ -120,17 +122,35 @@ class Audit:
     async def state_at(
         self, aggregate_id: UUID, at_version: int | None, at_time: datetime | None
     ) -> tuple[Any, int | None]:
-        """The aggregate as it was after `at_version`, or after its last event at or before `at_time`."""
-        rows = await self.queries.fetch_all(
-            f"SELECT {EVENT_COLUMNS} FROM chronicle.events WHERE originator_id = %s"
-            " AND (%s::bigint IS NULL OR originator_version <= %s) ORDER BY originator_version",
-            (aggregate_id, at_version, at_version),
-        )
-        return await asyncio.to_thread(self._fold, rows, at_time)
+        """The aggregate as it was after `at_version`, or after its last event at or before `at_time`.
 
-    def _fold(self, rows: list[dict[str, Any]], at_time: datetime | None) -> tuple[Any, int | None]:
-        aggregate = None
-        version = None
+        Folding starts from the latest snapshot at or before that point (its `modified_on`
+        is its last event's time; an aggregate's event times never go back), or from the
+        first event when there is none or it cannot be read."""
+        snapshot = await self.queries.fetch_one(
+            f"SELECT {SNAPSHOT_COLUMNS} FROM chronicle.snapshots WHERE originator_id = %s"
+            " AND (%s::bigint IS NULL OR originator_version <= %s) AND (%s::timestamptz IS NULL OR modified_on <= %s)"
+            " ORDER BY originator_version DESC LIMIT 1",
+            (aggregate_id, at_version, at_version, at_time, at_time),
+        )
+        start = None
+        if snapshot is not None:
+            try:
+                start = await asyncio.to_thread(self.snapshots.decode, stored_snapshot(snapshot))
+            except ErasedContent:
+                return None, None  # the owner was erased: there is no state to show
+            except SnapshotUnreadable:
+                start = None
+        rows = await self.queries.fetch_all(
+            f"SELECT {EVENT_COLUMNS} FROM chronicle.events WHERE originator_id = %s AND originator_version > %s"
+            " AND (%s::bigint IS NULL OR originator_version <= %s) ORDER BY originator_version",
+            (aggregate_id, start.version if start is not None else 0, at_version, at_version),
+        )
+        return await asyncio.to_thread(self._fold, rows, at_time, start)
+
+    def _fold(self, rows: list[dict[str, Any]], at_time: datetime | None, start: Any = None) -> tuple[Any, int | None]:
+        aggregate = start
+        version = start.version if start is not None else None
         for row in rows:
             try:
                 event = self.decoder.event(row)

@@ -36,7 +36,9 @@ class Settings(BaseSettings):
     snapshot_every: int = Field(
         default=500, ge=0, description="snapshot an aggregate each time its version passes a multiple of this; 0: never"
     )
-    snapshot_keep: int = Field(default=3, ge=0, description="latest snapshots kept per aggregate; 0: all")
+    snapshot_keep: int = Field(
+        default=0, ge=0, description="latest snapshots kept per aggregate; 0: all (an audit at any version starts near it)"
+    )
     query_wait_timeout: float = Field(default=5.0, gt=0, description="seconds a query waits for min_position")
     query_pool_size: int = Field(default=8, ge=1)
     search_language: str = Field(default="english", description="Postgres text search configuration")
