@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from typing import Any
 from uuid import UUID
 
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 RELAY_NAME = "hitl_signals"
 SIGNAL_TOPICS = [get_topic(HitlPaused), get_topic(HitlResumed), get_topic(HitlExpired)]
 BATCH = 100
+STREAMS_KEPT = 256
+SIGNAL_STREAM_EVENTS = (Conversation.MessageAdded, HitlPaused, HitlResumed, HitlExpired)
 
 
 def message_of(event: Conversation.MessageAdded) -> dict[str, Any]:
@@ -76,6 +79,7 @@ class SignalRelay(Background):
         self.prefix = prefix
         self.stream = c.hitl_stream(prefix)
         self.mapper = PydanticMapper(keys=keys)
+        self._streams: OrderedDict[UUID, tuple[int, list[Any]]] = OrderedDict()
 
     async def start(self) -> None:
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
@@ -144,16 +148,26 @@ class SignalRelay(Background):
             return len(events)
 
     async def _stream(self, conn: psycopg.AsyncConnection, conversation_id: UUID, up_to: int) -> list[Any]:
-        cur = await conn.execute(
-            "SELECT originator_version, topic, state FROM chronicle.events"
-            " WHERE originator_id = %s AND originator_version <= %s ORDER BY originator_version",
-            (conversation_id, up_to),
-            prepare=True,
-        )
-        return [
-            self.mapper.to_domain_event(StoredEvent(conversation_id, version, topic, state))
-            for version, topic, state in await cur.fetchall()
-        ]
+        """The conversation's messages and checkpoint events up to version `up_to`. What was
+        read for an earlier signal is kept (a few hundred conversations), so a signal
+        reads and decrypts only the events since, not the whole conversation again."""
+        seen_version, kept = self._streams.pop(conversation_id, (0, []))
+        if seen_version < up_to:
+            cur = await conn.execute(
+                "SELECT originator_version, topic, state FROM chronicle.events WHERE originator_id = %s"
+                " AND originator_version > %s AND originator_version <= %s ORDER BY originator_version",
+                (conversation_id, seen_version, up_to),
+                prepare=True,
+            )
+            for version, topic, state in await cur.fetchall():
+                event = self.mapper.to_domain_event(StoredEvent(conversation_id, version, topic, state))
+                if isinstance(event, SIGNAL_STREAM_EVENTS):
+                    kept.append(event)
+            seen_version = up_to
+        self._streams[conversation_id] = (seen_version, kept)
+        while len(self._streams) > STREAMS_KEPT:
+            self._streams.popitem(last=False)
+        return [event for event in kept if event.originator_version <= up_to]
 
 
 class ExpirySweeper(Background):
