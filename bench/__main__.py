@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from bench.run import Plan, run
@@ -25,7 +26,8 @@ def parser() -> argparse.ArgumentParser:
         epilog="Defaults are the full scale (about 10-20 minutes on 2 cores); --quick takes about a minute. "
         "`python -m bench hitl --help`: the HITL signal latency benchmark; "
         "`python -m bench optimization --help`: trial.record throughput and optimizations.history; "
-        "`python -m bench snapshots --help`: loading and auditing a 10,000-event aggregate.",
+        "`python -m bench snapshots --help`: loading and auditing a 10,000-event aggregate; "
+        "`python -m bench audit --help`: hash-chain verification and export rates.",
     )
     scale = p.add_argument_group("scale")
     scale.add_argument("--quick", action="store_true",
@@ -84,22 +86,19 @@ def plan_from(args: argparse.Namespace) -> Plan:
     )
 
 
+# `./dev bench NAME [ARGS]`: benchmarks with their own options, each a module with main(argv).
+SUITES = {
+    "hitl": "bench.hitl",  # HITL signal latency
+    "optimization": "bench.optimization",  # trial.record throughput, optimizations.history
+    "snapshots": "bench.snapshots",  # loading and auditing a 10,000-event aggregate
+    "audit": "bench.audit",  # hash-chain verification and export rates
+}
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["hitl"]:  # `./dev bench hitl`: the HITL signal benchmark
-        from bench.hitl import main as hitl_main
-
-        hitl_main(argv[1:])
-        return
-    if argv[:1] == ["optimization"]:  # `./dev bench optimization`: trial.record and history
-        from bench.optimization import main as optimization_main
-
-        optimization_main(argv[1:])
-        return
-    if argv[:1] == ["snapshots"]:  # `./dev bench snapshots`: a 10,000-event aggregate, with and without
-        from bench.snapshots import main as snapshots_main
-
-        snapshots_main(argv[1:])
+    if argv[:1] and argv[0] in SUITES:  # `./dev bench hitl ...`: a suite of its own
+        importlib.import_module(SUITES[argv[0]]).main(argv[1:])
         return
     args = parser().parse_args(argv)
     plan = plan_from(args)

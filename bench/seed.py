@@ -21,6 +21,7 @@ from operator import attrgetter
 from typing import Any
 
 from adapters.event_store import EventStore
+from adapters.keys import KeyRing
 from adapters.postgres import PostgresTarget
 from bench.corpus import Corpus
 from domain.conversation import Conversation
@@ -164,13 +165,14 @@ def seed(
     """Insert the whole history; returns what was seeded and how fast."""
     scale.check()
     dataset = Dataset(users=[f"bench-user-{i:04d}" for i in range(scale.users)])
-    store = EventStore(target, pool_size=1)
+    keys = KeyRing(target)
+    store = EventStore(target, pool_size=1, keys=keys)  # sealed per owner, as the service writes
     started = time.perf_counter()
     in_flight: deque[Future[Any]] = deque()
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-insert") as inserter:
             for batch in batched(generate(scale, seed, dataset), batch_size):
-                stored = [store.mapper.to_stored_event(event) for event in batch]
+                stored = [store.mapper.to_stored_event(e, dataset.owner_of[e.originator_id]) for e in batch]
                 in_flight.append(inserter.submit(store.recorder.record, stored, lambda ids: []))
                 dataset.events += len(stored)
                 while len(in_flight) >= INSERTS_IN_FLIGHT:
@@ -180,5 +182,6 @@ def seed(
                 in_flight.popleft().result()
     finally:
         store.close()
+        keys.close()
     dataset.seconds = time.perf_counter() - started
     return dataset

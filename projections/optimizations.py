@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
@@ -17,6 +18,23 @@ from projections.batch import Batch, Rows, Totals, columns
 
 def jsonb(value: Any) -> Jsonb | None:
     return None if value is None else Jsonb(value)
+
+
+def trial_entry(e: Trial.Recorded) -> str:
+    """The trial as optimizations.history shows it (contract_optimization.TrialEntry), as JSON."""
+    return orjson.dumps(
+        {
+            "trial_index": e.trial_index,
+            "score": e.score,
+            "candidate": e.candidate.payload if e.candidate else None,
+            "candidate_id": e.candidate.id if e.candidate else None,
+            "metrics": e.metrics,
+            "dataset": e.dataset,
+            "extra": e.extras,
+            "best_so_far": e.best_so_far,
+            "timestamp": e.timestamp,
+        }
+    ).decode()
 
 
 def later_totals(earlier: tuple[Any, ...], later: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -34,7 +52,7 @@ def later_totals(earlier: tuple[Any, ...], later: tuple[Any, ...]) -> tuple[Any,
 
 class OptimizationsProjection(Projection):
     name = "optimizations"
-    version = 1
+    version = 2
     tables = """
     CREATE TABLE {schema}.optimizations (
         id uuid PRIMARY KEY,
@@ -89,6 +107,7 @@ class OptimizationsProjection(Projection):
         best_so_far double precision,
         improved boolean NOT NULL,
         created_at timestamptz NOT NULL,
+        entry text NOT NULL,  -- the trial in the history's shape, as JSON: a history page only joins them
         PRIMARY KEY (optimization_id, trial_index)
     );
     CREATE INDEX ON {schema}.trials (optimization_id, candidate_id);
@@ -106,7 +125,7 @@ class OptimizationsProjection(Projection):
         self.new_trials = Rows(
             self.copier(
                 "COPY {schema}.trials (optimization_id, trial_index, id, round_index, candidate_id, candidate_kind,"
-                " candidate, score, metrics, dataset, extra, best_so_far, improved, created_at) FROM STDIN"
+                " candidate, score, metrics, dataset, extra, best_so_far, improved, created_at, entry) FROM STDIN"
             )
         )
         self.round_totals = Totals(later_totals, self._add_round_totals)
@@ -183,6 +202,7 @@ class OptimizationsProjection(Projection):
                 e.best_so_far,
                 e.improved,
                 e.timestamp,
+                trial_entry(e),
             ),
         )
         improved_index = e.trial_index if e.improved else None

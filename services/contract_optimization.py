@@ -114,26 +114,20 @@ class CandidateLineage(Query):
 
 
 def normalized_round(row: dict[str, Any], direction: Direction) -> dict[str, Any]:
-    """A round in the normalized history shape, from its stored columns (read model or
-    client-side record); an open round's best is its best trial so far."""
+    """A round in the normalized history shape, from what a client recorded (the service
+    builds the same in SQL, services/queries_optimization.py); an open round's best is its
+    best trial so far, candidates are those given when the round ended."""
     trials = row["trials"]
     ended = row["ended_at"] is not None
     best_trial = None
     for trial in trials:
         if improves(direction, trial["score"], best_trial["score"] if best_trial else None):
             best_trial = trial
-    candidates = row["candidates"]
-    if candidates is None:
-        seen: dict[Any, Any] = {}
-        for trial in trials:
-            if trial["candidate_id"] is not None:
-                seen.setdefault(trial["candidate_id"], trial["candidate"])
-        candidates = list(seen.values())
     return {
         "round_index": row["round_index"],
         "round_id": row["round_id"],
         "trials": trials,
-        "candidates": candidates,
+        "candidates": row["candidates"] or [],
         "best_score": row["best_score"] if ended else (best_trial["score"] if best_trial else None),
         "best_candidate": row["best_candidate"] if ended else (best_trial["candidate"] if best_trial else None),
         "stop_reason": row["stop_reason"],

@@ -26,37 +26,27 @@ BEST_SCORES = {
 }
 
 REPLY_BUDGET = 768 * 1024  # bytes of history per reply: NATS's default max payload is 1 MiB
-TRIAL_JSON = """json_build_object(
-    'trial_index', t.trial_index, 'score', t.score, 'candidate', t.candidate, 'candidate_id', t.candidate_id,
-    'metrics', t.metrics, 'dataset', t.dataset, 'extra', t.extra, 'best_so_far', t.best_so_far,
-    'timestamp', t.created_at)"""
 # The trials of round r (they are contiguous in trial_index: rounds run one after another).
 IN_ROUND = "t.optimization_id = %(id)s AND t.trial_index >= r.first_trial_index" \
     " AND t.trial_index < r.first_trial_index + r.trial_count"
 
-# A page of rounds, each in the normalized shape built by Postgres as JSON text, which
-# the reply passes through unparsed. One statement, one snapshot: a round's trial_count
+# A page of rounds: each round's fields as JSON and its trials as one JSON array joined
+# from the entries the projection stored (nothing is built or parsed per trial here); the
+# reply passes both through unparsed. One statement, one snapshot: a round's trial_count
 # and its trial rows agree (the projection writes both in one transaction). An open
-# round's best is its best trial so far (the first to reach it); candidates not given at
-# the round's end are its trials' distinct candidates, in order of first appearance.
+# round's best is its best trial so far (the first to reach it).
 HISTORY_PAGE = {
     direction: f"""
 SELECT r.round_index, r.first_trial_index, r.trial_count, r.remaining, json_build_object(
-    'round_index', r.round_index, 'round_id', r.id,
-    'trials', CASE WHEN %(with_trials)s THEN (
-        SELECT coalesce(json_agg({TRIAL_JSON} ORDER BY t.trial_index), '[]')
-        FROM rm_optimizations.trials t WHERE {IN_ROUND}) ELSE '[]' END,
-    'candidates', coalesce(r.candidates::json, CASE WHEN %(with_trials)s THEN (
-        SELECT coalesce(json_agg(d.candidate ORDER BY d.first), '[]') FROM (
-            SELECT DISTINCT ON (t.candidate_id) t.candidate, t.trial_index AS first
-            FROM rm_optimizations.trials t WHERE {IN_ROUND} AND t.candidate_id IS NOT NULL
-            ORDER BY t.candidate_id, t.trial_index) d) ELSE '[]' END),
+    'round_index', r.round_index, 'round_id', r.id, 'candidates', coalesce(r.candidates, '[]'),
     'best_score', CASE WHEN r.ended_at IS NULL THEN best.score ELSE r.best_score END,
     'best_candidate', CASE WHEN r.ended_at IS NULL THEN best.candidate ELSE r.best_candidate END,
     'stop_reason', r.stop_reason, 'stopped', r.stopped, 'best_so_far', r.best_so_far,
     'timestamp', r.started_at, 'ended_at', r.ended_at,
-    'extra', r.start_extras || coalesce(r.end_extras, '{{}}'),
-    'complete', %(with_trials)s)::text AS entry
+    'extra', r.start_extras || coalesce(r.end_extras, '{{}}'))::text AS fields,
+    CASE WHEN %(with_trials)s THEN (
+        SELECT coalesce('[' || string_agg(t.entry, ',' ORDER BY t.trial_index) || ']', '[]')
+        FROM rm_optimizations.trials t WHERE {IN_ROUND}) END AS trials
 FROM (
     SELECT *, sum(trial_count) OVER (ORDER BY round_index) - trial_count AS trials_before,
            count(*) OVER () AS remaining
@@ -71,13 +61,18 @@ ORDER BY r.round_index LIMIT {MAX_ROUNDS_PER_PAGE}
 """
     for direction, order in (("maximize", "DESC"), ("minimize", "ASC"))
 }
-# The trials of one round after a trial index, one JSON text each: for a round too big
-# for one reply, sent over several pages.
-ROUND_TRIALS = f"""
-SELECT t.trial_index, {TRIAL_JSON}::text AS entry FROM rm_optimizations.trials t
+# The trials of one round after a trial index: for a round too big for one reply, sent
+# over several pages.
+ROUND_TRIALS = """
+SELECT t.trial_index, t.entry FROM rm_optimizations.trials t
 WHERE t.optimization_id = %(id)s AND t.trial_index > %(after_trial)s AND t.trial_index < %(end)s
 ORDER BY t.trial_index LIMIT %(limit)s
 """
+
+
+def round_json(fields: str, trials: str, complete: bool) -> orjson.Fragment:
+    """A round as JSON text: its fields' object with the trials array (and `complete`) added."""
+    return orjson.Fragment(f'{fields[:-1]},"complete":{"true" if complete else "false"},"trials":{trials}}}')
 
 
 async def summary(queries: Queries, user: str, optimization_id: UUID) -> dict[str, Any]:
@@ -118,15 +113,16 @@ async def history(queries: Queries, user: str, q: o.OptimizationHistory) -> dict
         rows = await queries.fetch_all(HISTORY_PAGE[direction], {**params, "with_trials": True})
         taken, size = [], 0
         for row in rows:
-            if taken and size + len(row["entry"]) > REPLY_BUDGET:
+            row_size = len(row["fields"]) + len(row["trials"])
+            if taken and size + row_size > REPLY_BUDGET:
                 break
             taken.append(row)
-            size += len(row["entry"])
-        if not rows or len(rows[0]["entry"]) <= REPLY_BUDGET:
+            size += row_size
+        if not rows or len(rows[0]["fields"]) + len(rows[0]["trials"]) <= REPLY_BUDGET:
             more = bool(rows) and rows[0]["remaining"] > len(taken)
             return {
                 **reply,
-                "rounds": [orjson.Fragment(row["entry"]) for row in taken],
+                "rounds": [round_json(row["fields"], row["trials"], True) for row in taken],
                 "next_after_round": taken[-1]["round_index"] if more else None,
             }
     return {**reply, **await split_round(queries, direction, params, q.after_trial)}
@@ -140,7 +136,7 @@ async def split_round(queries: Queries, direction: str, params: dict[str, Any], 
     trials = await queries.fetch_all(
         ROUND_TRIALS, {"id": params["id"], "after_trial": start, "end": end, "limit": MAX_TRIALS_PER_PART}
     )
-    taken, size = [], len(meta["entry"])
+    taken, size = [], len(meta["fields"])
     for row in trials:
         if taken and size + len(row["entry"]) > REPLY_BUDGET:
             break
@@ -148,11 +144,9 @@ async def split_round(queries: Queries, direction: str, params: dict[str, Any], 
         size += len(row["entry"])
     last = taken[-1]["trial_index"] if taken else start
     complete = last >= end - 1
-    entry = orjson.loads(meta["entry"])
-    entry.update(trials=orjson.Fragment("[" + ",".join(row["entry"] for row in taken) + "]"), complete=complete)
     more_rounds = meta["remaining"] > 1
     return {
-        "rounds": [entry],
+        "rounds": [round_json(meta["fields"], "[" + ",".join(row["entry"] for row in taken) + "]", complete)],
         "next_after_round": (meta["round_index"] if more_rounds else None) if complete else meta["round_index"] - 1,
         "next_after_trial": None if complete else last,
     }

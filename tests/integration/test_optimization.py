@@ -236,7 +236,8 @@ async def test_history_has_every_field_of_the_normalized_shape(client: Chronicle
         for trial in entry["trials"]:
             assert TRIAL_KEYS <= trial.keys()
     open_round = raw["rounds"][1]
-    assert open_round["best_score"] == 0.5 and open_round["candidates"] == [{"lr": 0.1}]
+    assert open_round["best_score"] == 0.5 and open_round["best_candidate"] == {"lr": 0.1}
+    assert open_round["candidates"] == [], "candidates are what the optimizer gives when a round ends"
     assert open_round["trials"][0]["dataset"] == "dev" and open_round["trials"][0]["extra"] == {"seed": 1}
 
 
