@@ -127,8 +127,9 @@ class PydanticMapper(Mapper[UUID]):
         """The stored state as JSON, content still sealed (what survives an erasure)."""
         return self.transcoder.decode(stored_event.state)
 
-    def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        event_class: type[DomainEvent] = resolve_topic(stored_event.topic)
+    def decoded_state(self, stored_event: StoredEvent) -> dict[str, Any]:
+        """The event's fields as stored JSON values (content unsealed), without building
+        the event: what an export or an audit shows."""
         state = stored_event.state
         if self.cipher:
             state = self.cipher.decrypt(state)
@@ -140,6 +141,11 @@ class PydanticMapper(Mapper[UUID]):
             originator_id, version = stored_event.originator_id, stored_event.originator_version
             aad = associated_data(originator_id, version)
             data.update(orjson.loads(self.unseal(sealed, data.pop(OWNER_FIELD), aad, originator_id, version)))
+        return data
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        event_class: type[DomainEvent] = resolve_topic(stored_event.topic)
+        data = self.decoded_state(stored_event)
         data["originator_id"] = stored_event.originator_id
         data["originator_version"] = stored_event.originator_version
         return event_class.model_validate(data)

@@ -65,7 +65,7 @@ def render(pages: list[dict[str, Any]]) -> str:
         payload = orjson.dumps(e["payload"]).decode()
         if len(payload) > PAYLOAD_WIDTH:
             payload = payload[: PAYLOAD_WIDTH - 1] + "…"
-        lines.append(f"{e['version']:>7}  {e['position']:>9}  {e['timestamp'].isoformat():<32}  {e['type']:<28}  {payload}")
+        lines.append(f"{e['version']:>7}  {e['position']:>9}  {str(e['timestamp']):<32}  {e['type']:<28}  {payload}")
     if "state" in head:
         lines += ["", f"state at version {head['state_version']}:"]
         lines.append(orjson.dumps(head["state"], option=orjson.OPT_INDENT_2).decode() if head["state"] else "(none yet)")
