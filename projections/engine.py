@@ -231,28 +231,38 @@ def rebuild_all(
     """Rebuild several read models side by side (one thread each: while one waits on
     Postgres another runs Python); returns events applied per read model."""
     applied: dict[str, int] = {}
-    failures: list[BaseException] = []
 
     def one(projection_class: type[Projection], options: dict[str, object]) -> None:
+        applied[projection_class.name] = rebuild(
+            target,
+            projection_class,
+            batch_size=batch_size,
+            progress=lambda done, total: progress(projection_class.name, done, total),
+            **options,
+        )
+
+    side_by_side({f"rebuild-{cls.name}": (lambda c=cls, o=options: one(c, o)) for cls, options in projections})
+    return applied
+
+
+def side_by_side(calls: dict[str, Callable[[], object]]) -> None:
+    """Run each call in its own named thread and wait for all; the first failure is raised
+    once every one has finished."""
+    failures: list[BaseException] = []
+
+    def run(call: Callable[[], object]) -> None:
         try:
-            applied[projection_class.name] = rebuild(
-                target,
-                projection_class,
-                batch_size=batch_size,
-                progress=lambda done, total: progress(projection_class.name, done, total),
-                **options,
-            )
-        except BaseException as error:  # reported after every thread has finished
+            call()
+        except BaseException as error:  # handed to the caller's thread
             failures.append(error)
 
-    threads = [threading.Thread(target=one, args=item, name=f"rebuild-{item[0].name}") for item in projections]
+    threads = [threading.Thread(target=run, args=(call,), name=name) for name, call in calls.items()]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     if failures:
         raise failures[0]
-    return applied
 
 
 def tracked_version(conn: psycopg.Connection, name: str) -> int | None:
@@ -384,21 +394,7 @@ class Tail:
     def _prepare_all(self) -> None:
         """Build missing or outdated read models side by side before following the log;
         the first failure is raised here (a lost connection is then retried)."""
-        failures: list[BaseException] = []
-
-        def prepare(runner: Runner) -> None:
-            try:
-                runner.prepare()
-            except BaseException as error:  # handed to the caller's thread
-                failures.append(error)
-
-        threads = [threading.Thread(target=prepare, args=(r,), name=f"prepare-{r.projection.name}") for r in self.runners]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if failures:
-            raise failures[0]
+        side_by_side({f"prepare-{r.projection.name}": r.prepare for r in self.runners})
 
     def _apply_batch(self, conn: psycopg.Connection) -> int:
         try:

@@ -29,6 +29,7 @@ from adapters.event_store import EventStore, IdempotencyRecord
 from domain.base import SYSTEM_OWNER
 from services.contract import Command
 from services.errors import ChronicleError, translate
+from services.queues import drain
 from services.snapshots import SnapshotTaker
 from services.unit_of_work import AggregateCache, UnitOfWork
 
@@ -139,22 +140,7 @@ class CommandBus:
     # --- writer thread --------------------------------------------------------------------
 
     def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            first = self._queue.get()
-            if first is None:
-                break
-            batch = [first]
-            while len(batch) < self.max_batch:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stopping = True
-                    break
-                batch.append(item)
-            self._commit_batch(batch)
+        drain(self._queue, self.max_batch, self._commit_batch)
 
     def _commit_batch(self, batch: list[Submission]) -> None:
         self.batches += 1

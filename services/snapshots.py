@@ -19,6 +19,7 @@ from adapters.event_store import EventStore
 from adapters.snapshots import Captured
 from domain.base import Aggregate
 from domain.snapshot import state_model
+from services.queues import drain
 
 log = logging.getLogger(__name__)
 QUEUE_SIZE = 10_000
@@ -66,22 +67,7 @@ class SnapshotTaker:
                 self._lost("snapshot queue full", aggregate.id, aggregate.version, None)
 
     def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            item = self._queue.get()
-            if item is None:
-                break
-            batch = [item]
-            while len(batch) < WRITE_BATCH:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stopping = True
-                    break
-                batch.append(item)
-            self._write(batch)
+        drain(self._queue, WRITE_BATCH, self._write)
 
     def _write(self, batch: list[Captured]) -> None:
         sealed = []
