@@ -85,9 +85,12 @@ def verify_chains(
     with target.connect() as conn:
         # One snapshot for the count and the scan: appends meanwhile are simply not seen.
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        # The whole table will be read: plan for all rows (a sort), not for the first few
+        # (an index walk, as a cursor plans by default), and take ids and bytes in binary.
+        conn.execute("SET LOCAL cursor_tuple_fraction = 1.0")
         params = (stream,) if stream is not None else ()
         on_total(conn.execute(STREAM_COUNT if stream is not None else ALL_COUNT, params).fetchone()[0])  # type: ignore[index]
-        with conn.cursor(name="chronicle_audit_verify") as cursor:
+        with conn.cursor(name="chronicle_audit_verify", binary=True) as cursor:
             cursor.itersize = batch_size
             cursor.execute(STREAM_EVENTS if stream is not None else ALL_EVENTS, params)
             current: uuid.UUID | None = None

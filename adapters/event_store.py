@@ -48,6 +48,7 @@ class OrjsonTranscoder(Transcoder):
         return orjson.loads(data)
 
 
+MAX_CIPHERS = 10_000
 OWNER_FIELD = "_owner"
 SEALED_FIELD = "_sealed"
 
@@ -85,6 +86,7 @@ class PydanticMapper(Mapper[UUID]):
     def __init__(self, transcoder: Transcoder | None = None, keys: KeyRing | None = None, **kwargs: Any):
         super().__init__(transcoder=transcoder or OrjsonTranscoder(), **kwargs)
         self.keys = keys
+        self._ciphers: dict[bytes, AESGCM] = {}
 
     def to_stored_event(self, domain_event: Any, owner: str | None = None) -> StoredEvent:
         state = domain_event.model_dump(exclude={"originator_id", "originator_version"})
@@ -112,7 +114,7 @@ class PydanticMapper(Mapper[UUID]):
         """`content` sealed with the owner's key (UserErased once erased): base64(nonce || ciphertext)."""
         key = self.keys.key_for_writing(owner)  # type: ignore[union-attr]
         nonce = secrets.token_bytes(12)
-        return base64.b64encode(nonce + AESGCM(key).encrypt(nonce, content, aad)).decode()
+        return base64.b64encode(nonce + self._cipher(key).encrypt(nonce, content, aad)).decode()
 
     def unseal(self, sealed: str, owner: str, aad: bytes, originator_id: UUID, version: int) -> bytes:
         """What `seal` sealed; ErasedContent when the owner's key is gone, InvalidTag when
@@ -121,7 +123,16 @@ class PydanticMapper(Mapper[UUID]):
         if key is None:
             raise ErasedContent(originator_id, version, owner)
         raw = base64.b64decode(sealed)
-        return AESGCM(key).decrypt(raw[:12], raw[12:], aad)
+        return self._cipher(key).decrypt(raw[:12], raw[12:], aad)
+
+    def _cipher(self, key: bytes) -> AESGCM:
+        # Setting up a cipher costs more than sealing one event with it: one per key.
+        cipher = self._ciphers.get(key)
+        if cipher is None:
+            if len(self._ciphers) >= MAX_CIPHERS:
+                self._ciphers.clear()
+            cipher = self._ciphers[key] = AESGCM(key)
+        return cipher
 
     def envelope(self, stored_event: StoredEvent) -> dict[str, Any]:
         """The stored state as JSON, content still sealed (what survives an erasure)."""

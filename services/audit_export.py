@@ -79,8 +79,9 @@ def export_events(
     written = 0
     with target.connect(row_factory=dict_row) as conn:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        conn.execute("SET LOCAL cursor_tuple_fraction = 1.0")  # every row is wanted: plan for all of them
         on_total(conn.execute(*scope.query(COUNT_EVENTS)).fetchone()["count"])  # type: ignore[index]
-        with conn.cursor(name="chronicle_export") as cursor:
+        with conn.cursor(name="chronicle_export", binary=True) as cursor:
             cursor.itersize = batch_size
             cursor.execute(*scope.query(SELECT_EVENTS))
             while rows := cursor.fetchmany(batch_size):
