@@ -38,6 +38,9 @@ class Projection:
     # Statements (";"-separated, parameter %(owner)s) that drop one user's rows when the
     # user is erased; every read model holding user data declares them.
     erasure: ClassVar[str] = ""
+    # How much work an event costs this read model, roughly: the engine shares the
+    # projections out over its threads by it.
+    weight: ClassVar[int] = 1
     handlers: ClassVar[dict[type, EventHandler]]
 
     def __init_subclass__(cls) -> None:

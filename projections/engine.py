@@ -370,7 +370,9 @@ class Tail:
         self.names = [r.projection.name for r in runners]
         self.topics = sorted(set().union(*(r.topics for r in runners)))
         self.mapper = PydanticMapper(keys=KeyRing.shared(target))
-        self.thread = threading.Thread(target=self._run, name="projections", daemon=True)
+        self.thread = threading.Thread(
+            target=self._run, name="projections-" + "+".join(self.names), daemon=True
+        )
 
     def _run(self) -> None:
         backoff = 0.1
@@ -501,28 +503,52 @@ class Janitor:
 
 
 class ProjectionEngine:
-    """Follows the log for every live projection (one Tail thread), with the shared NOTIFY
+    """Follows the log for every live projection with `threads` Tail threads (projections
+    shared out by their `weight`, so the heavy ones run side by side), the shared NOTIFY
     listener and the janitor."""
 
     def __init__(
-        self, target: PostgresTarget, projections: list[Projection], batch_size: int, vacuum_every: int = 100_000
+        self,
+        target: PostgresTarget,
+        projections: list[Projection],
+        batch_size: int,
+        vacuum_every: int = 100_000,
+        threads: int = 2,
     ):
         self.stop_event = threading.Event()
         self.wakeup = Wakeup(target, self.stop_event)
         self.runners = [Runner(target, p, batch_size) for p in projections]
-        self.tail = Tail(target, self.runners, self.wakeup.subscribe(), self.stop_event, batch_size)
+        self.tails = [
+            Tail(target, group, self.wakeup.subscribe(), self.stop_event, batch_size)
+            for group in share_out(self.runners, threads)
+        ]
         self.janitor = Janitor(target, self.runners, self.stop_event, vacuum_every) if vacuum_every else None
 
     def start(self) -> None:
         self.wakeup.thread.start()
-        self.tail.thread.start()
+        for tail in self.tails:
+            tail.thread.start()
         if self.janitor is not None:
             self.janitor.thread.start()
 
     def stop(self) -> None:
         self.stop_event.set()
-        self.tail.wake.set()
-        self.tail.thread.join(timeout=10)
+        for tail in self.tails:
+            tail.wake.set()
+        for tail in self.tails:
+            tail.thread.join(timeout=10)
         self.wakeup.thread.join(timeout=5)
         if self.janitor is not None:
             self.janitor.thread.join(timeout=60)
+
+
+def share_out(runners: list[Runner], threads: int) -> list[list[Runner]]:
+    """Heaviest first, each to the lightest group so far (groups keep declaration order)."""
+    groups: list[list[Runner]] = [[] for _ in range(max(1, min(threads, len(runners))))]
+    loads = [0] * len(groups)
+    for runner in sorted(runners, key=lambda r: -r.projection.weight):
+        lightest = loads.index(min(loads))
+        groups[lightest].append(runner)
+        loads[lightest] += runner.projection.weight
+    order = {id(r): i for i, r in enumerate(runners)}
+    return [sorted(group, key=lambda r: order[id(r)]) for group in groups if group]

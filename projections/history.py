@@ -18,6 +18,7 @@ FIRST_MESSAGE_PREVIEW = 200
 class HistoryProjection(Projection):
     name = "history"
     version = 1
+    weight = 3
     tables = """
     CREATE TABLE {schema}.sessions (
         id uuid PRIMARY KEY,

@@ -23,6 +23,7 @@ OWNER_LEXEME_SQL = "array_to_tsvector(ARRAY['OWNER ' || md5({owner})])"
 class SearchProjection(Projection):
     name = "search"
     version = 4
+    weight = 3
     tables = """
     CREATE TABLE {schema}.conversations (
         id uuid PRIMARY KEY,

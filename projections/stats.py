@@ -14,6 +14,7 @@ from projections.batch import Batch, Rows, Totals, columns
 class StatsProjection(Projection):
     name = "stats"
     version = 1
+    weight = 2
     tables = """
     CREATE TABLE {schema}.users (
         owner text PRIMARY KEY,

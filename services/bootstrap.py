@@ -179,7 +179,11 @@ async def bootstrap(
         engine = None
         if settings.run_projections:
             engine = ProjectionEngine(
-                target, build_projections(settings), settings.projection_batch_size, settings.read_model_vacuum_every
+                target,
+                build_projections(settings),
+                settings.projection_batch_size,
+                settings.read_model_vacuum_every,
+                settings.projection_threads,
             )
             engine.start()
             stack.callback(engine.stop)

@@ -165,7 +165,11 @@ def run_projections(settings: Settings) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     with database(settings) as target:
         engine = ProjectionEngine(
-            target, build_projections(settings), settings.projection_batch_size, settings.read_model_vacuum_every
+            target,
+            build_projections(settings),
+            settings.projection_batch_size,
+            settings.read_model_vacuum_every,
+            settings.projection_threads,
         )
         engine.start()
         log.info("projections running", extra={"postgres": target.describe()})
