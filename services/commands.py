@@ -17,23 +17,12 @@ from domain.session import Session
 from services import commands_optimization, digests
 from services import contract as c
 from services import contract_audit as a
+from services.commands_sessions import open_session
 from services.unit_of_work import UnitOfWork
 
 
 def create_session(cmd: c.CreateSession, uow: UnitOfWork) -> dict[str, Any]:
-    session = uow.add(
-        Session.create(
-            id=uow.new_id(),
-            owner=uow.user_id,
-            at=uow.now,
-            name=cmd.name,
-            description=cmd.description,
-            kind=cmd.kind,
-            tags=cmd.tags,
-            metadata=cmd.metadata,
-        )
-    )
-    return {"session_id": str(session.id)}
+    return {"session_id": str(open_session(cmd, uow).id)}
 
 
 def update_session(cmd: c.UpdateSession, uow: UnitOfWork) -> dict[str, Any]:

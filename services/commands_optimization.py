@@ -7,23 +7,15 @@ from typing import Any
 from domain.round import Round
 from domain.session import Session
 from domain.trial import Trial, make_candidate
+from services import contract as c
 from services import contract_optimization as o
+from services.commands_sessions import open_session
 from services.unit_of_work import UnitOfWork
 
 
 def start_optimization(cmd: o.StartOptimization, uow: UnitOfWork) -> dict[str, Any]:
-    session = uow.add(
-        Session.create(
-            id=uow.new_id(),
-            owner=uow.user_id,
-            at=uow.now,
-            name=cmd.name,
-            description=cmd.description,
-            kind="optimization",
-            tags=cmd.tags,
-            metadata=cmd.metadata,
-        )
-    )
+    fields = cmd.model_dump(include={"name", "description", "tags", "metadata"})
+    session = open_session(c.CreateSession(kind="optimization", **fields), uow)
     session.start_optimization(
         at=uow.now, project=cmd.project, dataset=cmd.dataset, optimizer=cmd.optimizer, direction=cmd.direction
     )
