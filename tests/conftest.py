@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from adapters.auth import TokenAuthority
+from adapters.event_store import EventStore
+from adapters.postgres import PostgresTarget, migrate
 from services.bootstrap import Chronicle, bootstrap
 from services.client import ChronicleClient
 from services.settings import Settings
@@ -84,3 +86,36 @@ async def connect(chronicle: Chronicle, authority: TokenAuthority) -> AsyncItera
 @pytest.fixture
 async def client(connect: ClientFactory) -> ChronicleClient:
     return await connect()
+
+
+@pytest.fixture
+async def second_instance(chronicle: Chronicle) -> AsyncIterator[Chronicle]:
+    """Another instance on the same database and subjects: NATS spreads requests over both."""
+    instance = await bootstrap(chronicle.settings.model_copy(update={"run_projections": False}))
+    yield instance
+    await instance.stop()
+
+
+@pytest.fixture
+async def instance(servers: TestServers, tmp_path: Path) -> AsyncIterator[tuple[Chronicle, str]]:
+    """A Chronicle of this test's own, on a fresh database, and that database's URL."""
+    with servers.fresh_database() as url:
+        chronicle = await bootstrap(make_settings(url, servers.nats_url, tmp_path))
+        yield chronicle, url
+        await chronicle.stop()
+
+
+@pytest.fixture
+def target(servers: TestServers) -> Iterator[PostgresTarget]:
+    """A fresh, migrated database of this test's own, free to tamper with."""
+    with servers.fresh_database() as url:
+        found = PostgresTarget(url)
+        migrate(found)
+        yield found
+
+
+@pytest.fixture
+def store(target: PostgresTarget) -> Iterator[EventStore]:
+    opened = EventStore(target, pool_size=1)
+    yield opened
+    opened.close()

@@ -3,20 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
-import pytest
-
-from services.bootstrap import Chronicle, bootstrap
+from services.bootstrap import Chronicle
 from tests.conftest import ClientFactory
-
-
-@pytest.fixture
-async def second_instance(chronicle: Chronicle) -> AsyncIterator[Chronicle]:
-    """Another instance on the same database and subjects: NATS spreads requests over both."""
-    instance = await bootstrap(chronicle.settings.model_copy(update={"run_projections": False}))
-    yield instance
-    await instance.stop()
 
 
 async def test_concurrent_writers_never_lose_a_message(

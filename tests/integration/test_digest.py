@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import psycopg
@@ -20,7 +20,7 @@ from adapters.audit import GENESIS, event_hash, verify_chains
 from adapters.auth import TokenAuthority
 from adapters.digest import compute_digest, leaf_hash, node_hash
 from adapters.event_store import EventStore
-from adapters.postgres import PostgresTarget, migrate
+from adapters.postgres import PostgresTarget
 from domain.digest import DIGEST_ID
 from services import contract as c
 from services import contract_audit as a
@@ -30,22 +30,6 @@ from tests.conftest import JWT_SECRET, make_settings
 from tests.servers import TestServers
 
 TOPIC = "tests:Happened"
-
-
-@pytest.fixture
-def target(servers: TestServers) -> Iterator[PostgresTarget]:
-    """A fresh, migrated database of this test's own, free to tamper with."""
-    with servers.fresh_database() as url:
-        found = PostgresTarget(url)
-        migrate(found)
-        yield found
-
-
-@pytest.fixture
-def store(target: PostgresTarget) -> Iterator[EventStore]:
-    opened = EventStore(target, pool_size=1)
-    yield opened
-    opened.close()
 
 
 def events(stream: uuid.UUID, versions: range) -> list[StoredEvent]:

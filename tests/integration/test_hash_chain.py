@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -21,22 +21,6 @@ from adapters.postgres import PostgresTarget, migrate, pending_migrations
 from services.bootstrap import Chronicle
 from services.client import ChronicleClient
 from tests.servers import TestServers
-
-
-@pytest.fixture
-def target(servers: TestServers) -> Iterator[PostgresTarget]:
-    """A fresh, migrated database of this test's own, free to tamper with."""
-    with servers.fresh_database() as url:
-        found = PostgresTarget(url)
-        migrate(found)
-        yield found
-
-
-@pytest.fixture
-def store(target: PostgresTarget) -> Iterator[EventStore]:
-    opened = EventStore(target, pool_size=1)
-    yield opened
-    opened.close()
 
 
 def events(stream: uuid.UUID, versions: Sequence[int], topic: str = "tests:Happened") -> list[StoredEvent]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -14,7 +13,7 @@ from projections.lineage import LineageProjection
 from projections.optimizations import OptimizationsProjection
 from services import contract_optimization as o
 from services import queries_optimization
-from services.bootstrap import Chronicle, bootstrap
+from services.bootstrap import Chronicle
 from services.client import ChronicleClient, ChronicleError
 from tests.conftest import ClientFactory
 
@@ -175,14 +174,6 @@ async def test_lifecycle_rules_refuse_and_write_nothing(client: ChronicleClient,
         assert invisible.value.code == "not_found"
     assert [r.round_index for r in await state.history()] == [0, 5]
     assert (await client.optimizations.get(state.optimization_id)).trials == 0
-
-
-@pytest.fixture
-async def second_instance(chronicle: Chronicle) -> AsyncIterator[Chronicle]:
-    """Another instance on the same database and subjects: NATS spreads requests over both."""
-    instance = await bootstrap(chronicle.settings.model_copy(update={"run_projections": False}))
-    yield instance
-    await instance.stop()
 
 
 async def test_concurrent_recorders_get_unique_gap_free_indices(

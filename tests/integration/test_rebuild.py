@@ -7,17 +7,13 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from adapters.auth import TokenAuthority
-from services.bootstrap import PROJECTIONS, Chronicle, bootstrap
+from services.bootstrap import PROJECTIONS, Chronicle
 from services.client import ChronicleClient
-from tests.conftest import make_settings
-from tests.servers import TestServers
 
 TABLES = {
     "rm_history": ["sessions", "conversations", "messages"],
@@ -44,14 +40,6 @@ def chronicle_cli(url: str, data_dir: Path, *args: str) -> subprocess.CompletedP
     return subprocess.run(
         [sys.executable, "-m", "services.cli", *args], env=env, capture_output=True, text=True, timeout=120
     )
-
-
-@pytest.fixture
-async def instance(servers: TestServers, tmp_path: Path) -> AsyncIterator[tuple[Chronicle, str]]:
-    with servers.fresh_database() as url:
-        chronicle = await bootstrap(make_settings(url, servers.nats_url, tmp_path))
-        yield chronicle, url
-        await chronicle.stop()
 
 
 async def fill(client: ChronicleClient, conversations: int, messages: int) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
@@ -16,19 +15,9 @@ from adapters.postgres import PostgresTarget
 from projections.compare import compare
 from projections.verify import Verification, report, verify
 from services import cli
-from services.bootstrap import PROJECTIONS, Chronicle, bootstrap
+from services.bootstrap import PROJECTIONS, Chronicle
 from services.client import ChronicleClient
-from tests.conftest import make_settings
 from tests.integration.test_rebuild import chronicle_cli, fill
-from tests.servers import TestServers
-
-
-@pytest.fixture
-async def instance(servers: TestServers, tmp_path: Path) -> AsyncIterator[tuple[Chronicle, str]]:
-    with servers.fresh_database() as url:
-        chronicle = await bootstrap(make_settings(url, servers.nats_url, tmp_path))
-        yield chronicle, url
-        await chronicle.stop()
 
 
 async def connected(chronicle: Chronicle, authority: TokenAuthority) -> ChronicleClient:
