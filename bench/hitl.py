@@ -17,7 +17,6 @@ from pathlib import Path
 
 import nats
 
-from adapters.auth import TokenAuthority
 from adapters.postgres import PostgresTarget, migrate
 from bench.report import Report, under
 from bench.servers import bench_servers
@@ -72,14 +71,14 @@ def run(runs: int, database_url: str | None, nats_url: str | None) -> tuple[Repo
     with bench_servers(database_url, nats_url) as servers, servers.fresh_database(False) as url, \
             tempfile.TemporaryDirectory(prefix="chronicle-bench-hitl-") as workdir:
         migrate(PostgresTarget(url))
-        secret = secrets.token_urlsafe(48)
-        prefix = f"bench{secrets.token_hex(4)}"
-        service = ServiceProcess(url, servers.nats_url, prefix, secret, Path(workdir))
+        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir))
         service.start()
         try:
             async def drive() -> None:
-                token = TokenAuthority(secret=secret).issue("hitl-bench")
-                async with await ChronicleClient.connect(servers.nats_url, token, prefix=prefix) as client:
+                token = service.token("hitl-bench")
+                async with await ChronicleClient.connect(
+                    servers.nats_url, token, prefix=service.subject_prefix
+                ) as client:
                     await measure(client, runs, report)
 
             asyncio.run(drive())

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import secrets
 import tempfile
 import time
 from contextlib import AsyncExitStack
@@ -26,9 +25,8 @@ from uuid import UUID
 
 import orjson
 
-from adapters.auth import TokenAuthority
 from adapters.postgres import PostgresTarget, migrate
-from bench.report import Report, over, under
+from bench.report import Report, over, timed_async, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess, positions, wait_for_read_models
 from services import contract_optimization as o
@@ -174,15 +172,6 @@ async def raw_history(client: ChronicleClient, optimization_id: UUID, max_trials
             cursor["after_trial"] = reply["data"]["next_after_trial"]
 
 
-async def timed(runs: int, call: Any) -> list[float]:
-    latencies = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        await call()
-        latencies.append((time.perf_counter() - started) * 1000)
-    return latencies
-
-
 async def measure_history(
     clients: list[ChronicleClient], plan: Plan, target: PostgresTarget, report: Report
 ) -> None:
@@ -206,14 +195,14 @@ async def measure_history(
         raise RuntimeError(f"history has {len(rounds)} rounds, {sum(len(r.trials) for r in rounds)} trials")
     size, pages = await raw_history(reader, optimization_id, page)
     shape = f"{plan.rounds} rounds x {plan.trials_per_round} trials, {pages} page(s) of max_trials {page:,}"
-    report.add_percentiles("optimizations.history (client, every page)", await timed(
+    report.add_percentiles("optimizations.history (client, every page)", await timed_async(
         plan.history_runs, lambda: api.history(optimization_id, max_trials=page)),
         aim_p95=under(HISTORY_AIM_MS), note=shape)
-    report.add_percentiles("optimizations.history (wire only, every page)", await timed(
+    report.add_percentiles("optimizations.history (wire only, every page)", await timed_async(
         plan.history_runs, lambda: raw_history(reader, optimization_id, page)), note="no client-side validation")
     report.add("optimizations.history reply size", size / 1024, "KiB", note=f"{size:,} bytes, {pages} page(s)")
     first = await api.history_page(optimization_id, max_trials=page)
-    report.add_percentiles("optimizations.history one page (client)", await timed(
+    report.add_percentiles("optimizations.history one page (client)", await timed_async(
         plan.history_runs, lambda: api.history_page(optimization_id, max_trials=page)),
         note=f"max_trials {page:,}: {len(first.rounds)} rounds")
 
@@ -225,17 +214,15 @@ def run(plan: Plan) -> tuple[Report, Path]:
         report.details["server_settings"] = servers.server_settings()
         target = PostgresTarget(url)
         migrate(target)
-        secret = secrets.token_urlsafe(48)
-        prefix = f"bench{secrets.token_hex(4)}"
-        service = ServiceProcess(url, servers.nats_url, prefix, secret, Path(workdir))
+        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir))
         service.start()
         try:
             async def drive() -> None:
-                token = TokenAuthority(secret=secret).issue("optimization-bench")
+                token = service.token("optimization-bench")
                 async with AsyncExitStack() as stack:
                     clients = [
                         await stack.enter_async_context(
-                            await ChronicleClient.connect(servers.nats_url, token, prefix=prefix)
+                            await ChronicleClient.connect(servers.nats_url, token, prefix=service.subject_prefix)
                         )
                         for _ in range(max(plan.recorders, 1))
                     ]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,6 +13,26 @@ from typing import Any
 import orjson
 
 RESULTS_DIR = Path(__file__).parent / "results"
+
+
+def timed(runs: int, call: Callable[[], Any]) -> list[float]:
+    """How long each of `runs` calls took, in ms."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+async def timed_async(runs: int, call: Callable[[], Awaitable[Any]]) -> list[float]:
+    """How long each of `runs` awaited calls took, in ms."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await call()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import platform
-import secrets
 import sys
 import tempfile
 import time
@@ -272,8 +271,7 @@ def run(plan: Plan) -> tuple[Report, Path]:
             + ", ".join(f"{k}={v}" for k, v in postgres.items()))
         migrate(target)
         dataset = seed_history(target, plan, report)
-        service = ServiceProcess(database_url, servers.nats_url, f"bench{secrets.token_hex(4)}",
-                                 secrets.token_urlsafe(48), Path(workdir))
+        service = ServiceProcess.fresh(database_url, servers.nats_url, Path(workdir))
         try:
             build_read_models(service, target, report, plan.build_timeout)
             asyncio.run(measure(plan, service, target, dataset, report))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import orjson
 
+from adapters.auth import TokenAuthority
 from adapters.postgres import PostgresTarget
 
 PROJECTION_POSITIONS = "SELECT name, position FROM chronicle.projections"
@@ -40,6 +42,15 @@ class ServiceProcess:
 
     def __post_init__(self) -> None:
         self.log_path = self.workdir / "service.log"
+
+    @classmethod
+    def fresh(cls, database_url: str, nats_url: str, workdir: Path) -> ServiceProcess:
+        """A service with subjects and a JWT secret of its own (not started)."""
+        return cls(database_url, nats_url, f"bench{secrets.token_hex(4)}", secrets.token_urlsafe(48), workdir)
+
+    def token(self, user: str) -> str:
+        """A bearer token this service accepts."""
+        return TokenAuthority(secret=self.jwt_secret).issue(user)
 
     @property
     def pid(self) -> int:

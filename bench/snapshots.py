@@ -14,10 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from uuid import UUID, uuid4
 
 from psycopg_pool import AsyncConnectionPool
@@ -25,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 from adapters.event_store import EventStore
 from adapters.keys import KeyRing
 from adapters.postgres import PostgresTarget, migrate
-from bench.report import Report, percentile, under
+from bench.report import Report, percentile, timed, timed_async, under
 from bench.servers import bench_servers
 from domain.conversation import Conversation
 from services.queries import Queries
@@ -55,24 +53,6 @@ def write_conversation(store: EventStore, events: int, every: int, keep: int = 0
             store.recorder.record(stored, lambda _ids: [])
     store.snapshots.save([store.snapshot_codec.seal(c) for c in snapshots], keep=keep)
     return conversation.id
-
-
-def timed(runs: int, call: Callable[[], Any]) -> list[float]:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - started) * 1000)
-    return times
-
-
-async def timed_async(runs: int, call: Callable[[], Any]) -> list[float]:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        await call()
-        times.append((time.perf_counter() - started) * 1000)
-    return times
 
 
 def add(report: Report, name: str, times: list[float], aim: bool) -> None:
