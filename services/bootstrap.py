@@ -63,6 +63,16 @@ def projection_options(settings: Settings, projection_class: type[Projection]) -
     return {"language": settings.search_language} if projection_class is SearchProjection else {}
 
 
+def projection_engine(settings: Settings, target: PostgresTarget) -> ProjectionEngine:
+    return ProjectionEngine(
+        target,
+        build_projections(settings),
+        settings.projection_batch_size,
+        settings.read_model_vacuum_every,
+        settings.projection_threads,
+    )
+
+
 def command_handlers() -> dict[str, object]:
     return {name: handler for name, (_, handler) in (COMMANDS | INTERNAL_COMMANDS).items()}
 
@@ -178,13 +188,7 @@ async def bootstrap(
 
         engine = None
         if settings.run_projections:
-            engine = ProjectionEngine(
-                target,
-                build_projections(settings),
-                settings.projection_batch_size,
-                settings.read_model_vacuum_every,
-                settings.projection_threads,
-            )
+            engine = projection_engine(settings, target)
             engine.start()
             stack.callback(engine.stop)
 

@@ -158,19 +158,12 @@ def run_projections(settings: Settings) -> None:
     """Run only the projection engine (a dedicated projection worker), until SIGINT/SIGTERM."""
     import threading
 
-    from projections.engine import ProjectionEngine
-    from services.bootstrap import build_projections
+    from services.bootstrap import projection_engine
 
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     with database(settings) as target:
-        engine = ProjectionEngine(
-            target,
-            build_projections(settings),
-            settings.projection_batch_size,
-            settings.read_model_vacuum_every,
-            settings.projection_threads,
-        )
+        engine = projection_engine(settings, target)
         engine.start()
         log.info("projections running", extra={"postgres": target.describe()})
         with contextlib.suppress(KeyboardInterrupt):
