@@ -1,4 +1,5 @@
-"""Search read model: Postgres full text over message content and conversation titles.
+"""Search read model: Postgres full text over message content, conversation titles, and
+artifacts' queries (weighted higher) and drafts.
 
 Every document's tsvector also holds one lexeme naming its owner ('OWNER ' || md5(owner)),
 so a query ANDs it in and the GIN index yields only the caller's matches: no extension
@@ -13,16 +14,19 @@ from typing import Any
 
 from psycopg import Cursor
 
+from domain.artifact import Artifact
 from domain.conversation import Conversation
 from projections.base import Projection, handles
 from projections.batch import Batch, Rows, Totals, columns
 
 OWNER_LEXEME_SQL = "array_to_tsvector(ARRAY['OWNER ' || md5({owner})])"
+# A tsvector holds at most 1 MB; a draft is indexed up to this many characters.
+MAX_INDEXED_DRAFT = 200_000
 
 
 class SearchProjection(Projection):
     name = "search"
-    version = 4
+    version = 5
     weight = 3
     tables = """
     CREATE TABLE {schema}.conversations (
@@ -45,12 +49,21 @@ class SearchProjection(Projection):
     -- A small pending list: new entries are merged into the index in short, frequent
     -- steps instead of a quarter-second stall every 4 MB.
     CREATE INDEX ON {schema}.messages USING gin (tsv) WITH (gin_pending_list_limit = 256);
-    CREATE INDEX ON {schema}.messages (conversation_id)
+    CREATE INDEX ON {schema}.messages (conversation_id);
+    CREATE TABLE {schema}.artifacts (
+        id uuid PRIMARY KEY,
+        owner text NOT NULL,
+        query text NOT NULL,
+        tsv tsvector NOT NULL,
+        created_at timestamptz NOT NULL
+    );
+    CREATE INDEX ON {schema}.artifacts USING gin (tsv) WITH (gin_pending_list_limit = 256)
     """
 
     erasure = """
     DELETE FROM {schema}.messages WHERE owner = %(owner)s;
-    DELETE FROM {schema}.conversations WHERE owner = %(owner)s
+    DELETE FROM {schema}.conversations WHERE owner = %(owner)s;
+    DELETE FROM {schema}.artifacts WHERE owner = %(owner)s
     """
 
     def __init__(self, schema: str | None = None, **options: Any):
@@ -59,7 +72,22 @@ class SearchProjection(Projection):
         self.new_conversations = Rows(self._index_conversations)
         self.titles = Totals(lambda earlier, later: later, self._retitle)
         self.new_messages = Rows(self._index_messages)
-        self.sinks = [self.new_conversations, self.titles, self.new_messages]
+        self.new_artifacts = Rows(self._index_artifacts)
+        self.sinks = [self.new_conversations, self.titles, self.new_messages, self.new_artifacts]
+
+    def _index_artifacts(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.artifacts (id, owner, query, tsv, created_at)"
+                " SELECT a.id, a.owner, a.query, setweight(to_tsvector(%s::regconfig, a.query), 'A')"
+                " || setweight(to_tsvector(%s::regconfig, a.draft), 'B') || "
+                + OWNER_LEXEME_SQL.format(owner="a.owner")
+                + ", a.at FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::text[], %b::timestamptz[])"
+                " AS a(id, owner, query, draft, at)"
+            ),
+            [self.language, self.language, *columns(rows, 5)],
+            prepare=True,
+        )
 
     def _retitle(self, cur: Cursor, items: list[tuple[Any, str]]) -> None:
         cur.execute(
@@ -109,6 +137,14 @@ class SearchProjection(Projection):
     @handles(Conversation.MessageAdded)
     def message_added(self, batch: Batch, e: Conversation.MessageAdded, _: int) -> None:
         batch.append(self.new_messages, (e.message_id, e.originator_id, e.content, e.timestamp))
+
+    @handles(Artifact.Stored)
+    def artifact_stored(self, batch: Batch, e: Artifact.Stored, _: int) -> None:
+        batch.append(self.new_artifacts, (e.originator_id, e.owner, e.query, e.draft[:MAX_INDEXED_DRAFT], e.timestamp))
+
+    @handles(Artifact.Removed)
+    def artifact_removed(self, batch: Batch, e: Artifact.Removed, _: int) -> None:
+        batch.execute(self.sql("DELETE FROM {schema}.artifacts WHERE id = %s"), (e.originator_id,))
 
     @handles(Conversation.Deleted)
     def deleted(self, batch: Batch, e: Conversation.Deleted, _: int) -> None:

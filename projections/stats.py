@@ -1,4 +1,5 @@
-"""Stats read model: per-user conversation and message counts, dates and tag counts."""
+"""Stats read model: per-user conversation and message counts, dates and tag counts; per
+session the live artifacts and the tokens their generation took."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from psycopg import Cursor
 
+from domain.artifact import Artifact
 from domain.conversation import Conversation
 from projections.base import Projection, handles
 from projections.batch import Batch, Rows, Totals, columns
@@ -13,7 +15,7 @@ from projections.batch import Batch, Rows, Totals, columns
 
 class StatsProjection(Projection):
     name = "stats"
-    version = 1
+    version = 2
     weight = 2
     tables = """
     CREATE TABLE {schema}.users (
@@ -36,13 +38,22 @@ class StatsProjection(Projection):
         count integer NOT NULL,
         PRIMARY KEY (owner, tag)
     );
-    CREATE INDEX ON {schema}.tags (owner, count DESC, tag)
+    CREATE INDEX ON {schema}.tags (owner, count DESC, tag);
+    -- total_tokens counts every artifact ever stored in the session (tokens spent stay
+    -- spent), artifact_count only those not removed by retention.
+    CREATE TABLE {schema}.sessions (
+        session_id uuid PRIMARY KEY,
+        owner text NOT NULL,
+        artifact_count integer NOT NULL,
+        total_tokens bigint NOT NULL
+    )
     """
 
     erasure = """
     DELETE FROM {schema}.tags WHERE owner = %(owner)s;
     DELETE FROM {schema}.conversations WHERE owner = %(owner)s;
-    DELETE FROM {schema}.users WHERE owner = %(owner)s
+    DELETE FROM {schema}.users WHERE owner = %(owner)s;
+    DELETE FROM {schema}.sessions WHERE owner = %(owner)s
     """
 
     def __init__(self, schema: str | None = None, **options: Any):
@@ -51,7 +62,28 @@ class StatsProjection(Projection):
         self.new_conversations = Rows(self._copy_conversations)
         self.tags_started = Totals(lambda a, b: a + b, self._count_started_tags)
         self.messages_added = Totals(lambda a, b: a + b, self._add_messages)
-        self.sinks = [self.conversations_started, self.new_conversations, self.tags_started, self.messages_added]
+        # Per (session, owner): (artifacts added or removed, tokens).
+        self.session_artifacts = Totals(lambda a, b: (a[0] + b[0], a[1] + b[1]), self._count_artifacts)
+        self.sinks = [
+            self.conversations_started,
+            self.new_conversations,
+            self.tags_started,
+            self.messages_added,
+            self.session_artifacts,
+        ]
+
+    def _count_artifacts(self, cur: Cursor, items: list[tuple[tuple[Any, str], tuple[int, int]]]) -> None:
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.sessions (session_id, owner, artifact_count, total_tokens)"
+                " SELECT * FROM unnest(%b::uuid[], %b::text[], %b::int[], %b::bigint[])"
+                " ON CONFLICT (session_id) DO UPDATE SET"
+                " artifact_count = {schema}.sessions.artifact_count + excluded.artifact_count,"
+                " total_tokens = {schema}.sessions.total_tokens + excluded.total_tokens"
+            ),
+            columns([(session, owner, n, tokens) for (session, owner), (n, tokens) in items], 4),
+            prepare=True,
+        )
 
     def _count_started(self, cur: Cursor, items: list[tuple[str, int]]) -> None:
         cur.execute(
@@ -98,6 +130,14 @@ class StatsProjection(Projection):
         batch.append(self.new_conversations, (e.originator_id, e.owner, list(e.tags), e.timestamp))
         for tag in e.tags:
             batch.accumulate(self.tags_started, (e.owner, tag), 1)
+
+    @handles(Artifact.Stored)
+    def artifact_stored(self, batch: Batch, e: Artifact.Stored, _: int) -> None:
+        batch.accumulate(self.session_artifacts, (e.session_id, e.owner), (1, e.stats.tokens))
+
+    @handles(Artifact.Removed)
+    def artifact_removed(self, batch: Batch, e: Artifact.Removed, _: int) -> None:
+        batch.accumulate(self.session_artifacts, (e.session_id, e.owner), (-1, 0))
 
     @handles(Conversation.MessageAdded)
     def message_added(self, batch: Batch, e: Conversation.MessageAdded, _: int) -> None:

@@ -7,15 +7,19 @@ from typing import Any
 
 from adapters.nats_service import Route
 from services import contract as c
+from services import contract_artifacts as ca
 from services import contract_audit as a
 from services import contract_optimization as o
+from services import queries_artifacts as qa
 from services import queries_optimization as qo
 from services.command_bus import CommandBus
 from services.commands import COMMANDS
 from services.digests import Digests
 from services.erasure import ADMIN, erase_user
 from services.errors import ChronicleError
+from services.generation import Generating
 from services.positions import ProjectionPositions
+from services.previews import Previews
 from services.queries import Queries
 from services.queries_audit import Audit
 
@@ -23,8 +27,8 @@ QueryFn = Callable[[Queries, str, Any], Awaitable[dict[str, Any]]]
 
 # query subject suffix -> (request model, read models it needs, handler)
 QUERIES: dict[str, tuple[type[c.Query], list[str], QueryFn]] = {
-    "sessions.list": (c.ListSessions, ["history"], Queries.list_sessions),
-    "sessions.get": (c.GetSession, ["history"], Queries.get_session),
+    "sessions.list": (c.ListSessions, ["history", "stats"], Queries.list_sessions),
+    "sessions.get": (c.GetSession, ["history", "stats"], Queries.get_session),
     "conversations.list": (c.ListConversations, ["history"], Queries.list_conversations),
     "conversations.get": (
         c.GetConversation, ["history"], lambda queries, user, q: queries.get_conversation(user, q.conversation_id)
@@ -40,6 +44,25 @@ QUERIES: dict[str, tuple[type[c.Query], list[str], QueryFn]] = {
     "optimizations.pareto": (o.ParetoQuery, ["optimizations"], qo.pareto),
     "optimizations.compare": (o.CompareOptimizations, ["optimizations"], qo.compare),
     "candidates.lineage": (o.CandidateLineage, ["lineage", "optimizations"], qo.lineage),
+    "artifacts.list": (ca.ListArtifacts, ["artifacts"], qa.list_artifacts),
+    "artifacts.search": (ca.SearchArtifacts, ["search", "artifacts"], qa.search),
+    "artifacts.lineage": (ca.ArtifactLineage, ["lineage"], qa.lineage),
+    "artifacts.rag_influence": (ca.RagInfluence, ["artifacts"], qa.rag_influence),
+    "artifacts.by_example": (ca.ByExample, ["lineage"], qa.by_example),
+    "artifacts.compare": (ca.CompareArtifacts, ["artifacts"], qa.compare),
+    "variations.get": (ca.GetVariations, ["artifacts"], qa.variations),
+}
+
+# Commands that do slow work (a generator call, a 20 MiB upload) before the bus stores
+# the outcome: subject suffix -> (request model, method of Generating or Previews).
+GENERATING_COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
+    "artifact.generate": (ca.GenerateArtifact, Generating.generate),
+    "artifact.refine": (ca.RefineArtifact, Generating.refine),
+    "artifact.variations": (ca.CreateVariations, Generating.variations),
+}
+PREVIEW_QUERIES: dict[str, tuple[type[c.Query], list[str], Any]] = {
+    "artifacts.get": (ca.GetArtifact, ["artifacts"], Previews.get),
+    "artifacts.preview": (ca.PreviewChunk, ["artifacts"], Previews.chunk),
 }
 
 
@@ -51,7 +74,13 @@ AUDIT_QUERIES: dict[str, tuple[type[c.Query], list[str], Any]] = {
 
 
 def routes(
-    prefix: str, bus: CommandBus, queries: Queries, positions: ProjectionPositions, wait_timeout: float
+    prefix: str,
+    bus: CommandBus,
+    queries: Queries,
+    positions: ProjectionPositions,
+    wait_timeout: float,
+    generating: Generating,
+    previews: Previews,
 ) -> list[Route]:
     def command(name: str) -> Any:
         async def run(user: str, payload: c.Command, key: str | None) -> dict[str, Any]:
@@ -85,6 +114,15 @@ def routes(
         *(
             Route(f"{prefix}.query.{name}", model, query(read_models, handler, audit))
             for name, (model, read_models, handler) in AUDIT_QUERIES.items()
+        ),
+        *(
+            Route(f"{prefix}.cmd.{name}", model, method.__get__(generating))
+            for name, (model, method) in GENERATING_COMMANDS.items()
+        ),
+        Route(f"{prefix}.cmd.artifact.cache_preview", ca.CachePreview, previews.cache),
+        *(
+            Route(f"{prefix}.query.{name}", model, query(read_models, handler, previews))
+            for name, (model, read_models, handler) in PREVIEW_QUERIES.items()
         ),
         Route(f"{prefix}.cmd.user.erase", c.EraseUser, erase),
         # Any caller may read the digests: they reveal only hashes and counts.

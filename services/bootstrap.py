@@ -20,12 +20,14 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
 from adapters.auth import TokenAuthority
+from adapters.blobs import BlobStore
 from adapters.embedded import EmbeddedNats, EmbeddedPostgres
 from adapters.event_store import EventStore
 from adapters.jetstream import ensure_stream
 from adapters.keys import KeyRing
 from adapters.nats_service import NatsService
 from adapters.postgres import PostgresTarget, migrate
+from projections.artifacts import ArtifactsProjection
 from projections.audit import AuditProjection
 from projections.base import Projection
 from projections.engine import ProjectionEngine
@@ -40,9 +42,13 @@ from services.command_bus import CommandBus
 from services.commands import COMMANDS, INTERNAL_COMMANDS
 from services.contract import hitl_stream
 from services.digests import DigestPublisher, Digests
+from services.generation import Generating
+from services.generator import Generator
 from services.hitl_coordinator import SIGNAL_TOPICS, ExpirySweeper, SignalRelay
 from services.positions import ProjectionPositions
+from services.previews import Previews, ensure_upload_bucket
 from services.queries import Queries
+from services.retention import RetentionSweeper
 from services.settings import Settings
 from services.snapshots import SnapshotTaker
 
@@ -56,6 +62,7 @@ PROJECTIONS: list[type[Projection]] = [
     OptimizationsProjection,
     LineageProjection,
     AuditProjection,
+    ArtifactsProjection,
 ]
 
 
@@ -85,6 +92,20 @@ async def read_json_with_orjson(conn: psycopg.AsyncConnection) -> None:
     # jsonb turns a float like 1e20 into the integer 100000000000000000000, which the
     # orjson reply encoder refuses; orjson's own parser reads it back as the float it was.
     set_json_loads(orjson.loads, conn)
+
+
+def generator_for(settings: Settings) -> Generator:
+    if settings.generator == "openai":
+        from adapters.generator_openai import OpenAICompatibleGenerator
+
+        if settings.openai_api_key is None:
+            raise RuntimeError("CHRONICLE_GENERATOR=openai needs CHRONICLE_OPENAI_API_KEY")
+        return OpenAICompatibleGenerator(
+            settings.openai_url, settings.openai_model, settings.openai_api_key.get_secret_value()
+        )
+    from adapters.generator_offline import OfflineGenerator
+
+    return OfflineGenerator()
 
 
 def authority_for(settings: Settings) -> TokenAuthority:
@@ -163,6 +184,7 @@ async def bootstrap(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     new_id: Callable[[], UUID] = uuid.uuid4,
     authority: TokenAuthority | None = None,
+    generator: Generator | None = None,
 ) -> Chronicle:
     stack = contextlib.AsyncExitStack()
     try:
@@ -212,6 +234,22 @@ async def bootstrap(
         stack.push_async_callback(nc.drain)
         js = nc.jetstream()
         await ensure_stream(js, hitl_stream(settings.subject_prefix), [f"{settings.subject_prefix}.hitl.>"])
+        await ensure_upload_bucket(js, settings.subject_prefix)
+        blobs = BlobStore(target, keys)
+        stack.callback(blobs.close)
+        previews = Previews(bus, blobs, queries, js, settings.subject_prefix)
+        generating = Generating(bus, generator or generator_for(settings))
+        if settings.artifact_retention_days > 0 or settings.artifact_max_per_session > 0:
+            retention = RetentionSweeper(
+                queries,
+                positions,
+                bus.execute,
+                retention_days=settings.artifact_retention_days,
+                max_per_session=settings.artifact_max_per_session,
+                interval=settings.retention_interval,
+            )
+            await retention.start()
+            stack.push_async_callback(retention.stop)
         # Every instance relays and sweeps: relays serialise on their tracking row and a
         # second expiry of a checkpoint is a no-op.
         relay = SignalRelay(target.url, js, settings.subject_prefix, keys)
@@ -229,7 +267,9 @@ async def bootstrap(
             stack.push_async_callback(digest_publisher.stop)
         service = NatsService(
             nc,
-            routes(settings.subject_prefix, bus, queries, positions, settings.query_wait_timeout),
+            routes(
+                settings.subject_prefix, bus, queries, positions, settings.query_wait_timeout, generating, previews
+            ),
             authority or authority_for(settings),
             name=settings.service_name,
             max_in_flight=settings.max_in_flight,

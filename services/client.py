@@ -15,6 +15,7 @@ from nats.aio.client import Client as NATS
 from pydantic import BaseModel, ValidationError
 
 from services import contract as c
+from services.client_artifacts import Artifacts
 from services.client_audit import AuditReader
 from services.client_hitl import Hitl
 from services.client_optimization import Optimizations, OptimizationState
@@ -25,7 +26,7 @@ __all__ = ["ChronicleClient", "ChronicleError"]
 R = TypeVar("R", bound=BaseModel)
 
 
-def build(model: type[R], **fields: Any) -> R:
+def build(model: type[R], /, **fields: Any) -> R:
     """Validate a request locally; a bad field fails exactly as the service would say."""
     try:
         return model(**fields)
@@ -60,6 +61,7 @@ class ChronicleClient:
         self.hitl = Hitl(self)
         self.optimizations = Optimizations(self)
         self.audit = AuditReader(self)
+        self.artifacts = Artifacts(self)
 
     def optimization(self, optimization_id: UUID | None = None, **fields: Any) -> OptimizationState:
         """An optimizer's handle: a new optimization (`fields`: name, optimizer, direction,

@@ -121,8 +121,16 @@ class CommandBus:
             self.snapshots.stop()
 
     async def execute(
-        self, name: str, payload: Command, user_id: str, idempotency_key: str | None = None
+        self,
+        name: str,
+        payload: Command,
+        user_id: str,
+        idempotency_key: str | None = None,
+        *,
+        request_fingerprint: str | None = None,
     ) -> dict[str, Any]:
+        """Decide and save one command; `request_fingerprint` names the caller's own request
+        when a service turned it into this command (a retry must match that, not this)."""
         loop = asyncio.get_running_loop()
         submission = Submission(
             name=name,
@@ -130,12 +138,23 @@ class CommandBus:
             user_id=user_id,
             key=idempotency_key or f"auto:{uuid.uuid4()}",
             client_key=idempotency_key is not None,
-            fingerprint=fingerprint(name, payload),
+            fingerprint=request_fingerprint or fingerprint(name, payload),
             future=loop.create_future(),
             loop=loop,
         )
         self._queue.put(submission)
         return await submission.future
+
+    async def stored_reply(self, user_id: str, idempotency_key: str, request_fingerprint: str) -> dict[str, Any] | None:
+        """The reply already given to this key, for a service that must not redo slow work
+        (a generator call) on a retry; conflict when the key named another request."""
+        found = await asyncio.to_thread(self.store.recorder.replies, [(user_id, idempotency_key)])
+        if (user_id, idempotency_key) not in found:
+            return None
+        known_fingerprint, reply = found[(user_id, idempotency_key)]
+        if known_fingerprint != request_fingerprint:
+            raise key_reused()
+        return orjson.loads(reply)
 
     # --- writer thread --------------------------------------------------------------------
 
@@ -208,11 +227,7 @@ class CommandBus:
 
     def _check_same_request(self, s: Submission, known_fingerprint: str) -> None:
         if known_fingerprint != s.fingerprint:
-            s.error = ChronicleError(
-                "conflict",
-                "Idempotency-Key was already used for a different request",
-                [{"field": "Idempotency-Key", "rule": "same_request", "message": "key reused"}],
-            )
+            s.error = key_reused()
 
     def _prefetch(self, batch: list[Submission]) -> None:
         wanted = {i for s in batch for i in s.payload.aggregate_ids() if i not in self.cache}
@@ -263,6 +278,14 @@ class CommandBus:
             ]
 
         self.store.recorder.record(stored, replies_at)
+
+
+def key_reused() -> ChronicleError:
+    return ChronicleError(
+        "conflict",
+        "Idempotency-Key was already used for a different request",
+        [{"field": "Idempotency-Key", "rule": "same_request", "message": "key reused"}],
+    )
 
 
 def saved_aggregates(batch: list[Submission]) -> list[tuple[Any, int]]:

@@ -14,7 +14,7 @@ from domain.erasure import DataSubject
 from domain.errors import NotFound
 from domain.hitl import HistoryWindow, HitlRun
 from domain.session import Session
-from services import commands_optimization, digests
+from services import commands_artifacts, commands_optimization, digests
 from services import contract as c
 from services import contract_audit as a
 from services.commands_sessions import open_session
@@ -167,6 +167,7 @@ COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
     "hitl.pause": (c.PauseRun, pause_run),
     "hitl.resume": (c.ResumeRun, resume_run),
     **commands_optimization.COMMANDS,
+    **commands_artifacts.COMMANDS,
 }
 
 # Commands the service issues itself; not reachable over NATS.
@@ -175,4 +176,5 @@ INTERNAL_COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
     "audit.record_read": (c.RecordRead, record_read),
     "user.erase": (c.EraseUser, erase_user),
     "audit.publish_digest": (a.PublishDigest, digests.publish_digest),
+    **commands_artifacts.INTERNAL_COMMANDS,
 }

@@ -300,6 +300,8 @@ class Session(Reply):
     tags: list[str]
     status: Literal["open", "closed"]
     conversation_count: int
+    artifact_count: int = 0
+    total_tokens: int = 0
     created_at: datetime
     updated_at: datetime
 

@@ -3,8 +3,8 @@
 The order matters: the `DataSubject.Erased` event commits first (every read model drops
 the user's rows when it applies it), then the key is destroyed, so a crash in between
 leaves a retry that finishes the job rather than unreadable content the read models
-still show. The user's stored command replies (which may quote titles) are deleted too;
-the events stay, with ids, timestamps, types and hash chains intact.
+still show. The user's stored command replies (which may quote titles) and preview blobs
+are deleted too; the events stay, with ids, timestamps, types and hash chains intact.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ ADMIN = "admin"
 async def erase_user(bus: CommandBus, keys: KeyRing, user_id: str, requested_by: str) -> dict[str, Any]:
     reply = await bus.execute("user.erase", c.EraseUser(user_id=user_id), requested_by)
     await asyncio.to_thread(keys.destroy, user_id)
-    await asyncio.to_thread(forget_replies, keys, user_id)
+    await asyncio.to_thread(forget_derived_data, keys, user_id)
     log.info("user erased", extra={"newly": reply["erased"]})  # no user id: it may be personal data
     return reply
 
 
-def forget_replies(keys: KeyRing, user_id: str) -> None:
+def forget_derived_data(keys: KeyRing, user_id: str) -> None:
+    """What is kept beside the events for the user: replies to their commands, previews."""
     with keys.target.connect(autocommit=True) as conn:
         conn.execute("DELETE FROM chronicle.idempotency WHERE owner = %s", (user_id,))
+        conn.execute("DELETE FROM chronicle.blob_chunks WHERE owner = %s", (user_id,))

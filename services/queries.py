@@ -14,6 +14,12 @@ from psycopg_pool import AsyncConnectionPool
 from services import contract as c
 from services.errors import ChronicleError
 
+SESSION_COLUMNS = (
+    "s.id, s.name, s.description, s.kind, s.tags, s.status, s.conversation_count,"
+    " coalesce(st.artifact_count, 0) AS artifact_count, coalesce(st.total_tokens, 0) AS total_tokens,"
+    " s.created_at, s.updated_at"
+)
+SESSIONS = "rm_history.sessions s LEFT JOIN rm_stats.sessions st ON st.session_id = s.id"
 CONVERSATION_COLUMNS = (
     "id, title, tags, session_id, message_count, first_message, created_at, updated_at"
 )
@@ -50,18 +56,16 @@ class Queries:
 
     async def list_sessions(self, user: str, q: c.ListSessions) -> dict[str, Any]:
         rows = await self.fetch_all(
-            "SELECT id, name, description, kind, tags, status, conversation_count, created_at, updated_at,"
-            " count(*) OVER () AS total FROM rm_history.sessions"
-            " WHERE owner = %(user)s AND (%(kind)s::text IS NULL OR kind = %(kind)s)"
-            " ORDER BY created_at DESC, id LIMIT %(limit)s OFFSET %(offset)s",
+            "SELECT " + SESSION_COLUMNS + ", count(*) OVER () AS total FROM " + SESSIONS +
+            " WHERE s.owner = %(user)s AND (%(kind)s::text IS NULL OR s.kind = %(kind)s)"
+            " ORDER BY s.created_at DESC, s.id LIMIT %(limit)s OFFSET %(offset)s",
             {"user": user, "kind": q.kind, "limit": q.limit, "offset": q.offset},
         )
         return page(rows, q.limit, q.offset)
 
     async def get_session(self, user: str, q: c.GetSession) -> dict[str, Any]:
         row = await self.fetch_one(
-            "SELECT id, name, description, kind, tags, status, conversation_count, created_at, updated_at"
-            " FROM rm_history.sessions WHERE id = %s AND owner = %s",
+            "SELECT " + SESSION_COLUMNS + " FROM " + SESSIONS + " WHERE s.id = %s AND s.owner = %s",
             (q.session_id, user),
         )
         if row is None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -46,3 +47,17 @@ class Settings(BaseSettings):
     digest_interval: float = Field(
         default=3600, ge=0, description="seconds between audit digests, published only when events arrived; 0: never"
     )
+
+    generator: Literal["offline", "openai"] = Field(
+        default="offline", description="artifact generator: the built-in offline one, or an OpenAI-compatible endpoint"
+    )
+    openai_url: str = Field(default="https://api.openai.com/v1", description="chat-completions base URL")
+    openai_model: str = Field(default="gpt-4o-mini", description="model name sent to the endpoint")
+    openai_api_key: SecretStr | None = Field(default=None, description="bearer key for the endpoint (never logged)")
+    artifact_retention_days: float = Field(
+        default=0, ge=0, description="remove artifacts older than this many days; 0: keep forever"
+    )
+    artifact_max_per_session: int = Field(
+        default=0, ge=0, description="keep at most this many artifacts per session (the newest); 0: no limit"
+    )
+    retention_interval: float = Field(default=3600, gt=0, description="seconds between retention sweeps")

@@ -1,0 +1,148 @@
+"""artifact.generate, artifact.refine and artifact.variations: call the generator, then store.
+
+The generator runs outside the writer thread (it may be a remote model taking seconds);
+what it produced is stored by one internal command, so a retried request with the same
+Idempotency-Key gets the first reply and never a second generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+from uuid import UUID
+
+from domain.artifact import Artifact
+from services import contract_artifacts as a
+from services.command_bus import CommandBus, fingerprint
+from services.errors import ChronicleError
+from services.generator import Generation, GenerationFailed, GenerationRequest, Generator
+
+log = logging.getLogger(__name__)
+
+
+def generated_artifact(generation: Generation, request: GenerationRequest, **provenance: Any) -> a.StoreGenerated:
+    return a.StoreGenerated(
+        layout=generation.layout,
+        draft=generation.draft,
+        query=request.query,
+        model=generation.model,
+        temperature=request.temperature,
+        provider=generation.provider,
+        stats=generation.stats,
+        **provenance,
+    )
+
+
+class Generating:
+    def __init__(self, bus: CommandBus, generator: Generator):
+        self.bus = bus
+        self.generator = generator
+
+    async def _once(
+        self, name: str, request: a.Command, user: str, key: str | None, work: Callable[[], Awaitable[tuple[str, a.Command]]]
+    ) -> dict[str, Any]:
+        """Run `work` (generate, then say which internal command stores it) unless this key
+        was answered before."""
+        request_fingerprint = fingerprint(name, request)
+        if key is not None:
+            reply = await self.bus.stored_reply(user, key, request_fingerprint)
+            if reply is not None:
+                return reply
+        command, payload = await work()
+        return await self.bus.execute(command, payload, user, key, request_fingerprint=request_fingerprint)
+
+    async def _call(self, request: GenerationRequest) -> Generation:
+        try:
+            return await self.generator.generate(request)
+        except GenerationFailed as failure:
+            raise ChronicleError("unavailable", f"the generator failed: {failure}") from None
+
+    async def _artifact(self, user: str, artifact_id: UUID, field: str) -> Artifact:
+        """The caller's artifact as the event store has it (its layout and draft)."""
+        found = (await asyncio.to_thread(self.bus.store.load_many, [artifact_id])).get(artifact_id)
+        if not isinstance(found, Artifact) or found.owner != user or found.removed:
+            raise ChronicleError(
+                "not_found",
+                f"artifact {artifact_id} not found",
+                [{"field": field, "rule": "exists", "message": "no such artifact"}],
+            )
+        return found
+
+    async def generate(self, user: str, cmd: a.GenerateArtifact, key: str | None) -> dict[str, Any]:
+        async def work() -> tuple[str, a.Command]:
+            request = GenerationRequest(query=cmd.query, model=cmd.model, temperature=cmd.temperature)
+            generation = await self._call(request)
+            provenance = cmd.model_dump(include={"session_id", "tags", "rag_examples", "parent_id"})
+            return "artifact.store_generated", generated_artifact(generation, request, origin="generated", **provenance)
+
+        return await self._once("artifact.generate", cmd, user, key, work)
+
+    async def refine(self, user: str, cmd: a.RefineArtifact, key: str | None) -> dict[str, Any]:
+        async def work() -> tuple[str, a.Command]:
+            base = await self._artifact(user, cmd.artifact_id, "artifact_id")
+            request = GenerationRequest(
+                query=base.query or cmd.refinement,
+                model=cmd.model,
+                temperature=cmd.temperature,
+                base_layout=base.layout,
+                base_draft=base.draft,
+                refinement=cmd.refinement,
+                preserve_structure=cmd.preserve_structure,
+            )
+            generation = await self._call(request)
+            artifact = generated_artifact(
+                generation,
+                request,
+                origin="refined",
+                refinement=cmd.refinement,
+                parent_id=base.id,
+                session_id=base.session_id,
+                tags=list(base.tags) if cmd.tags is None else cmd.tags,
+            )
+            return "artifact.store_generated", artifact
+
+        return await self._once("artifact.refine", cmd, user, key, work)
+
+    async def variations(self, user: str, cmd: a.CreateVariations, key: str | None) -> dict[str, Any]:
+        async def work() -> tuple[str, a.Command]:
+            base = await self._artifact(user, cmd.base_artifact_id, "base_artifact_id") if cmd.base_artifact_id else None
+            requests = [
+                GenerationRequest(
+                    query=cmd.query,
+                    model=cmd.model,
+                    temperature=temperature,
+                    base_layout=base.layout if base else None,
+                    base_draft=base.draft if base else None,
+                    style_variety=cmd.style_variety,
+                    variation_index=index,
+                )
+                for index, temperature in enumerate(cmd.temperatures())
+            ]
+            results = await asyncio.gather(*(self.generator.generate(r) for r in requests), return_exceptions=True)
+            provenance = cmd.model_dump(include={"tags", "rag_examples"})
+            outcomes = []
+            for index, (request, result) in enumerate(zip(requests, results, strict=True)):
+                outcome = a.VariationOutcome(index=index, temperature=request.temperature)
+                if isinstance(result, Generation):
+                    parent = {"parent_id": base.id} if base else {}
+                    artifact = generated_artifact(result, request, origin="variation", **provenance, **parent)
+                    outcome = outcome.model_copy(update={"artifact": artifact})
+                else:
+                    if not isinstance(result, GenerationFailed):
+                        log.error("variation failed", extra={"error_type": type(result).__name__})
+                    reason = str(result) if isinstance(result, GenerationFailed) else "internal error"
+                    outcome = outcome.model_copy(update={"error": reason})
+                outcomes.append(outcome)
+            stored = a.StoreVariations(
+                session_id=cmd.session_id or (base.session_id if base else None),
+                base_artifact_id=cmd.base_artifact_id,
+                query=cmd.query,
+                model=cmd.model,
+                style_variety=cmd.style_variety,
+                outcomes=outcomes,
+            )
+            return "artifact.store_variations", stored
+
+        return await self._once("artifact.variations", cmd, user, key, work)
