@@ -173,6 +173,7 @@ class Chronicle:
     subjects: list[str]
     _stack: contextlib.AsyncExitStack
     digest_publisher: DigestPublisher | None = None
+    retention: RetentionSweeper | None = None
 
     async def stop(self) -> None:
         await self._stack.aclose()
@@ -239,6 +240,7 @@ async def bootstrap(
         stack.callback(blobs.close)
         previews = Previews(bus, blobs, queries, js, settings.subject_prefix)
         generating = Generating(bus, generator or generator_for(settings))
+        retention = None
         if settings.artifact_retention_days > 0 or settings.artifact_max_per_session > 0:
             retention = RetentionSweeper(
                 queries,
@@ -292,4 +294,5 @@ async def bootstrap(
         subjects=[r.subject for r in service.routes],
         _stack=stack,
         digest_publisher=digest_publisher,
+        retention=retention,
     )

@@ -87,7 +87,7 @@ async def test_a_closed_current_session_is_replaced(client: ChronicleClient) -> 
         ({"layout": layout("a"), "rag_examples": [{"id": "e", "score": 1}, {"id": "e", "score": 2}]}, "rag_examples[1].id", "unique"),
         ({"layout": layout("a"), "stats": {"tokens": -1}}, "stats.tokens", "greater_than_equal"),
         ({"layout": layout("a"), "colour": "red"}, "colour", "extra_forbidden"),
-        ({"layout": layout("a"), "tags": ["t"] * 11 + ["u"]}, "tags", "too_long"),
+        ({"layout": layout("a"), "tags": [f"t{n}" for n in range(11)]}, "tags", "too_long"),
     ],
 )
 async def test_invalid_artifacts_are_refused_and_write_nothing(

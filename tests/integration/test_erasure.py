@@ -26,7 +26,17 @@ async def write_history(client: ChronicleClient) -> dict[str, uuid.UUID]:
     state = client.optimization(name="tulip prompts", optimizer="grid")
     round = await state.start_round()
     await state.record_trial(round, candidate={"prompt": "tulip advice"}, score=1.0, extra={"origin": "fresh"})
-    return {"session": session.session_id, "conversation": started.conversation_id, "optimization": await state.start()}
+    artifact = await client.artifacts.store(
+        {"type": "page", "label": "tulip clinic"}, query="tulip allergy clinic", rag_examples=[{"id": "doc-1", "score": 1}]
+    )
+    await client.artifacts.cache_preview(artifact.artifact_id, b"tulip preview bytes")
+    await client.artifacts.variations("tulip clinic variants", count=2, base_artifact_id=artifact.artifact_id)
+    return {
+        "session": session.session_id,
+        "conversation": started.conversation_id,
+        "optimization": await state.start(),
+        "artifact": artifact.artifact_id,
+    }
 
 
 def owners_rows(url: str, owner: str) -> dict[str, int]:
@@ -81,6 +91,9 @@ async def test_erasing_a_user_shreds_content_and_keeps_the_audit_trail(
     await bob.conversations.list()  # waits for the history read model
     await chronicle.positions.wait_for([p.name for p in PROJECTIONS], erased["position"], 10)
     assert not any(owners_rows(url, user).values()), owners_rows(url, user)
+    with psycopg.connect(url) as conn:
+        blobs = conn.execute("SELECT count(*) FROM chronicle.blob_chunks WHERE owner = %s", (user,)).fetchone()[0]
+    assert blobs == 0, "preview bytes are deleted with the key"
     assert (await bob.conversations.get(bobs.conversation_id)).messages[0].content == "tulips are nice"
 
     # The user can write nothing more, and their old aggregates are gone.
