@@ -23,6 +23,8 @@ from adapters.auth import TokenAuthority
 from adapters.blobs import BlobStore
 from adapters.embedded import EmbeddedNats, EmbeddedPostgres
 from adapters.event_store import EventStore
+from adapters.generator_offline import OfflineGenerator
+from adapters.generator_openai import OpenAICompatibleGenerator
 from adapters.jetstream import ensure_stream
 from adapters.keys import KeyRing
 from adapters.nats_service import NatsService
@@ -96,15 +98,11 @@ async def read_json_with_orjson(conn: psycopg.AsyncConnection) -> None:
 
 def generator_for(settings: Settings) -> Generator:
     if settings.generator == "openai":
-        from adapters.generator_openai import OpenAICompatibleGenerator
-
         if settings.openai_api_key is None:
             raise RuntimeError("CHRONICLE_GENERATOR=openai needs CHRONICLE_OPENAI_API_KEY")
         return OpenAICompatibleGenerator(
             settings.openai_url, settings.openai_model, settings.openai_api_key.get_secret_value()
         )
-    from adapters.generator_offline import OfflineGenerator
-
     return OfflineGenerator()
 
 

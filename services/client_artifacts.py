@@ -64,11 +64,12 @@ class Artifacts:
         if len(data) <= a.PREVIEW_CHUNK:
             fields["data"] = base64.b64encode(data).decode()
         else:
-            name = uuid.uuid4().hex
+            fields["upload"] = uuid.uuid4().hex
+        request = self._client.build(a.CachePreview, **fields)  # refused here, before any upload, if invalid
+        if request.upload is not None:
             store = await self._client.nc.jetstream().object_store(upload_bucket(self._client.prefix))
-            await store.put(name, data)
-            fields["upload"] = name
-        return await self._command("artifact.cache_preview", a.CachePreview, a.PreviewCached, idempotency_key, **fields)
+            await store.put(request.upload, data)
+        return await self._client.command("artifact.cache_preview", request, a.PreviewCached, idempotency_key)
 
     async def preview(self, artifact_id: UUID, *, style: str | None = None, format: str | None = None) -> bytes:
         """A preview's bytes, fetched chunk by chunk (the latest one when style/format are not given)."""

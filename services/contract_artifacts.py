@@ -14,6 +14,7 @@ from domain.artifact import (
     MAX_DRAFT,
     MAX_EXAMPLE_TEXT,
     MAX_LABEL,
+    MAX_PREVIEW_BYTES,
     MAX_QUERY,
     MAX_REFINEMENT,
     MAX_REMOVAL_REASON,
@@ -140,7 +141,7 @@ class CachePreview(Command):
     data: str | None = Field(default=None, max_length=4 * PREVIEW_CHUNK // 3 + 4)
     upload: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,100}$")
     sha256: str | None = Sha256
-    size: int | None = Field(default=None, ge=1)
+    size: int | None = Field(default=None, ge=1, le=MAX_PREVIEW_BYTES)
 
     @model_validator(mode="after")
     def one_source(self) -> CachePreview:

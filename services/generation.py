@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
+from adapters.event_store import EventStore
 from domain.artifact import Artifact
 from services import contract_artifacts as a
 from services.command_bus import CommandBus, fingerprint
@@ -33,6 +34,18 @@ def generated_artifact(generation: Generation, request: GenerationRequest, **pro
         stats=generation.stats,
         **provenance,
     )
+
+
+async def visible_artifact(store: EventStore, user: str, artifact_id: UUID, field: str) -> Artifact:
+    """The caller's live artifact as the event store has it (layout, draft, session), or not_found."""
+    found = (await asyncio.to_thread(store.load_many, [artifact_id])).get(artifact_id)
+    if not isinstance(found, Artifact) or found.owner != user or found.removed:
+        raise ChronicleError(
+            "not_found",
+            f"artifact {artifact_id} not found",
+            [{"field": field, "rule": "exists", "message": "no such artifact"}],
+        )
+    return found
 
 
 class Generating:
@@ -60,15 +73,7 @@ class Generating:
             raise ChronicleError("unavailable", f"the generator failed: {failure}") from None
 
     async def _artifact(self, user: str, artifact_id: UUID, field: str) -> Artifact:
-        """The caller's artifact as the event store has it (its layout and draft)."""
-        found = (await asyncio.to_thread(self.bus.store.load_many, [artifact_id])).get(artifact_id)
-        if not isinstance(found, Artifact) or found.owner != user or found.removed:
-            raise ChronicleError(
-                "not_found",
-                f"artifact {artifact_id} not found",
-                [{"field": field, "rule": "exists", "message": "no such artifact"}],
-            )
-        return found
+        return await visible_artifact(self.bus.store, user, artifact_id, field)
 
     async def generate(self, user: str, cmd: a.GenerateArtifact, key: str | None) -> dict[str, Any]:
         async def work() -> tuple[str, a.Command]:

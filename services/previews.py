@@ -24,6 +24,7 @@ from services import queries_artifacts
 from services.command_bus import CommandBus, fingerprint
 from services.contract_artifacts import upload_bucket
 from services.errors import ChronicleError
+from services.generation import visible_artifact
 from services.queries import Queries
 
 UPLOAD_TTL = 3600.0  # seconds an upload waits to be claimed before JetStream drops it
@@ -53,12 +54,32 @@ class Previews:
         self.bucket = upload_bucket(prefix)
 
     async def cache(self, user: str, cmd: a.CachePreview, key: str | None) -> dict[str, Any]:
-        request_fingerprint = fingerprint("artifact.cache_preview", cmd)
+        # Bytes named by their sha256 are the same request whichever upload carried them:
+        # a client retrying with its Idempotency-Key uploads again under a new name.
+        same_bytes = cmd.model_copy(update={"data": None, "upload": None}) if cmd.sha256 else cmd
+        request_fingerprint = fingerprint("artifact.cache_preview", same_bytes)
         if key is not None:
             reply = await self.bus.stored_reply(user, key, request_fingerprint)
             if reply is not None:
                 return reply
+        # Checked before the bytes are stored, so nobody leaves bytes no artifact references.
+        await visible_artifact(self.bus.store, user, cmd.artifact_id, "artifact_id")
         data = base64.b64decode(cmd.data) if cmd.data is not None else await self._claim(cmd.upload or "")
+        try:
+            self._check(cmd, data)
+            sha256 = await asyncio.to_thread(self.blobs.put, user, data)
+            record = a.RecordPreview(
+                artifact_id=cmd.artifact_id, style=cmd.style, format=cmd.format, sha256=sha256, size=len(data)
+            )
+            return await self.bus.execute(
+                "artifact.record_preview", record, user, key, request_fingerprint=request_fingerprint
+            )
+        finally:
+            if cmd.upload is not None:  # claimed once, whatever came of it
+                await self._discard(cmd.upload)
+
+    @staticmethod
+    def _check(cmd: a.CachePreview, data: bytes) -> None:
         if len(data) > MAX_PREVIEW_BYTES:
             raise invalid("size", "max_bytes", f"a preview holds at most {MAX_PREVIEW_BYTES} bytes")
         if not data:
@@ -67,12 +88,6 @@ class Previews:
             raise invalid("size", "matches", f"size says {cmd.size} bytes, {len(data)} arrived")
         if cmd.sha256 is not None and cmd.sha256 != hashlib.sha256(data).hexdigest():
             raise invalid("sha256", "matches", "the bytes that arrived have another sha256")
-        sha256 = await asyncio.to_thread(self.blobs.put, user, data)
-        record = a.RecordPreview(artifact_id=cmd.artifact_id, style=cmd.style, format=cmd.format, sha256=sha256, size=len(data))
-        reply = await self.bus.execute("artifact.record_preview", record, user, key, request_fingerprint=request_fingerprint)
-        if cmd.upload is not None:
-            await self._discard(cmd.upload)
-        return reply
 
     async def _claim(self, name: str) -> bytes:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import uuid
 from typing import Any
@@ -223,6 +224,13 @@ async def test_previews_small_and_large_round_trip_byte_exact(client: ChronicleC
     assert {p.style: p.bytes() for p in got.previews} == {"thumb": small, "full": large}
     plain = await client.artifacts.get(made.artifact_id)
     assert [p.data for p in plain.previews] == [None, None] and plain.previews[1].size == len(large)
+    assert [p.sha256 for p in plain.previews][1] == hashlib.sha256(large).hexdigest()
+
+    # A retry with its key (uploading again under a new name) gets the first reply, records nothing.
+    first = await client.artifacts.cache_preview(made.artifact_id, large, style="retry", idempotency_key="preview-1")
+    again = await client.artifacts.cache_preview(made.artifact_id, large, style="retry", idempotency_key="preview-1")
+    assert again.position == first.position is not None
+    assert len([e for e in (await client.audit.events(made.artifact_id)) if e.type == "Artifact.PreviewCached"]) == 3
 
     with pytest.raises(ChronicleError) as mismatch:
         await client.request("cmd.artifact.cache_preview", {
@@ -269,3 +277,15 @@ async def test_another_users_artifacts_are_not_found(connect: ClientFactory) -> 
     assert (await bob.artifacts.search("secret plan")).items == []
     assert (await bob.artifacts.by_example("d1")).total == 0
     assert [a.id for a in (await bob.artifacts.list()).items] == [other.artifact_id]
+
+
+@pytest.mark.slow
+async def test_a_twenty_mib_preview_works_and_one_byte_more_is_refused(client: ChronicleClient) -> None:
+    made = await client.artifacts.store(layout("a"))
+    limit = os.urandom(20 * 1024 * 1024)
+    await client.artifacts.cache_preview(made.artifact_id, limit, style="print", format="tiff")
+    assert await client.artifacts.preview(made.artifact_id, style="print") == limit
+    with pytest.raises(ChronicleError) as too_big:
+        await client.artifacts.cache_preview(made.artifact_id, limit + b"!", style="huge", format="tiff")
+    assert too_big.value.code == "invalid" and too_big.value.fields == ["size"]
+    assert [p.style for p in (await client.artifacts.get(made.artifact_id)).previews] == ["print"]
