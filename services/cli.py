@@ -346,6 +346,35 @@ def optimizations_show(settings: Settings, ident: str) -> None:
     print(render(*found))
 
 
+def artifacts_command(settings: Settings, action: str, ident: str, depth: int) -> None:
+    """`artifacts show` or `artifacts tree`: read the read models directly, whoever owns the artifact."""
+    import uuid
+
+    from services import artifact_report as report
+
+    try:
+        artifact_id = uuid.UUID(ident)
+    except ValueError:
+        sys.exit(f"artifacts {action}: {ident!r} is not an artifact id (a UUID)")
+    with database(settings) as target:
+        if action == "show":
+            row = asyncio.run(report.load_artifact(target.url, artifact_id))
+            text = None if row is None else report.render_artifact(row)
+        else:
+            lineage = asyncio.run(report.load_tree(target.url, artifact_id, depth))
+            text = None if lineage is None else report.render_tree(*lineage)
+    if text is None:
+        sys.exit(f"artifact {artifact_id} not found")
+    print(text)
+
+
+def lineage_depth(text: str) -> int:
+    depth = int(text) if text.isdigit() else 0
+    if not 1 <= depth <= 1_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a depth from 1 to 1000")
+    return depth
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="chronicle",
@@ -398,6 +427,20 @@ def parser() -> argparse.ArgumentParser:
     osub = opt.add_subparsers(dest="optimizations_command", required=True, metavar="ACTION")
     show = osub.add_parser("show", help="an optimization's rounds as a table and its best-so-far curve")
     show.add_argument("optimization_id", metavar="ID")
+    art = sub.add_parser(
+        "artifacts",
+        help="inspect an artifact or its lineage (an operator tool: reads the read models directly, any user's artifacts)",
+        description="Operator tool: reads the read models directly, so it is not scoped to a user and shows any "
+        "user's artifacts.",
+    )
+    artsub = art.add_subparsers(dest="artifacts_command", required=True, metavar="ACTION")
+    ashow = artsub.add_parser("show", help="an artifact's provenance, stats, shape, RAG examples, previews and draft")
+    ashow.add_argument("artifact_id", metavar="ID")
+    atree = artsub.add_parser("tree", help="the path from the root ancestor to the artifact, then its descendants")
+    atree.add_argument("artifact_id", metavar="ID")
+    atree.add_argument(
+        "--depth", type=lineage_depth, default=50, metavar="N", help="generations walked each way (default 50, max 1000)"
+    )
     return p
 
 
@@ -425,6 +468,8 @@ def main(argv: list[str] | None = None) -> None:
         import_command(settings, args.file)
     elif args.command == "optimizations":
         optimizations_show(settings, args.optimization_id)
+    elif args.command == "artifacts":
+        artifacts_command(settings, args.artifacts_command, args.artifact_id, getattr(args, "depth", 50))
     elif args.projections_command == "status":
         projections_status(settings)
     elif args.projections_command == "rebuild":

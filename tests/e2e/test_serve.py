@@ -72,6 +72,9 @@ async def test_serve_embedded_restart_keeps_data(data_dir: Path) -> None:
         client = await ChronicleClient.connect(str(served.ready["nats"]), token, prefix="e2e")
         started = await client.conversations.start(tags=["e2e"])
         await client.conversations.add_message(started.conversation_id, "user", "Remember the lighthouse")
+        poster = await client.artifacts.generate("a lighthouse poster")
+        preview = os.urandom(1_500_000)  # over one NATS message: through the embedded object store
+        await client.artifacts.cache_preview(poster.artifact_id, preview, style="print")
         in_flight = [
             asyncio.create_task(client.conversations.add_message(started.conversation_id, "agent", f"reply {n}"))
             for n in range(30)
@@ -94,6 +97,10 @@ async def test_serve_embedded_restart_keeps_data(data_dir: Path) -> None:
         assert page.items[0].message_count == 31
         hits = await client.conversations.search("lighthouse")
         assert hits.items and hits.items[0].conversation_id == started.conversation_id
+        kept = await client.artifacts.get(poster.artifact_id, include_preview=True)
+        assert kept.layout == poster.layout and kept.previews[0].bytes() == preview
+        variations = await client.artifacts.variations("lighthouse poster", count=3, base_artifact_id=poster.artifact_id)
+        assert [m.status for m in variations.members] == ["stored"] * 3
         await client.close()
     finally:
         assert await asyncio.to_thread(served.stop) == 0
