@@ -27,7 +27,8 @@ def parser() -> argparse.ArgumentParser:
         "`python -m bench hitl --help`: the HITL signal latency benchmark; "
         "`python -m bench optimization --help`: trial.record throughput and optimizations.history; "
         "`python -m bench snapshots --help`: loading and auditing a 10,000-event aggregate; "
-        "`python -m bench audit --help`: hash-chain verification and export rates.",
+        "`python -m bench audit --help`: hash-chain verification and export rates; "
+        "`python -m bench artifacts --help`: artifacts.get, lineage, search and variation sets over 1M artifacts.",
     )
     scale = p.add_argument_group("scale")
     scale.add_argument("--quick", action="store_true",
@@ -92,6 +93,7 @@ SUITES = {
     "optimization": "bench.optimization",  # trial.record throughput, optimizations.history
     "snapshots": "bench.snapshots",  # loading and auditing a 10,000-event aggregate
     "audit": "bench.audit",  # hash-chain verification and export rates
+    "artifacts": "bench.artifacts",  # artifacts.get, lineage, search, variation sets over 1M artifacts
 }
 
 
