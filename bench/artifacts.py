@@ -21,7 +21,6 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -31,15 +30,14 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 from nats.aio.client import Client as NATS
 
-from adapters.event_store import EventStore, PydanticMapper
+from adapters.event_store import PydanticMapper
 from adapters.generator_offline import OfflineGenerator
-from adapters.keys import KeyRing
 from adapters.postgres import PostgresTarget, migrate
 from bench.corpus import Corpus
-from bench.load import SEARCH_KINDS, Samples, connect, sequential
+from bench.load import SEARCH_KINDS, Samples, connect, search_words, sequential
 from bench.report import Report, percentile, under
 from bench.run import Every, build_read_models, say
-from bench.seed import EPOCH, HISTORY_SPAN, INSERTS_IN_FLIGHT, RARE_WORDS_KEPT, random_uuid
+from bench.seed import EPOCH, HISTORY_SPAN, RARE_WORDS_KEPT, insert_all, random_uuid
 from bench.servers import bench_servers
 from bench.service import ServiceProcess
 from domain.artifact import Artifact, GenerationStats, RagExample
@@ -245,23 +243,13 @@ def seed(target: PostgresTarget, plan: Plan, progress: Callable[[Seeded], None])
     """Insert every event, one thread building batches while another inserts the last one."""
     seeded = Seeded(users=[f"bench-user-{n:05d}" for n in range(plan.users)])
     history = ArtifactHistory(plan, seeded)
-    keys = KeyRing(target)
-    store = EventStore(target, pool_size=1, keys=keys)  # sealed per owner, as the service writes
     started = time.perf_counter()
-    in_flight: deque[Future[Any]] = deque()
-    try:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-insert") as inserter:
-            for stored in stored_batches(history.events(), store.mapper, plan.batch_size):
-                in_flight.append(inserter.submit(store.recorder.record, stored, lambda ids: []))
-                seeded.events += len(stored)
-                while len(in_flight) >= INSERTS_IN_FLIGHT:
-                    in_flight.popleft().result()
-                progress(seeded)
-            while in_flight:
-                in_flight.popleft().result()
-    finally:
-        store.close()
-        keys.close()
+
+    def inserted(events: int) -> None:
+        seeded.events += events
+        progress(seeded)
+
+    insert_all(target, lambda store: stored_batches(history.events(), store.mapper, plan.batch_size), inserted)
     seeded.seconds = time.perf_counter() - started
     return seeded
 
@@ -328,15 +316,7 @@ class Measurements:
             raise WrongReply(f"{len(reply.descendants)} descendants, expected {len(self.seeded.chain) - 1:,}")
 
     def search_words(self, kind: str, user: str) -> str:
-        """Words for one of SEARCH_KINDS: the common ones match a large share of a user's artifacts."""
-        common, rare = self.corpus.common_words, self.seeded.rare_words.get(user) or [self.corpus.words[-1]]
-        if kind == "common word":
-            return self.rng.choice(common)
-        if kind == "two common words":
-            return " ".join(self.rng.sample(common, 2))
-        if kind == "rare word":
-            return self.rng.choice(rare)
-        return f"{self.rng.choice(common)} {self.rng.choice(rare)}"
+        return search_words(self.rng, self.corpus, kind, self.seeded.rare_words.get(user))
 
     async def search(self, kind: str) -> None:
         user = self.rng.choice(self.seeded.users)

@@ -23,6 +23,19 @@ from services.client import ChronicleClient
 
 Operation = Callable[[], Awaitable[object]]
 SEARCH_KINDS = ("common word", "two common words", "rare word", "common and rare word")
+
+
+def search_words(rng: random.Random, corpus: Corpus, kind: str, rare: list[str] | None) -> str:
+    """Words for one of SEARCH_KINDS: common ones match a large share of a user's documents,
+    `rare` are words the user's documents are known to hold."""
+    rare = rare or [corpus.words[-1]]
+    if kind == "common word":
+        return rng.choice(corpus.common_words)
+    if kind == "two common words":
+        return " ".join(rng.sample(corpus.common_words, 2))
+    if kind == "rare word":
+        return rng.choice(rare)
+    return f"{rng.choice(corpus.common_words)} {rng.choice(rare)}"
 REQUEST_TIMEOUT = 30.0
 
 
@@ -77,15 +90,7 @@ class Workload:
         return self.readers[self.dataset.owner_of[conversation_id]].conversations.get(conversation_id)
 
     def search_words(self, kind: str, user: str) -> str:
-        common = self.corpus.common_words
-        rare = self.dataset.rare_words.get(user) or [self.corpus.words[-1]]
-        if kind == "common word":
-            return self.rng.choice(common)
-        if kind == "two common words":
-            return " ".join(self.rng.sample(common, 2))
-        if kind == "rare word":
-            return self.rng.choice(rare)
-        return f"{self.rng.choice(common)} {self.rng.choice(rare)}"
+        return search_words(self.rng, self.corpus, kind, self.dataset.rare_words.get(user))
 
     def search(self, kind: str) -> Awaitable[object]:
         """A random user's search of one of SEARCH_KINDS."""

@@ -20,6 +20,8 @@ from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import Any
 
+from eventsourcing.persistence import StoredEvent
+
 from adapters.event_store import EventStore
 from adapters.keys import KeyRing
 from adapters.postgres import PostgresTarget
@@ -154,6 +156,30 @@ def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
+def insert_all(
+    target: PostgresTarget,
+    batches: Callable[[EventStore], Iterable[list[StoredEvent]]],
+    inserted: Callable[[int], None],
+) -> None:
+    """Insert each batch `batches(store)` yields in one transaction, sealed per owner as the
+    service writes, one thread inserting while the caller builds the next batch."""
+    keys = KeyRing(target)
+    store = EventStore(target, pool_size=1, keys=keys)
+    in_flight: deque[Future[Any]] = deque()
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-insert") as inserter:
+            for stored in batches(store):
+                in_flight.append(inserter.submit(store.recorder.record, stored, lambda ids: []))
+                while len(in_flight) >= INSERTS_IN_FLIGHT:
+                    in_flight.popleft().result()
+                inserted(len(stored))
+            while in_flight:
+                in_flight.popleft().result()
+    finally:
+        store.close()
+        keys.close()
+
+
 def seed(
     target: PostgresTarget,
     scale: Scale,
@@ -165,23 +191,16 @@ def seed(
     """Insert the whole history; returns what was seeded and how fast."""
     scale.check()
     dataset = Dataset(users=[f"bench-user-{i:04d}" for i in range(scale.users)])
-    keys = KeyRing(target)
-    store = EventStore(target, pool_size=1, keys=keys)  # sealed per owner, as the service writes
     started = time.perf_counter()
-    in_flight: deque[Future[Any]] = deque()
-    try:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-insert") as inserter:
-            for batch in batched(generate(scale, seed, dataset), batch_size):
-                stored = [store.mapper.to_stored_event(e, dataset.owner_of[e.originator_id]) for e in batch]
-                in_flight.append(inserter.submit(store.recorder.record, stored, lambda ids: []))
-                dataset.events += len(stored)
-                while len(in_flight) >= INSERTS_IN_FLIGHT:
-                    in_flight.popleft().result()
-                progress(dataset.messages, scale.messages)
-            while in_flight:
-                in_flight.popleft().result()
-    finally:
-        store.close()
-        keys.close()
+
+    def sealed(store: EventStore) -> Iterator[list[StoredEvent]]:
+        for batch in batched(generate(scale, seed, dataset), batch_size):
+            yield [store.mapper.to_stored_event(e, dataset.owner_of[e.originator_id]) for e in batch]
+
+    def inserted(events: int) -> None:
+        dataset.events += events
+        progress(dataset.messages, scale.messages)
+
+    insert_all(target, sealed, inserted)
     dataset.seconds = time.perf_counter() - started
     return dataset

@@ -237,7 +237,11 @@ async def bootstrap(
         blobs = BlobStore(target, keys)
         stack.callback(blobs.close)
         previews = Previews(bus, blobs, queries, js, settings.subject_prefix)
-        generating = Generating(bus, generator or generator_for(settings))
+        if generator is None:
+            generator = generator_for(settings)
+            if isinstance(generator, OpenAICompatibleGenerator):
+                stack.push_async_callback(generator.aclose)
+        generating = Generating(bus, generator)
         retention = None
         if settings.artifact_retention_days > 0 or settings.artifact_max_per_session > 0:
             retention = RetentionSweeper(
