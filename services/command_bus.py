@@ -16,7 +16,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -144,6 +144,25 @@ class CommandBus:
         )
         self._queue.put(submission)
         return await submission.future
+
+    async def execute_prepared(
+        self,
+        name: str,
+        request: Command,
+        user_id: str,
+        idempotency_key: str | None,
+        prepare: Callable[[], Awaitable[tuple[str, Command]]],
+    ) -> dict[str, Any]:
+        """For a request that needs slow work first (a generator call, a retrieval): unless
+        this key was answered before, `prepare()` does the work and names the internal
+        command that stores its outcome, which runs fingerprinted as the caller's request."""
+        request_fingerprint = fingerprint(name, request)
+        if idempotency_key is not None:
+            reply = await self.stored_reply(user_id, idempotency_key, request_fingerprint)
+            if reply is not None:
+                return reply
+        command, payload = await prepare()
+        return await self.execute(command, payload, user_id, idempotency_key, request_fingerprint=request_fingerprint)
 
     async def stored_reply(self, user_id: str, idempotency_key: str, request_fingerprint: str) -> dict[str, Any] | None:
         """The reply already given to this key, for a service that must not redo slow work

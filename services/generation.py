@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
 from adapters.event_store import EventStore
 from domain.artifact import Artifact
 from services import contract_artifacts as a
-from services.command_bus import CommandBus, fingerprint
+from services.command_bus import CommandBus
 from services.errors import ChronicleError
 from services.generator import Generation, GenerationFailed, GenerationRequest, Generator
 
@@ -53,19 +52,6 @@ class Generating:
         self.bus = bus
         self.generator = generator
 
-    async def _once(
-        self, name: str, request: a.Command, user: str, key: str | None, work: Callable[[], Awaitable[tuple[str, a.Command]]]
-    ) -> dict[str, Any]:
-        """Run `work` (generate, then say which internal command stores it) unless this key
-        was answered before."""
-        request_fingerprint = fingerprint(name, request)
-        if key is not None:
-            reply = await self.bus.stored_reply(user, key, request_fingerprint)
-            if reply is not None:
-                return reply
-        command, payload = await work()
-        return await self.bus.execute(command, payload, user, key, request_fingerprint=request_fingerprint)
-
     async def _call(self, request: GenerationRequest) -> Generation:
         try:
             return await self.generator.generate(request)
@@ -82,7 +68,7 @@ class Generating:
             provenance = cmd.model_dump(include={"session_id", "tags", "rag_examples", "parent_id"})
             return "artifact.store_generated", generated_artifact(generation, request, origin="generated", **provenance)
 
-        return await self._once("artifact.generate", cmd, user, key, work)
+        return await self.bus.execute_prepared("artifact.generate", cmd, user, key, work)
 
     async def refine(self, user: str, cmd: a.RefineArtifact, key: str | None) -> dict[str, Any]:
         async def work() -> tuple[str, a.Command]:
@@ -108,7 +94,7 @@ class Generating:
             )
             return "artifact.store_generated", artifact
 
-        return await self._once("artifact.refine", cmd, user, key, work)
+        return await self.bus.execute_prepared("artifact.refine", cmd, user, key, work)
 
     async def variations(self, user: str, cmd: a.CreateVariations, key: str | None) -> dict[str, Any]:
         async def work() -> tuple[str, a.Command]:
@@ -150,4 +136,4 @@ class Generating:
             )
             return "artifact.store_variations", stored
 
-        return await self._once("artifact.variations", cmd, user, key, work)
+        return await self.bus.execute_prepared("artifact.variations", cmd, user, key, work)

@@ -21,7 +21,7 @@ from adapters.blobs import CHUNK_BYTES, BlobErased, BlobStore
 from domain.artifact import MAX_PREVIEW_BYTES
 from services import contract_artifacts as a
 from services import queries_artifacts
-from services.command_bus import CommandBus, fingerprint
+from services.command_bus import CommandBus
 from services.contract_artifacts import upload_bucket
 from services.errors import ChronicleError
 from services.generation import visible_artifact
@@ -54,26 +54,22 @@ class Previews:
         self.bucket = upload_bucket(prefix)
 
     async def cache(self, user: str, cmd: a.CachePreview, key: str | None) -> dict[str, Any]:
-        # Bytes named by their sha256 are the same request whichever upload carried them:
-        # a client retrying with its Idempotency-Key uploads again under a new name.
-        same_bytes = cmd.model_copy(update={"data": None, "upload": None}) if cmd.sha256 else cmd
-        request_fingerprint = fingerprint("artifact.cache_preview", same_bytes)
-        if key is not None:
-            reply = await self.bus.stored_reply(user, key, request_fingerprint)
-            if reply is not None:
-                return reply
-        # Checked before the bytes are stored, so nobody leaves bytes no artifact references.
-        await visible_artifact(self.bus.store, user, cmd.artifact_id, "artifact_id")
-        data = base64.b64decode(cmd.data) if cmd.data is not None else await self._claim(cmd.upload or "")
-        try:
+        async def store_bytes() -> tuple[str, a.Command]:
+            # Checked before the bytes are stored, so nobody leaves bytes no artifact references.
+            await visible_artifact(self.bus.store, user, cmd.artifact_id, "artifact_id")
+            data = base64.b64decode(cmd.data) if cmd.data is not None else await self._claim(cmd.upload or "")
             self._check(cmd, data)
             sha256 = await asyncio.to_thread(self.blobs.put, user, data)
             record = a.RecordPreview(
                 artifact_id=cmd.artifact_id, style=cmd.style, format=cmd.format, sha256=sha256, size=len(data)
             )
-            return await self.bus.execute(
-                "artifact.record_preview", record, user, key, request_fingerprint=request_fingerprint
-            )
+            return "artifact.record_preview", record
+
+        # Bytes named by their sha256 are the same request whichever upload carried them:
+        # a client retrying with its Idempotency-Key uploads again under a new name.
+        same_bytes = cmd.model_copy(update={"data": None, "upload": None}) if cmd.sha256 else cmd
+        try:
+            return await self.bus.execute_prepared("artifact.cache_preview", same_bytes, user, key, store_bytes)
         finally:
             if cmd.upload is not None:  # claimed once, whatever came of it
                 await self._discard(cmd.upload)
