@@ -28,7 +28,7 @@ MAX_TEMPERATURE = 2.0
 MAX_PREVIEW_BYTES = 20 * 1024 * 1024
 MAX_REMOVAL_REASON = 500
 
-Origin = Literal["stored", "generated", "refined", "variation"]
+Origin = Literal["stored", "generated", "refined", "variation", "job"]
 
 
 class GenerationStats(BaseModel):
@@ -114,6 +114,7 @@ class Artifact(Aggregate):
         variation_set_id: UUID | None
         variation_index: int | None
         tags: tuple[str, ...]
+        job_id: UUID | None = None  # the generation job whose result this is
 
         def apply(self, artifact: Artifact) -> None:
             super().apply(artifact)
@@ -169,6 +170,7 @@ class Artifact(Aggregate):
         refinement: str | None = None,
         variation_set_id: UUID | None = None,
         variation_index: int | None = None,
+        job_id: UUID | None = None,
     ) -> Artifact:
         check_layout(layout)
         check_text("query", query, max_length=MAX_QUERY, min_length=0)
@@ -207,6 +209,7 @@ class Artifact(Aggregate):
             variation_set_id=variation_set_id,
             variation_index=variation_index,
             tags=normalise_tags("tags", tags),
+            job_id=job_id,
         )
 
     def tag(self, *, at: datetime, tags: tuple[str, ...] | list[str]) -> None:

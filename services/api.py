@@ -9,8 +9,10 @@ from adapters.nats_service import Route
 from services import contract as c
 from services import contract_artifacts as ca
 from services import contract_audit as a
+from services import contract_jobs as cj
 from services import contract_optimization as o
 from services import queries_artifacts as qa
+from services import queries_jobs as qj
 from services import queries_optimization as qo
 from services.command_bus import CommandBus
 from services.commands import COMMANDS
@@ -18,6 +20,7 @@ from services.digests import Digests
 from services.erasure import ADMIN, erase_user
 from services.errors import ChronicleError
 from services.generation import Generating
+from services.jobs import Jobs
 from services.positions import ProjectionPositions
 from services.previews import Previews
 from services.queries import Queries
@@ -51,6 +54,8 @@ QUERIES: dict[str, tuple[type[c.Query], list[str], QueryFn]] = {
     "artifacts.by_example": (ca.ByExample, ["lineage"], qa.by_example),
     "artifacts.compare": (ca.CompareArtifacts, ["artifacts"], qa.compare),
     "variations.get": (ca.GetVariations, ["artifacts"], qa.variations),
+    "jobs.get": (cj.GetJob, ["jobs"], qj.get),
+    "jobs.list": (cj.ListJobs, ["jobs"], qj.list_jobs),
 }
 
 # Commands that do slow work (a generator call, a 20 MiB upload) before the bus stores
@@ -81,6 +86,7 @@ def routes(
     wait_timeout: float,
     generating: Generating,
     previews: Previews,
+    jobs: Jobs,
 ) -> list[Route]:
     def command(name: str) -> Any:
         async def run(user: str, payload: c.Command, key: str | None) -> dict[str, Any]:
@@ -120,6 +126,7 @@ def routes(
             for name, (model, method) in GENERATING_COMMANDS.items()
         ),
         Route(f"{prefix}.cmd.artifact.cache_preview", ca.CachePreview, previews.cache),
+        Route(f"{prefix}.cmd.job.request", cj.RequestJob, jobs.request),
         *(
             Route(f"{prefix}.query.{name}", model, query(read_models, handler, previews))
             for name, (model, read_models, handler) in PREVIEW_QUERIES.items()

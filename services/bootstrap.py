@@ -35,6 +35,7 @@ from projections.base import Projection
 from projections.engine import ProjectionEngine
 from projections.history import HistoryProjection
 from projections.hitl import HitlProjection
+from projections.jobs import JobsProjection
 from projections.lineage import LineageProjection
 from projections.optimizations import OptimizationsProjection
 from projections.search import SearchProjection
@@ -47,10 +48,12 @@ from services.digests import DigestPublisher, Digests
 from services.generation import Generating
 from services.generator import Generator
 from services.hitl_coordinator import SIGNAL_TOPICS, ExpirySweeper, SignalRelay
+from services.jobs import Jobs
 from services.positions import ProjectionPositions
 from services.previews import Previews, ensure_upload_bucket
 from services.queries import Queries
 from services.retention import RetentionSweeper
+from services.retriever import FullTextRetriever
 from services.settings import Settings
 from services.snapshots import SnapshotTaker
 
@@ -65,6 +68,7 @@ PROJECTIONS: list[type[Projection]] = [
     LineageProjection,
     AuditProjection,
     ArtifactsProjection,
+    JobsProjection,
 ]
 
 
@@ -272,7 +276,14 @@ async def bootstrap(
         service = NatsService(
             nc,
             routes(
-                settings.subject_prefix, bus, queries, positions, settings.query_wait_timeout, generating, previews
+                settings.subject_prefix,
+                bus,
+                queries,
+                positions,
+                settings.query_wait_timeout,
+                generating,
+                previews,
+                Jobs(bus, FullTextRetriever(queries)),
             ),
             authority or authority_for(settings),
             name=settings.service_name,

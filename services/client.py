@@ -18,6 +18,7 @@ from services import contract as c
 from services.client_artifacts import Artifacts
 from services.client_audit import AuditReader
 from services.client_hitl import Hitl
+from services.client_jobs import Jobs
 from services.client_optimization import Optimizations, OptimizationState
 from services.errors import ChronicleError, invalid_from_validation
 
@@ -62,6 +63,7 @@ class ChronicleClient:
         self.optimizations = Optimizations(self)
         self.audit = AuditReader(self)
         self.artifacts = Artifacts(self)
+        self.jobs = Jobs(self)
 
     def optimization(self, optimization_id: UUID | None = None, **fields: Any) -> OptimizationState:
         """An optimizer's handle: a new optimization (`fields`: name, optimizer, direction,

@@ -14,7 +14,7 @@ from domain.erasure import DataSubject
 from domain.errors import NotFound
 from domain.hitl import HistoryWindow, HitlRun
 from domain.session import Session
-from services import commands_artifacts, commands_optimization, digests
+from services import commands_artifacts, commands_jobs, commands_optimization, digests
 from services import contract as c
 from services import contract_audit as a
 from services.commands_sessions import open_session
@@ -177,4 +177,5 @@ INTERNAL_COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
     "user.erase": (c.EraseUser, erase_user),
     "audit.publish_digest": (a.PublishDigest, digests.publish_digest),
     **commands_artifacts.INTERNAL_COMMANDS,
+    **commands_jobs.INTERNAL_COMMANDS,
 }

@@ -1,0 +1,117 @@
+"""Command handlers of artifact generation jobs: the request, and each step a worker records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.artifact import Artifact
+from domain.job import Job, request_fingerprint
+from domain.job_output import artifact_of
+from domain.job_slot import JobSlot
+from services import contract as c
+from services import contract_jobs as j
+from services.commands_artifacts import session_for
+from services.unit_of_work import UnitOfWork
+
+
+def state(job: Job, **extra: Any) -> dict[str, Any]:
+    return {"job_id": str(job.id), "session_id": str(job.session_id), "status": job.status, "progress": job.progress, **extra}
+
+
+def request_job(cmd: j.RecordJob, uow: UnitOfWork) -> dict[str, Any]:
+    """A new job, unless one with the same fingerprint is still active: then that one."""
+    session = session_for(cmd.session_id, uow)
+    fingerprint = request_fingerprint(uow.user_id, session.id, cmd.artifact_type, cmd.source_ids, cmd.options)
+    slot = uow.find(JobSlot, JobSlot.id_for(fingerprint))
+    if slot is not None and slot.active_job_id is not None:
+        active = uow.get(Job, slot.active_job_id)
+        if active.is_active():
+            return state(active, created=False)
+    job = uow.add(
+        Job.request(
+            id=uow.new_id(),
+            owner=uow.user_id,
+            at=uow.now,
+            session_id=session.id,
+            artifact_type=cmd.artifact_type,
+            content=cmd.content,
+            options=cmd.options,
+            source_ids=cmd.source_ids,
+            snapshot=cmd.snapshot,
+        )
+    )
+    slot = slot or uow.add(JobSlot.open(owner=uow.user_id, fingerprint=fingerprint, at=uow.now))
+    slot.claim(at=uow.now, job_id=job.id)
+    return state(job, created=True)
+
+
+def start_phase(cmd: j.JobStep, uow: UnitOfWork) -> dict[str, Any]:
+    """The phase the worker now holds, with what it needs to run it (None: the job ended)."""
+    job = uow.get(Job, cmd.job_id)
+    phase = job.start_phase(at=uow.now, worker=cmd.worker)
+    spec = {"artifact_type": job.artifact_type, "content": job.content, "options": job.options}
+    snapshot = [chunk.model_dump(mode="json") for chunk in job.snapshot]
+    return state(job, phase=phase, attempt=job.attempt, spec=spec, snapshot=snapshot, plan=job.plan, result=job.result)
+
+
+def store_plan(cmd: j.StorePlan, uow: UnitOfWork) -> dict[str, Any]:
+    job = uow.get(Job, cmd.job_id)
+    job.store_plan(at=uow.now, worker=cmd.worker, plan=cmd.plan)
+    return state(job)
+
+
+def store_result(cmd: j.StoreResult, uow: UnitOfWork) -> dict[str, Any]:
+    job = uow.get(Job, cmd.job_id)
+    job.store_result(at=uow.now, worker=cmd.worker, result=cmd.result)
+    return state(job)
+
+
+def release(job: Job, uow: UnitOfWork) -> None:
+    """An ended job frees its fingerprint: the same request makes a new job from now on."""
+    uow.get(JobSlot, JobSlot.id_for(job.fingerprint)).release(at=uow.now, job_id=job.id)
+
+
+def finish_job(cmd: j.FinishJob, uow: UnitOfWork) -> dict[str, Any]:
+    """Validation's outcome; a valid result becomes an artifact linked to the job."""
+    job = uow.get(Job, cmd.job_id)
+    job.check_phase("validating", cmd.worker)
+    artifact = None
+    if not cmd.problems and job.result is not None:
+        layout, draft = artifact_of(job.artifact_type, job.result)
+        artifact = uow.add(
+            Artifact.store(
+                id=uow.new_id(),
+                owner=uow.user_id,
+                at=uow.now,
+                session_id=job.session_id,
+                parent=None,
+                layout=layout,
+                query=job.content,
+                draft=draft,
+                origin="job",
+                job_id=job.id,
+                tags=[job.artifact_type],
+            )
+        )
+    job.finish(at=uow.now, worker=cmd.worker, problems=cmd.problems, artifact_id=artifact.id if artifact else None)
+    if not job.is_active():
+        release(job, uow)
+    return state(job, artifact_id=str(artifact.id) if artifact else None)
+
+
+def fail_job(cmd: j.FailJob, uow: UnitOfWork) -> dict[str, Any]:
+    job = uow.get(Job, cmd.job_id)
+    job.fail(at=uow.now, worker=cmd.worker, reason=cmd.reason)
+    release(job, uow)
+    return state(job)
+
+
+# Run by services (jobs, workers), never straight from NATS.
+INTERNAL_COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
+    "job.record": (j.RecordJob, request_job),
+    "job.start_phase": (j.JobStep, start_phase),
+    "job.store_plan": (j.StorePlan, store_plan),
+    "job.store_result": (j.StoreResult, store_result),
+    "job.finish": (j.FinishJob, finish_job),
+    "job.fail": (j.FailJob, fail_job),
+}

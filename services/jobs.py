@@ -1,0 +1,35 @@
+"""job.request: capture the retrieval snapshot, then record the job (or find the active one)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services import contract_jobs as j
+from services.command_bus import CommandBus
+from services.errors import ChronicleError
+from services.retriever import Retriever
+
+DEFAULT_CHUNKS = 8
+MAX_CHUNKS = 50
+
+
+def chunks_wanted(options: dict[str, Any]) -> int:
+    wanted = options.get("chunks", DEFAULT_CHUNKS)
+    if isinstance(wanted, bool) or not isinstance(wanted, int) or not 0 <= wanted <= MAX_CHUNKS:
+        message = f"options.chunks must be a whole number from 0 to {MAX_CHUNKS}"
+        raise ChronicleError("invalid", message, [{"field": "options.chunks", "rule": "range", "message": message}])
+    return wanted
+
+
+class Jobs:
+    def __init__(self, bus: CommandBus, retriever: Retriever):
+        self.bus = bus
+        self.retriever = retriever
+
+    async def request(self, user: str, cmd: j.RequestJob, key: str | None) -> dict[str, Any]:
+        async def capture() -> tuple[str, j.Command]:
+            limit = chunks_wanted(cmd.options)
+            snapshot = await self.retriever.capture(user, cmd.content, cmd.source_ids, limit) if limit else []
+            return "job.record", j.RecordJob(**cmd.model_dump(), snapshot=snapshot)
+
+        return await self.bus.execute_prepared("job.request", cmd, user, key, capture)

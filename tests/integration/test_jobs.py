@@ -1,0 +1,152 @@
+"""Generation jobs: idempotent requests under concurrency, the retrieval snapshot, and the
+phase steps a worker records (driven here through the command bus, as a worker does)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from services import contract_jobs as j
+from services.bootstrap import Chronicle
+from services.client import ChronicleClient, ChronicleError
+from tests.conftest import ClientFactory
+
+QUIZ = {
+    "title": "Tulips",
+    "questions": [
+        {"question": "When do tulips bloom?", "options": ["spring", "winter"], "answer": "spring",
+         "explanation": "chunk 1 says so"},
+    ],
+}
+
+
+async def step(chronicle: Chronicle, owner: str, name: str, **fields: Any) -> dict[str, Any]:
+    model = {"job.start_phase": j.JobStep, "job.store_plan": j.StorePlan, "job.store_result": j.StoreResult,
+             "job.finish": j.FinishJob, "job.fail": j.FailJob}[name]
+    return await chronicle.bus.execute(name, model(**fields), owner)
+
+
+async def run_to_validation(chronicle: Chronicle, owner: str, job_id: Any, worker: str = "w1") -> None:
+    assert (await step(chronicle, owner, "job.start_phase", job_id=job_id, worker=worker))["phase"] == "planning"
+    await step(chronicle, owner, "job.store_plan", job_id=job_id, worker=worker, plan={"outline": ["bloom"]})
+    assert (await step(chronicle, owner, "job.start_phase", job_id=job_id, worker=worker))["phase"] == "generating"
+    await step(chronicle, owner, "job.store_result", job_id=job_id, worker=worker, result=QUIZ)
+    assert (await step(chronicle, owner, "job.start_phase", job_id=job_id, worker=worker))["phase"] == "validating"
+
+
+async def test_a_duplicate_while_active_is_the_same_job_and_after_completion_a_new_one(
+    chronicle: Chronicle, connect: ClientFactory
+) -> None:
+    user = "jobs-owner-1"
+    client = await connect(user)
+    talk = await client.conversations.start(title="tulip facts")
+    await client.conversations.add_message(talk.conversation_id, "user", "Tulips bloom in spring and love cold winters.")
+    await client.conversations.add_message(talk.conversation_id, "user", "Orchids are a different story.")
+    await client.conversations.list()  # the search read model holds the messages
+
+    first = await client.jobs.request("a quiz about tulips blooming", "quiz", options={"questions": 3})
+    assert first.created and first.status == "pending" and first.progress == 0
+    again = await client.jobs.request("a quiz about tulips blooming", "quiz", options={"questions": 3})
+    assert (again.job_id, again.created, again.status) == (first.job_id, False, "pending")
+    other = await client.jobs.request("a quiz about tulips blooming", "quiz", options={"questions": 4})
+    assert other.created and other.job_id != first.job_id
+
+    job = await client.jobs.get(first.job_id)
+    assert (job.status, job.attempt, job.snapshot_chunks, job.artifact_type) == ("pending", 1, 1, "quiz")
+    started = await step(chronicle, user, "job.start_phase", job_id=first.job_id, worker="w1")
+    assert [chunk["text"] for chunk in started["snapshot"]] == ["Tulips bloom in spring and love cold winters."]
+    assert started["snapshot"][0]["source_id"] == str(talk.conversation_id)
+
+    await step(chronicle, user, "job.store_plan", job_id=first.job_id, worker="w1", plan={"outline": ["bloom"]})
+    await step(chronicle, user, "job.start_phase", job_id=first.job_id, worker="w1")
+    await step(chronicle, user, "job.store_result", job_id=first.job_id, worker="w1", result=QUIZ)
+    await step(chronicle, user, "job.start_phase", job_id=first.job_id, worker="w1")
+    done = await step(chronicle, user, "job.finish", job_id=first.job_id, worker="w1", problems=[])
+    assert done["status"] == "completed" and done["progress"] == 100
+    client.observed(done["position"])
+
+    completed = await client.jobs.get(first.job_id)
+    assert (completed.status, completed.progress, completed.result) == ("completed", 100, QUIZ)
+    artifact = await client.artifacts.get(completed.artifact_id)
+    assert artifact.origin == "job" and artifact.layout["type"] == "quiz" and "When do tulips bloom?" in artifact.draft
+    assert (await client.artifacts.search("tulips bloom")).items[0].artifact_id == artifact.id
+
+    renewed = await client.jobs.request("a quiz about tulips blooming", "quiz", options={"questions": 3})
+    assert renewed.created and renewed.job_id not in (first.job_id, other.job_id)
+    listed = await client.jobs.list(status="pending")
+    assert {item.job_id for item in listed.items} == {other.job_id, renewed.job_id}
+
+
+async def test_fifty_identical_requests_at_once_make_one_job(client: ChronicleClient, second_instance: Chronicle) -> None:
+    # Two instances share the work (NATS spreads the requests): the event store's own
+    # optimistic concurrency on the fingerprint's slot decides, not a check-then-insert.
+    replies = await asyncio.gather(*(client.jobs.request("summarise my notes", "summary") for _ in range(50)))
+    assert len({r.job_id for r in replies}) == 1
+    assert sum(r.created for r in replies) == 1
+    assert (await client.jobs.list()).total == 1
+
+
+async def test_a_failed_validation_retries_once_with_the_same_snapshot_then_fails(
+    chronicle: Chronicle, connect: ClientFactory
+) -> None:
+    user = "jobs-owner-2"
+    client = await connect(user)
+    requested = await client.jobs.request("a summary", "summary", options={"chunks": 0})
+    await run_to_validation(chronicle, user, requested.job_id)
+    retried = await step(chronicle, user, "job.finish", job_id=requested.job_id, worker="w1", problems=["summary: blank"])
+    assert (retried["status"], retried["progress"]) == ("generating", 20)
+    again = await step(chronicle, user, "job.start_phase", job_id=requested.job_id, worker="w1")
+    assert (again["phase"], again["attempt"], again["plan"]) == ("generating", 2, {"outline": ["bloom"]})
+    await step(chronicle, user, "job.store_result", job_id=requested.job_id, worker="w1", result={"summary": ""})
+    await step(chronicle, user, "job.start_phase", job_id=requested.job_id, worker="w1")
+    failed = await step(chronicle, user, "job.finish", job_id=requested.job_id, worker="w1", problems=["summary: blank"])
+    assert failed["status"] == "failed"
+    client.observed(failed["position"])
+    job = await client.jobs.get(requested.job_id)
+    assert (job.status, job.attempt, job.error) == ("failed", 2, "the result failed validation 2 times")
+    assert (await client.jobs.request("a summary", "summary", options={"chunks": 0})).created
+
+
+async def test_another_worker_takes_a_phase_over_and_the_first_is_refused(
+    chronicle: Chronicle, connect: ClientFactory
+) -> None:
+    user = "jobs-owner-3"
+    client = await connect(user)
+    requested = await client.jobs.request("a layout for a tulip shop", "layout")
+    await step(chronicle, user, "job.start_phase", job_id=requested.job_id, worker="w1")
+    taken = await step(chronicle, user, "job.start_phase", job_id=requested.job_id, worker="w2")
+    assert taken["phase"] == "planning"
+    with pytest.raises(ChronicleError) as refused:
+        await step(chronicle, user, "job.store_plan", job_id=requested.job_id, worker="w1", plan={})
+    assert refused.value.code == "conflict"
+    events = await client.audit.events(requested.job_id)
+    starts = [(e.payload["worker"], e.payload["taken_over_from"]) for e in events if e.type == "Job.PhaseStarted"]
+    assert starts == [("w1", None), ("w2", "w1")]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"artifact_type": "poem"}, "artifact_type"),
+        ({"content": ""}, "content"),
+        ({"options": {"chunks": 500}}, "options.chunks"),
+        ({"source_ids": ["s"] * 101}, "source_ids"),
+        ({"priority": 1}, "priority"),
+    ],
+)
+async def test_invalid_job_requests_are_refused(client: ChronicleClient, fields: dict[str, Any], field: str) -> None:
+    with pytest.raises(ChronicleError) as refused:
+        await client.request("cmd.job.request", {"content": "a quiz", "artifact_type": "quiz", **fields})
+    assert refused.value.code == "invalid" and refused.value.fields == [field]
+    assert (await client.jobs.list()).total == 0
+
+
+async def test_another_users_job_is_not_found(connect: ClientFactory) -> None:
+    alice, bob = await connect(), await connect()
+    requested = await alice.jobs.request("a quiz", "quiz")
+    with pytest.raises(ChronicleError) as hidden:
+        await bob.jobs.get(requested.job_id)
+    assert hidden.value.code == "not_found"
+    assert (await bob.jobs.list()).total == 0
