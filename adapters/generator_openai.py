@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
 
 import httpx
 
+from adapters.chat_completions import ChatCompletions, CompletionFailed, UnusableReply
 from domain.artifact import MAX_DRAFT, GenerationStats
 from domain.errors import InvalidCommand
 from domain.layout import check_layout
@@ -25,10 +25,6 @@ text outline, one node per line>"}."""
 RETRY_PROMPT = (
     'That reply was not usable: {problem}. Reply again with only the JSON object {{"layout": ..., "draft": ...}}.'
 )
-
-
-class _Transient(Exception):
-    """The endpoint, not the model, failed this attempt: worth another try."""
 
 
 def user_message(request: GenerationRequest) -> str:
@@ -49,22 +45,22 @@ def user_message(request: GenerationRequest) -> str:
     return "\n\n".join(parts)
 
 
-def parse_reply(content: Any) -> tuple[dict[str, Any], str] | str:
-    """The layout and draft in a model's reply, or what is wrong with it. The problem names
-    only the kind of fault (and a field path), never the reply's content, so it can go into
-    errors and logs as well as back to the model."""
+def parse_reply(content: str) -> tuple[dict[str, Any], str]:
+    """The layout and draft in a model's reply, or UnusableReply saying what is wrong with it.
+    The problem names only the kind of fault (and a field path), never the reply's content,
+    so it can go into errors and logs as well as back to the model."""
     try:
-        reply = json.loads(content) if isinstance(content, str) else None
+        reply = json.loads(content)
     except ValueError:
         reply = None
     if not isinstance(reply, dict):
-        return "the reply was not a JSON object"
+        raise UnusableReply("the reply was not a JSON object")
     if "layout" not in reply:
-        return 'the reply had no "layout" key'
+        raise UnusableReply('the reply had no "layout" key')
     try:
         check_layout(reply["layout"])
     except InvalidCommand as error:
-        return f"the layout is invalid: {error.message}"
+        raise UnusableReply(f"the layout is invalid: {error.message}") from None
     draft = reply.get("draft")
     if not isinstance(draft, str) or not draft.strip() or len(draft) > MAX_DRAFT:
         draft = draft_of(reply["layout"])
@@ -88,81 +84,38 @@ class OpenAICompatibleGenerator:
         client: httpx.AsyncClient | None = None,
         backoff_seconds: float = 0.5,
     ):
-        self._endpoint = url.rstrip("/") + "/chat/completions"
-        self._model = model
-        self._headers = {"Authorization": f"Bearer {api_key}"}
+        self._chat = ChatCompletions(
+            url, model, api_key, timeout=timeout, backoff_seconds=backoff_seconds, client=client
+        )
         self._max_attempts = max(1, max_attempts)
-        self._timeout = timeout
-        self._backoff_seconds = backoff_seconds
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient()
 
     def __repr__(self) -> str:  # the key stays out of reprs, and so out of logs and tracebacks
-        return f"OpenAICompatibleGenerator({self._endpoint!r}, model={self._model!r})"
+        return f"OpenAICompatibleGenerator({self._chat.endpoint!r}, model={self._chat.model!r})"
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+        await self._chat.aclose()
 
     async def generate(self, request: GenerationRequest) -> Generation:
         started = time.perf_counter()
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user_message(request)}]
-        tokens, last_problem = 0, ""
-        for attempt in range(1, self._max_attempts + 1):
-            try:
-                reply = await self._complete(request, messages)
-            except _Transient as error:
-                last_problem = str(error)
-                if attempt < self._max_attempts:  # give a struggling endpoint a moment
-                    await asyncio.sleep(self._backoff_seconds * 2 ** (attempt - 1))
-                continue
-            tokens += reply["tokens"]
-            parsed = parse_reply(reply["content"])
-            if isinstance(parsed, str):
-                last_problem = parsed
-                messages += [
-                    {"role": "assistant", "content": str(reply["content"])},
-                    {"role": "user", "content": RETRY_PROMPT.format(problem=parsed)},
-                ]
-                continue
-            layout, draft = parsed
-            stats = GenerationStats(
-                attempts=attempt, retries=attempt - 1, tokens=tokens, duration_ms=(time.perf_counter() - started) * 1000
+        try:
+            answer = await self._chat.ask(
+                messages,
+                parse_reply,
+                retry_prompt=RETRY_PROMPT,
+                max_attempts=self._max_attempts,
+                wanted="layout",
+                model=request.model,
+                temperature=request.temperature,
             )
-            model = reply["model"] or request.model or self._model
-            return Generation(layout=layout, draft=draft, model=model, provider="openai-compatible", stats=stats)
-        raise GenerationFailed(
-            f"the model gave no valid layout after {self._max_attempts} attempts (last: {last_problem})"
+        except CompletionFailed as failed:
+            raise GenerationFailed(failed.message) from None
+        layout, draft = answer.value
+        stats = GenerationStats(
+            attempts=answer.attempts,
+            retries=answer.attempts - 1,
+            tokens=answer.tokens,
+            duration_ms=(time.perf_counter() - started) * 1000,
         )
-
-    async def _complete(self, request: GenerationRequest, messages: list[dict[str, str]]) -> dict[str, Any]:
-        body = {
-            "model": request.model or self._model,
-            "temperature": request.temperature,
-            "messages": messages,
-            "response_format": {"type": "json_object"},
-        }
-        try:
-            response = await self._client.post(self._endpoint, json=body, headers=self._headers, timeout=self._timeout)
-        except httpx.TimeoutException:
-            raise _Transient("the endpoint timed out") from None
-        except httpx.TransportError:
-            raise _Transient("the endpoint could not be reached") from None
-        if response.status_code == 429 or response.status_code >= 500:
-            raise _Transient(f"HTTP {response.status_code}")
-        if response.status_code >= 400:
-            # The body may quote the request back, so only the status is kept.
-            raise GenerationFailed(f"the model endpoint refused the request (HTTP {response.status_code})")
-        try:
-            completion = response.json()
-            content = completion["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise _Transient("the endpoint's reply was not a chat completion") from None
-        usage = completion.get("usage") or {}
-        used = usage.get("total_tokens") if isinstance(usage, dict) else None
-        model = completion.get("model")
-        return {
-            "content": content,
-            "tokens": used if isinstance(used, int) and used >= 0 else 0,
-            "model": model if isinstance(model, str) and model else None,
-        }
+        model = answer.model or request.model or self._chat.model
+        return Generation(layout=layout, draft=draft, model=model, provider="openai-compatible", stats=stats)
