@@ -20,20 +20,18 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from nats.js import JetStreamContext
 
-from adapters.event_store import SIGNALS_CHANNEL, ErasedContent, PydanticMapper
+from adapters.event_store import ErasedContent, PydanticMapper
 from adapters.keys import KeyRing
 from domain.conversation import Conversation
 from domain.hitl import HitlExpired, HitlPaused, HitlResumed, select_history
-from projections.engine import NEXT_EVENTS, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY
 from services import contract as c
 from services.background import Background
 from services.errors import ChronicleError
+from services.event_relay import EventRelay
 
 log = logging.getLogger(__name__)
 
-RELAY_NAME = "hitl_signals"
 SIGNAL_TOPICS = [get_topic(HitlPaused), get_topic(HitlResumed), get_topic(HitlExpired)]
-BATCH = 100
 STREAMS_KEPT = 256
 SIGNAL_STREAM_EVENTS = (Conversation.MessageAdded, HitlPaused, HitlResumed, HitlExpired)
 
@@ -69,83 +67,30 @@ def build_signal(stream: list[Any], event: Any, position: int) -> tuple[str, dic
     return "expired", {**base, "event": "expired"}
 
 
-class SignalRelay(Background):
-    name = "hitl-signal-relay"
+class SignalRelay(EventRelay):
+    name = "hitl_signals"
+    topics = SIGNAL_TOPICS
 
     def __init__(self, url: str, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
-        super().__init__()
-        self.url = url
-        self.js = js
-        self.prefix = prefix
+        super().__init__(url, js, prefix)
         self.stream = c.hitl_stream(prefix)
         self.mapper = PydanticMapper(keys=keys)
         self._streams: OrderedDict[UUID, tuple[int, list[Any]]] = OrderedDict()
 
-    async def start(self) -> None:
-        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-            await conn.execute(
-                "INSERT INTO chronicle.projections (name, position, version) VALUES (%s, 0, 1)"
-                " ON CONFLICT (name) DO NOTHING",
-                (RELAY_NAME,),
-            )
-        await super().start()
-
-    async def _run(self) -> None:
-        backoff = 0.1
-        while True:
-            try:
-                async with (
-                    await psycopg.AsyncConnection.connect(self.url, autocommit=True) as listener,
-                    await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn,
-                ):
-                    await listener.execute(f"LISTEN {SIGNALS_CHANNEL}")
-                    while True:
-                        while await self.relay_batch(conn) == BATCH:
-                            pass
-                        backoff = 0.1
-                        async for _ in listener.notifies(timeout=1.0, stop_after=1):
-                            pass
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # Postgres or NATS away: retry, the position was not moved
-                log.warning("signal relay interrupted; retrying", extra={"error_type": type(error).__name__})
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-
-    async def relay_batch(self, conn: psycopg.AsyncConnection) -> int:
-        # The projection engine's two statements: batch input (tracking row locked, no
-        # fsync wait: losing this commit only means publishing again, de-duplicated) and
-        # the tracking update.
-        async with conn.transaction():
-            cur = await conn.execute(
-                NEXT_EVENTS,
-                {"name": RELAY_NAME, "up_to": None, "topics": SIGNAL_TOPICS, "limit": BATCH},
-                prepare=True,
-            )
-            found = await cur.fetchall()
-            position, head = found[0][0], found[0][1]
-            if head <= position:
-                return 0
-            events = [row[2:] for row in found if row[2] is not None]
-            for notification_id, originator_id, version, _, _ in events:
-                try:
-                    stream = await self._stream(conn, originator_id, version)
-                except ErasedContent:
-                    continue  # the person was erased: their checkpoints signal nothing more
-                name, payload = build_signal(stream, stream[-1], notification_id)
-                await self.js.publish(
-                    f"{self.prefix}.hitl.{payload['run_id']}.{name}",
-                    orjson.dumps(payload),
-                    stream=self.stream,
-                    headers={"Nats-Msg-Id": f"{self.stream}:{notification_id}"},
-                )
-            new_position = events[-1][0] if len(events) == BATCH else head
-            await conn.execute(
-                SET_TRACKING_AND_NOTIFY,
-                {"position": new_position, "version": 1, "name": RELAY_NAME, "channel": PROGRESS_CHANNEL},
-                prepare=True,
-            )
-            return len(events)
+    async def relay(
+        self, conn: psycopg.AsyncConnection, position: int, originator_id: Any, version: int, topic: str, state: bytes
+    ) -> None:
+        try:
+            stream = await self._stream(conn, originator_id, version)
+        except ErasedContent:
+            return  # the person was erased: their checkpoints signal nothing more
+        name, payload = build_signal(stream, stream[-1], position)
+        await self.js.publish(
+            f"{self.prefix}.hitl.{payload['run_id']}.{name}",
+            orjson.dumps(payload),
+            stream=self.stream,
+            headers={"Nats-Msg-Id": f"{self.stream}:{position}"},
+        )
 
     async def _stream(self, conn: psycopg.AsyncConnection, conversation_id: UUID, up_to: int) -> list[Any]:
         """The conversation's messages and checkpoint events up to version `up_to`. What was
