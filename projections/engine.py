@@ -373,12 +373,14 @@ class Tail:
         self.thread = threading.Thread(
             target=self._run, name="projections-" + "+".join(self.names), daemon=True
         )
+        self.prepared = threading.Event()  # its read models exist (built at first start)
 
     def _run(self) -> None:
         backoff = 0.1
         while not self.stop.is_set():
             try:
                 self._prepare_all()
+                self.prepared.set()
                 with self.target.connect(autocommit=True) as conn:
                     backoff = 0.1
                     while not self.stop.is_set():
@@ -523,6 +525,10 @@ class ProjectionEngine:
             for group in share_out(self.runners, threads)
         ]
         self.janitor = Janitor(target, self.runners, self.stop_event, vacuum_every) if vacuum_every else None
+
+    def wait_prepared(self, timeout: float) -> bool:
+        """Block until every read model exists (a first start builds them); False on timeout."""
+        return all(tail.prepared.wait(timeout) for tail in self.tails)
 
     def start(self) -> None:
         self.wakeup.thread.start()

@@ -19,6 +19,8 @@ import psycopg
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
+from adapters.agent_offline import OfflineAgent
+from adapters.agent_openai import OpenAIAgent
 from adapters.auth import TokenAuthority
 from adapters.blobs import BlobStore
 from adapters.embedded import EmbeddedNats, EmbeddedPostgres
@@ -40,6 +42,7 @@ from projections.lineage import LineageProjection
 from projections.optimizations import OptimizationsProjection
 from projections.search import SearchProjection
 from projections.stats import StatsProjection
+from services.agent import Agent
 from services.api import routes
 from services.command_bus import CommandBus
 from services.commands import COMMANDS, INTERNAL_COMMANDS
@@ -48,6 +51,7 @@ from services.digests import DigestPublisher, Digests
 from services.generation import Generating
 from services.generator import Generator
 from services.hitl_coordinator import SIGNAL_TOPICS, ExpirySweeper, SignalRelay
+from services.job_worker import JOB_TOPICS, JobRelay, JobWorkers, ensure_job_streams
 from services.jobs import Jobs
 from services.positions import ProjectionPositions
 from services.previews import Previews, ensure_upload_bucket
@@ -108,6 +112,14 @@ def generator_for(settings: Settings) -> Generator:
             settings.openai_url, settings.openai_model, settings.openai_api_key.get_secret_value()
         )
     return OfflineGenerator()
+
+
+def agent_for(settings: Settings) -> Agent:
+    if settings.agent == "openai":
+        if settings.openai_api_key is None:
+            raise RuntimeError("CHRONICLE_AGENT=openai needs CHRONICLE_OPENAI_API_KEY")
+        return OpenAIAgent(settings.openai_url, settings.openai_model, settings.openai_api_key.get_secret_value())
+    return OfflineAgent()
 
 
 def authority_for(settings: Settings) -> TokenAuthority:
@@ -188,6 +200,7 @@ async def bootstrap(
     new_id: Callable[[], UUID] = uuid.uuid4,
     authority: TokenAuthority | None = None,
     generator: Generator | None = None,
+    agent: Agent | None = None,
 ) -> Chronicle:
     stack = contextlib.AsyncExitStack()
     try:
@@ -197,7 +210,7 @@ async def bootstrap(
         await asyncio.to_thread(migrate, target)
 
         keys = KeyRing.shared(target)
-        store = await asyncio.to_thread(EventStore, target, signal_topics=SIGNAL_TOPICS, keys=keys)
+        store = await asyncio.to_thread(EventStore, target, signal_topics=SIGNAL_TOPICS + JOB_TOPICS, keys=keys)
         stack.callback(store.close)
         bus = CommandBus(
             store,
@@ -238,6 +251,18 @@ async def bootstrap(
         js = nc.jetstream()
         await ensure_stream(js, hitl_stream(settings.subject_prefix), [f"{settings.subject_prefix}.hitl.>"])
         await ensure_upload_bucket(js, settings.subject_prefix)
+        await ensure_job_streams(js, settings.subject_prefix, settings.job_ack_wait)
+        job_relay = JobRelay(target.url, js, settings.subject_prefix, keys)
+        await job_relay.start()
+        stack.push_async_callback(job_relay.stop)
+        if settings.job_workers > 0:
+            if agent is None:
+                agent = agent_for(settings)
+                if isinstance(agent, OpenAIAgent):
+                    stack.push_async_callback(agent.aclose)
+            workers = JobWorkers(js, settings.subject_prefix, bus, agent, settings.job_workers)
+            await workers.start()
+            stack.push_async_callback(workers.stop)
         blobs = BlobStore(target, keys)
         stack.callback(blobs.close)
         previews = Previews(bus, blobs, queries, js, settings.subject_prefix)

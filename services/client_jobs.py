@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
+
+import orjson
 
 from services import contract as c
 from services import contract_jobs as j
@@ -28,3 +32,28 @@ class Jobs:
 
     async def list(self, **fields: Any) -> c.Page[j.Job]:
         return await self._client.query("jobs.list", self._client.build(j.ListJobs, **fields), c.Page[j.Job])
+
+    async def wait(
+        self, job_id: UUID, *, timeout: float = 300.0, on_progress: Callable[[dict[str, Any]], None] | None = None
+    ) -> j.Job:
+        """Follow the job's progress messages until it completes or fails; the job then
+        (its result, or its error). `on_progress` sees each progress message."""
+        ended: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def progressed(message: Any) -> None:
+            update = orjson.loads(message.data)
+            if on_progress is not None:
+                on_progress(update)
+            if update["status"] in ("completed", "failed") and not ended.done():
+                ended.set_result(update["position"])
+
+        # Subscribed before looking, so an end that comes in between is not missed.
+        subscription = await self._client.nc.subscribe(f"{self._client.prefix}.jobs.{job_id}.progress", cb=progressed)
+        try:
+            job = await self.get(job_id)
+            if job.status not in ("completed", "failed"):
+                self._client.observed(await asyncio.wait_for(ended, timeout))
+                job = await self.get(job_id)
+            return job
+        finally:
+            await subscription.unsubscribe()

@@ -9,7 +9,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Protocol
 
+import psycopg
+
 from domain.job import Chunk
+from services.errors import ChronicleError
 from services.queries import Queries
 
 MAX_CHUNK_TEXT = 4_000
@@ -48,12 +51,18 @@ class FullTextRetriever:
         self.embedding_version = f"postgres-fts:{queries.language}"
 
     async def capture(self, user: str, content: str, source_ids: list[str], limit: int) -> list[Chunk]:
-        rows = await self.queries.fetch_all(
+        try:
+            rows = await self._search(user, content, source_ids, limit)
+        except psycopg.errors.UndefinedTable:
+            raise ChronicleError("unavailable", "the search read model is still being built; retry shortly") from None
+        now = datetime.now(UTC)
+        return [Chunk(**row, embedding_version=self.embedding_version, captured_at=now) for row in rows]
+
+    async def _search(self, user: str, content: str, source_ids: list[str], limit: int) -> list[dict[str, object]]:
+        return await self.queries.fetch_all(
             CAPTURE,
             {
                 "language": self.queries.language, "content": content, "user": user, "all": not source_ids,
                 "sources": source_ids, "max_text": MAX_CHUNK_TEXT, "limit": limit,
             },
         )
-        now = datetime.now(UTC)
-        return [Chunk(**row, embedding_version=self.embedding_version, captured_at=now) for row in rows]

@@ -61,3 +61,10 @@ class Settings(BaseSettings):
         default=0, ge=0, description="keep at most this many artifacts per session (the newest); 0: no limit"
     )
     retention_interval: float = Field(default=3600, gt=0, description="seconds between retention sweeps")
+    agent: Literal["offline", "openai"] = Field(
+        default="offline", description="job agent: the built-in offline one, or the OpenAI-compatible endpoint above"
+    )
+    job_workers: int = Field(default=2, ge=0, description="job workers in this process; 0: none (run them elsewhere)")
+    job_ack_wait: float = Field(
+        default=30, gt=0, description="seconds a job stays with a silent worker before another takes it over"
+    )

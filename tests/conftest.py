@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -50,6 +51,8 @@ def settings(database_url: str, servers: TestServers, tmp_path_factory: pytest.T
 @pytest.fixture(scope="session")
 async def chronicle(settings: Settings) -> AsyncIterator[Chronicle]:
     instance = await bootstrap(settings)
+    # A fresh database's read models are built at first start: tests begin once they exist.
+    assert instance.engine is not None and await asyncio.to_thread(instance.engine.wait_prepared, 120)
     yield instance
     await instance.stop()
 

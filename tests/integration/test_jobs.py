@@ -4,14 +4,19 @@ phase steps a worker records (driven here through the command bus, as a worker d
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from adapters.auth import TokenAuthority
 from services import contract_jobs as j
-from services.bootstrap import Chronicle
+from services.bootstrap import Chronicle, bootstrap
 from services.client import ChronicleClient, ChronicleError
-from tests.conftest import ClientFactory
+from tests.conftest import JWT_SECRET, ClientFactory, make_settings
+from tests.servers import TestServers
 
 QUIZ = {
     "title": "Tulips",
@@ -20,6 +25,25 @@ QUIZ = {
          "explanation": "chunk 1 says so"},
     ],
 }
+
+
+@pytest.fixture
+async def manual(servers: TestServers, tmp_path: Path) -> AsyncIterator[tuple[Chronicle, ClientFactory]]:
+    """An instance without job workers on a fresh database: the test is the worker."""
+    clients: list[ChronicleClient] = []
+    with servers.fresh_database() as url:
+        chronicle = await bootstrap(make_settings(url, servers.nats_url, tmp_path, job_workers=0))
+        assert chronicle.engine is not None and await asyncio.to_thread(chronicle.engine.wait_prepared, 60)
+
+        async def connect(user: str | None = None) -> ChronicleClient:
+            token = TokenAuthority(secret=JWT_SECRET).issue(user or f"user-{uuid.uuid4().hex[:8]}")
+            clients.append(await ChronicleClient.connect(chronicle.nats_url, token, prefix=chronicle.settings.subject_prefix))
+            return clients[-1]
+
+        yield chronicle, connect
+        for client in clients:
+            await client.close()
+        await chronicle.stop()
 
 
 async def step(chronicle: Chronicle, owner: str, name: str, **fields: Any) -> dict[str, Any]:
@@ -37,8 +61,9 @@ async def run_to_validation(chronicle: Chronicle, owner: str, job_id: Any, worke
 
 
 async def test_a_duplicate_while_active_is_the_same_job_and_after_completion_a_new_one(
-    chronicle: Chronicle, connect: ClientFactory
+    manual: tuple[Chronicle, ClientFactory],
 ) -> None:
+    chronicle, connect = manual
     user = "jobs-owner-1"
     client = await connect(user)
     talk = await client.conversations.start(title="tulip facts")
@@ -79,18 +104,28 @@ async def test_a_duplicate_while_active_is_the_same_job_and_after_completion_a_n
     assert {item.job_id for item in listed.items} == {other.job_id, renewed.job_id}
 
 
-async def test_fifty_identical_requests_at_once_make_one_job(client: ChronicleClient, second_instance: Chronicle) -> None:
+async def test_fifty_identical_requests_at_once_make_one_job(
+    manual: tuple[Chronicle, ClientFactory], tmp_path: Path
+) -> None:
     # Two instances share the work (NATS spreads the requests): the event store's own
     # optimistic concurrency on the fingerprint's slot decides, not a check-then-insert.
-    replies = await asyncio.gather(*(client.jobs.request("summarise my notes", "summary") for _ in range(50)))
+    # No workers: the job stays active while the requests arrive.
+    chronicle, connect = manual
+    second = await bootstrap(chronicle.settings.model_copy(update={"run_projections": False, "data_dir": tmp_path / "2"}))
+    try:
+        client = await connect()
+        replies = await asyncio.gather(*(client.jobs.request("summarise my notes", "summary") for _ in range(50)))
+    finally:
+        await second.stop()
     assert len({r.job_id for r in replies}) == 1
     assert sum(r.created for r in replies) == 1
     assert (await client.jobs.list()).total == 1
 
 
 async def test_a_failed_validation_retries_once_with_the_same_snapshot_then_fails(
-    chronicle: Chronicle, connect: ClientFactory
+    manual: tuple[Chronicle, ClientFactory],
 ) -> None:
+    chronicle, connect = manual
     user = "jobs-owner-2"
     client = await connect(user)
     requested = await client.jobs.request("a summary", "summary", options={"chunks": 0})
@@ -110,8 +145,9 @@ async def test_a_failed_validation_retries_once_with_the_same_snapshot_then_fail
 
 
 async def test_another_worker_takes_a_phase_over_and_the_first_is_refused(
-    chronicle: Chronicle, connect: ClientFactory
+    manual: tuple[Chronicle, ClientFactory],
 ) -> None:
+    chronicle, connect = manual
     user = "jobs-owner-3"
     client = await connect(user)
     requested = await client.jobs.request("a layout for a tulip shop", "layout")

@@ -1,0 +1,207 @@
+"""Job workers and the job relay: the JetStream side of the three-phase pipeline.
+
+The relay turns committed Job events into messages: a requested job goes on the work
+queue `<prefix>.jobs.work` (once: its message id is the job id), and every progress
+change is published on `<prefix>.jobs.<job_id>.progress`. Workers share one durable
+pull consumer of the work queue, so each job is with one worker at a time. A worker runs
+the job's next phase, records it, tells JetStream it is still at work, and goes on until
+the job ends; a worker that dies stops doing that, the message comes back after the ack
+deadline, and whoever gets it resumes from the last recorded phase (recording that it
+took the phase over).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any
+
+import orjson
+import psycopg
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.utils import get_topic
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
+from nats.js.errors import BadRequestError, NotFoundError
+
+from adapters.event_store import ErasedContent, PydanticMapper
+from adapters.keys import KeyRing
+from domain.job import Chunk, Job
+from services import contract_jobs as j
+from services.agent import Agent, AgentFailed, JobSpec
+from services.background import Background
+from services.command_bus import CommandBus
+from services.errors import ChronicleError
+from services.event_relay import EventRelay
+
+log = logging.getLogger(__name__)
+
+JOB_EVENTS = (Job.Requested, Job.PhaseStarted, Job.PlanStored, Job.Generated, Job.RetryQueued, Job.Validated,
+              Job.Completed, Job.Failed)
+JOB_TOPICS = [get_topic(event_class) for event_class in JOB_EVENTS]
+CONSUMER = "workers"
+
+
+def streams(prefix: str) -> tuple[str, str]:
+    """The work queue stream and the progress stream (stream names allow no dots)."""
+    base = prefix.replace(".", "_").upper()
+    return base + "_JOBS", base + "_JOB_PROGRESS"
+
+
+async def ensure_job_streams(js: JetStreamContext, prefix: str, ack_wait: float) -> None:
+    work, progress = streams(prefix)
+    wanted = [
+        StreamConfig(name=work, subjects=[f"{prefix}.jobs.work"], retention=RetentionPolicy.WORK_QUEUE,
+                     duplicate_window=3600.0),
+        StreamConfig(name=progress, subjects=[f"{prefix}.jobs.*.progress"], max_age=7 * 24 * 3600.0,
+                     duplicate_window=120.0),
+    ]
+    for config in wanted:
+        try:
+            await js.add_stream(config)
+        except BadRequestError:  # it exists (another instance made it): keep its config current
+            await js.update_stream(config)
+    consumer = ConsumerConfig(durable_name=CONSUMER, ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait, max_deliver=-1)
+    try:
+        await js.consumer_info(work, CONSUMER)
+    except NotFoundError:
+        await js.add_consumer(work, consumer)
+
+
+# The job's status after each event (PhaseStarted names its phase).
+STATUS_AFTER = {
+    Job.Requested: "pending", Job.PlanStored: "planning", Job.Generated: "generating", Job.RetryQueued: "generating",
+    Job.Validated: "validating", Job.Completed: "completed", Job.Failed: "failed",
+}
+
+
+def progress_of(event: Any) -> dict[str, Any]:
+    status = STATUS_AFTER.get(type(event)) or getattr(event, "phase", None)
+    return {
+        "job_id": event.originator_id,
+        "event": type(event).__name__,
+        "status": status,
+        "progress": getattr(event, "progress", 0),
+        "error": getattr(event, "reason", None),
+        "artifact_id": getattr(event, "artifact_id", None),
+        "at": event.timestamp,
+    }
+
+
+class JobRelay(EventRelay):
+    name = "job_signals"
+    topics = JOB_TOPICS
+
+    def __init__(self, url: str, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
+        super().__init__(url, js, prefix)
+        self.work_stream, self.progress_stream = streams(prefix)
+        self.mapper = PydanticMapper(keys=keys)
+
+    async def relay(
+        self, conn: psycopg.AsyncConnection, position: int, originator_id: Any, version: int, topic: str, state: bytes
+    ) -> None:
+        try:
+            event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
+        except ErasedContent:
+            return  # the owner was erased: their jobs go nowhere
+        if isinstance(event, Job.Requested):
+            await self.js.publish(
+                f"{self.prefix}.jobs.work",
+                orjson.dumps({"job_id": event.originator_id, "owner": event.owner}),
+                stream=self.work_stream,
+                headers={"Nats-Msg-Id": f"job:{event.originator_id}"},
+            )
+        await self.js.publish(
+            f"{self.prefix}.jobs.{event.originator_id}.progress",
+            orjson.dumps({**progress_of(event), "position": position}),
+            stream=self.progress_stream,
+            headers={"Nats-Msg-Id": f"{self.progress_stream}:{position}"},
+        )
+
+
+class JobWorkers(Background):
+    """`count` workers in this process on the shared work queue."""
+
+    name = "job-workers"
+
+    def __init__(self, js: JetStreamContext, prefix: str, bus: CommandBus, agent: Agent, count: int):
+        super().__init__()
+        self.js = js
+        self.prefix = prefix
+        self.bus = bus
+        self.agent = agent
+        self.count = count
+        self.instance = uuid.uuid4().hex[:8]
+
+    async def _run(self) -> None:
+        await asyncio.gather(*(self._work(f"{self.instance}-{n}") for n in range(self.count)))
+
+    async def _work(self, worker: str) -> None:
+        work_stream, _ = streams(self.prefix)
+        subscription = await self.js.pull_subscribe_bind(CONSUMER, stream=work_stream)
+        try:
+            while True:
+                try:
+                    messages = await subscription.fetch(1, timeout=5)
+                except TimeoutError:
+                    continue
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:  # NATS away: try again shortly
+                    log.warning("job fetch failed; retrying", extra={"error_type": type(error).__name__})
+                    await asyncio.sleep(1)
+                    continue
+                for message in messages:
+                    await self.process(message, worker)
+        finally:
+            # Left subscribed, the connection's drain at shutdown would wait for it.
+            await subscription.unsubscribe()
+
+    async def process(self, message: Any, worker: str) -> None:
+        order = orjson.loads(message.data)
+        try:
+            if await self.run_job(order["job_id"], order["owner"], worker, message):
+                await message.ack()
+        except ChronicleError as error:
+            if any(d.get("rule") == "holds_phase" for d in error.details):
+                return  # another worker took the job over: it holds the message now
+            if error.code in ("unavailable", "internal"):
+                log.warning("job step failed; redelivering", extra={"error_type": error.code})
+                await message.nak(delay=1)
+                return
+            # The job cannot go on (its owner was erased, say): retrying would not change that.
+            log.error("job abandoned", extra={"error_type": error.code})
+            await message.ack()
+        except Exception as error:  # an agent's bug or a lost connection: another attempt later
+            log.error("job step crashed; redelivering", extra={"error_type": type(error).__name__})
+            await message.nak(delay=5)
+
+    async def run_job(self, job_id: str, owner: str, worker: str, message: Any) -> bool:
+        """Run phases until the job ends; True once it has (the message may be acked)."""
+        while True:
+            step = await self.bus.execute("job.start_phase", j.JobStep(job_id=job_id, worker=worker), owner)
+            phase = step["phase"]
+            if phase is None:
+                return True
+            spec = JobSpec.model_validate(step["spec"])
+            snapshot = [Chunk.model_validate(chunk) for chunk in step["snapshot"]]
+            try:
+                await self.run_phase(phase, step, spec, snapshot, job_id, owner, worker)
+            except AgentFailed as failure:
+                await self.bus.execute("job.fail", j.FailJob(job_id=job_id, worker=worker, reason=failure.message), owner)
+                return True
+            await message.in_progress()  # the ack deadline starts again: this worker lives
+
+    async def run_phase(
+        self, phase: str, step: dict[str, Any], spec: JobSpec, snapshot: list[Chunk], job_id: str, owner: str, worker: str
+    ) -> None:
+        if phase == "planning":
+            plan = await self.agent.plan(spec, snapshot)
+            await self.bus.execute("job.store_plan", j.StorePlan(job_id=job_id, worker=worker, plan=plan), owner)
+        elif phase == "generating":
+            result = await self.agent.generate_from_plan(spec, step["plan"], snapshot, step["attempt"])
+            await self.bus.execute("job.store_result", j.StoreResult(job_id=job_id, worker=worker, result=result), owner)
+        else:
+            problems = await self.agent.validate(spec, step["result"])
+            await self.bus.execute("job.finish", j.FinishJob(job_id=job_id, worker=worker, problems=problems), owner)

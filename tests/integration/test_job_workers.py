@@ -1,0 +1,125 @@
+"""Job workers over JetStream: the whole pipeline, progress in order, retry, takeover."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from adapters.agent_offline import OfflineAgent
+from adapters.auth import TokenAuthority
+from domain.job import Chunk
+from services.agent import JobSpec
+from services.bootstrap import Chronicle, bootstrap
+from services.client import ChronicleClient
+from tests.conftest import JWT_SECRET, make_settings
+from tests.servers import TestServers
+
+
+class BrokenFirstResult(OfflineAgent):
+    """Generates an invalid quiz on the first attempt, a valid one on the retry."""
+
+    async def generate_from_plan(self, spec: JobSpec, plan: dict[str, Any], snapshot: list[Chunk], attempt: int) -> Any:
+        result = await super().generate_from_plan(spec, plan, snapshot, attempt)
+        return {**result, "questions": []} if attempt == 1 else result
+
+
+class StuckGenerating(OfflineAgent):
+    """Never finishes generating: the worker holding the job goes quiet, as a dead one would."""
+
+    async def generate_from_plan(self, spec: JobSpec, plan: dict[str, Any], snapshot: list[Chunk], attempt: int) -> Any:
+        await asyncio.Event().wait()
+
+
+Start = Callable[..., Any]
+
+
+@pytest.fixture
+async def start(servers: TestServers, tmp_path: Path) -> AsyncIterator[Start]:
+    """`await start(url, prefix, agent, **settings)`: instances on one database and subject prefix."""
+    running: list[Chronicle] = []
+
+    async def make(url: str, prefix: str, agent: Any = None, **overrides: Any) -> Chronicle:
+        settings = make_settings(url, servers.nats_url, tmp_path / uuid.uuid4().hex, **overrides)
+        chronicle = await bootstrap(settings.model_copy(update={"subject_prefix": prefix}), agent=agent)
+        running.append(chronicle)
+        assert chronicle.engine is not None and await asyncio.to_thread(chronicle.engine.wait_prepared, 60)
+        return chronicle
+
+    yield make
+    for chronicle in running:
+        await chronicle.stop()
+
+
+async def client_of(chronicle: Chronicle, user: str) -> ChronicleClient:
+    token = TokenAuthority(secret=JWT_SECRET).issue(user)
+    return await ChronicleClient.connect(chronicle.nats_url, token, prefix=chronicle.settings.subject_prefix)
+
+
+async def test_a_job_runs_through_its_phases_with_progress_in_order(client: ChronicleClient) -> None:
+    talk = await client.conversations.start(title="tulips")
+    await client.conversations.add_message(talk.conversation_id, "user", "Tulips bloom in spring. They need cold winters.")
+    await client.conversations.list()
+    requested = await client.jobs.request("a quiz about tulips", "quiz", options={"questions": 3})
+    updates: list[dict[str, Any]] = []
+    job = await client.jobs.wait(requested.job_id, timeout=30, on_progress=updates.append)
+    assert (job.status, job.progress, job.attempt, job.error) == ("completed", 100, 1, None)
+    assert len(job.result["questions"]) == 3 and job.plan["sources"]
+    artifact = await client.artifacts.get(job.artifact_id)
+    assert artifact.origin == "job" and artifact.layout["type"] == "quiz"
+    progress = [u["progress"] for u in updates]
+    assert progress == sorted(progress) and progress[-1] == 100
+
+
+async def test_progress_events_are_the_whole_pipeline_in_order(client: ChronicleClient) -> None:
+    requested = await client.jobs.request("a summary of nothing much", "summary", options={"chunks": 0})
+    job = await client.jobs.wait(requested.job_id, timeout=30)
+    events = [(e.type.removeprefix("Job."), e.payload.get("progress")) for e in await client.audit.events(job.job_id)]
+    assert events == [
+        ("Requested", None), ("PhaseStarted", 0), ("PlanStored", 20), ("PhaseStarted", 20), ("Generated", 60),
+        ("PhaseStarted", 60), ("Validated", 90), ("Completed", 100),
+    ]
+
+
+async def test_an_invalid_result_is_generated_again_once_and_then_completes(
+    servers: TestServers, start: Start
+) -> None:
+    with servers.fresh_database() as url:
+        chronicle = await start(url, f"t{uuid.uuid4().hex[:10]}", BrokenFirstResult())
+        client = await client_of(chronicle, "retry-user")
+        requested = await client.jobs.request("a quiz", "quiz", options={"chunks": 0})
+        job = await client.jobs.wait(requested.job_id, timeout=30)
+        assert (job.status, job.attempt) == ("completed", 2)
+        types = [e.type for e in await client.audit.events(job.job_id)]
+        assert types.count("Job.RetryQueued") == 1 and types.count("Job.Generated") == 2
+        await client.close()
+
+
+async def test_a_worker_that_goes_quiet_mid_phase_is_taken_over(servers: TestServers, start: Start) -> None:
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    with servers.fresh_database() as url:
+        stuck = await start(url, prefix, StuckGenerating(), job_ack_wait=1.0, job_workers=1)
+        client = await client_of(stuck, "takeover-user")
+        generating = asyncio.Event()
+
+        async def progressed(message: Any) -> None:
+            if orjson.loads(message.data)["status"] == "generating":
+                generating.set()
+
+        await client.nc.subscribe(f"{prefix}.jobs.*.progress", cb=progressed)
+        requested = await client.jobs.request("a layout for a tulip shop", "layout", options={"chunks": 0})
+        await asyncio.wait_for(generating.wait(), 30)  # the stuck worker holds the generating phase
+        await stuck.stop()  # the worker dies with the job unfinished and its message unacked
+        await start(url, prefix, OfflineAgent(), job_ack_wait=1.0, job_workers=1)
+        job = await client.jobs.wait(requested.job_id, timeout=30)
+        assert job.status == "completed" and job.artifact_id is not None
+        starts = [e.payload for e in await client.audit.events(job.job_id) if e.type == "Job.PhaseStarted"]
+        generating = [s for s in starts if s["phase"] == "generating"]
+        assert len(generating) == 2 and generating[1]["taken_over_from"] == generating[0]["worker"]
+        assert (await client.artifacts.list()).total == 1  # exactly one result
+        await client.close()
