@@ -21,12 +21,18 @@ from tests.conftest import JWT_SECRET, make_settings
 from tests.servers import TestServers
 
 
-class BrokenFirstResult(OfflineAgent):
-    """Generates an invalid quiz on the first attempt, a valid one on the retry."""
+class BrokenResults(OfflineAgent):
+    """Generates an invalid quiz for the first `broken` attempts; remembers what each attempt was given."""
+
+    def __init__(self, broken: int) -> None:
+        super().__init__()
+        self.broken = broken
+        self.given: list[tuple[list[Chunk], dict[str, Any]]] = []
 
     async def generate_from_plan(self, spec: JobSpec, plan: dict[str, Any], snapshot: list[Chunk], attempt: int) -> Any:
+        self.given.append((snapshot, plan))
         result = await super().generate_from_plan(spec, plan, snapshot, attempt)
-        return {**result, "questions": []} if attempt == 1 else result
+        return {**result, "questions": []} if attempt <= self.broken else result
 
 
 class StuckGenerating(OfflineAgent):
@@ -86,17 +92,26 @@ async def test_progress_events_are_the_whole_pipeline_in_order(client: Chronicle
     ]
 
 
-async def test_an_invalid_result_is_generated_again_once_and_then_completes(
-    servers: TestServers, start: Start
+@pytest.mark.parametrize(("broken", "status", "attempts"), [(1, "completed", 2), (2, "failed", 2)])
+async def test_an_invalid_result_is_generated_again_once_with_the_same_snapshot_and_plan(
+    servers: TestServers, start: Start, broken: int, status: str, attempts: int
 ) -> None:
+    agent = BrokenResults(broken)
     with servers.fresh_database() as url:
-        chronicle = await start(url, f"t{uuid.uuid4().hex[:10]}", BrokenFirstResult())
+        chronicle = await start(url, f"t{uuid.uuid4().hex[:10]}", agent)
         client = await client_of(chronicle, "retry-user")
-        requested = await client.jobs.request("a quiz", "quiz", options={"chunks": 0})
+        talk = await client.conversations.start(title="tulips")
+        await client.conversations.add_message(talk.conversation_id, "user", "Tulips bloom in spring.")
+        await client.conversations.list()
+        requested = await client.jobs.request("a quiz about tulips", "quiz")
         job = await client.jobs.wait(requested.job_id, timeout=30)
-        assert (job.status, job.attempt) == ("completed", 2)
+        assert (job.status, job.attempt) == (status, attempts)
+        assert len(agent.given) == 2 and agent.given[0] == agent.given[1] and agent.given[0][0]
         types = [e.type for e in await client.audit.events(job.job_id)]
         assert types.count("Job.RetryQueued") == 1 and types.count("Job.Generated") == 2
+        if status == "failed":
+            assert job.error == "the result failed validation 2 times" and job.artifact_id is None
+            assert (await client.artifacts.list()).total == 0
         await client.close()
 
 
