@@ -6,9 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
-from adapters.chat_completions import ChatCompletions, CompletionFailed, UnusableReply
+from adapters.chat_completions import ChatModelAdapter, CompletionFailed, UnusableReply
 from domain.job import Chunk
 from domain.job_results import ARTIFACT_TYPES, problems_with
 from services.agent import AgentFailed, JobSpec
@@ -69,35 +67,16 @@ def result_parser(artifact_type: str) -> Callable[[str], dict[str, Any]]:
     return parse
 
 
-class OpenAIAgent:
+class OpenAIAgent(ChatModelAdapter):
     """Plans and generates through the model, retrying replies that are not valid JSON of the
     right shape (naming the problem back) up to `max_attempts` calls; validates without it."""
 
     name = "openai"
 
-    def __init__(
-        self,
-        url: str,
-        model: str,
-        api_key: str,
-        *,
-        max_attempts: int = 3,
-        timeout: float = 60.0,
-        client: httpx.AsyncClient | None = None,
-        backoff_seconds: float = 0.5,
-        temperature: float = 0.4,
-    ):
-        self._chat = ChatCompletions(
-            url, model, api_key, timeout=timeout, backoff_seconds=backoff_seconds, client=client
-        )
-        self._max_attempts = max(1, max_attempts)
+    def __init__(self, url: str, model: str, api_key: str, *, temperature: float = 0.4, **options: Any):
+        super().__init__(url, model, api_key, **options)
         self._temperature = temperature
 
-    def __repr__(self) -> str:  # the key stays out of reprs, and so out of logs and tracebacks
-        return f"OpenAIAgent({self._chat.endpoint!r}, model={self._chat.model!r})"
-
-    async def aclose(self) -> None:
-        await self._chat.aclose()
 
     async def plan(self, spec: JobSpec, snapshot: list[Chunk]) -> dict[str, Any]:
         kind = self._kind(spec)

@@ -148,3 +148,28 @@ class ChatCompletions:
             tokens=used if isinstance(used, int) and used >= 0 else 0,
             model=reported if isinstance(reported, str) and reported else None,
         )
+
+
+class ChatModelAdapter:
+    """Base of an adapter that talks to a model through ChatCompletions: its client, its
+    attempt budget, a repr without the key (so not in logs or tracebacks), and closing."""
+
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        api_key: str,
+        *,
+        max_attempts: int = 3,
+        timeout: float = 60.0,
+        client: httpx.AsyncClient | None = None,
+        backoff_seconds: float = 0.5,
+    ):
+        self._chat = ChatCompletions(url, model, api_key, timeout=timeout, backoff_seconds=backoff_seconds, client=client)
+        self._max_attempts = max(1, max_attempts)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._chat.endpoint!r}, model={self._chat.model!r})"
+
+    async def aclose(self) -> None:
+        await self._chat.aclose()

@@ -6,9 +6,7 @@ import json
 import time
 from typing import Any
 
-import httpx
-
-from adapters.chat_completions import ChatCompletions, CompletionFailed, UnusableReply
+from adapters.chat_completions import ChatModelAdapter, CompletionFailed, UnusableReply
 from domain.artifact import MAX_DRAFT, GenerationStats
 from domain.errors import InvalidCommand
 from domain.layout import check_layout
@@ -67,33 +65,11 @@ def parse_reply(content: str) -> tuple[dict[str, Any], str]:
     return reply["layout"], draft
 
 
-class OpenAICompatibleGenerator:
+class OpenAICompatibleGenerator(ChatModelAdapter):
     """Retries invalid replies (telling the model what was wrong), 429s, 5xxs and timeouts,
     up to `max_attempts` calls in all; any other refusal fails at once."""
 
     name = "openai"
-
-    def __init__(
-        self,
-        url: str,
-        model: str,
-        api_key: str,
-        *,
-        max_attempts: int = 3,
-        timeout: float = 60.0,
-        client: httpx.AsyncClient | None = None,
-        backoff_seconds: float = 0.5,
-    ):
-        self._chat = ChatCompletions(
-            url, model, api_key, timeout=timeout, backoff_seconds=backoff_seconds, client=client
-        )
-        self._max_attempts = max(1, max_attempts)
-
-    def __repr__(self) -> str:  # the key stays out of reprs, and so out of logs and tracebacks
-        return f"OpenAICompatibleGenerator({self._chat.endpoint!r}, model={self._chat.model!r})"
-
-    async def aclose(self) -> None:
-        await self._chat.aclose()
 
     async def generate(self, request: GenerationRequest) -> Generation:
         started = time.perf_counter()
