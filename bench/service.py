@@ -38,15 +38,20 @@ class ServiceProcess:
     workdir: Path
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
+    settings: dict[str, str] = field(default_factory=dict)  # more CHRONICLE_* variables, e.g. CHRONICLE_JOB_WORKERS
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
         self.log_path = self.workdir / "service.log"
 
     @classmethod
-    def fresh(cls, database_url: str, nats_url: str, workdir: Path) -> ServiceProcess:
-        """A service with subjects and a JWT secret of its own (not started)."""
-        return cls(database_url, nats_url, f"bench{secrets.token_hex(4)}", secrets.token_urlsafe(48), workdir)
+    def fresh(
+        cls, database_url: str, nats_url: str, workdir: Path, settings: dict[str, str] | None = None
+    ) -> ServiceProcess:
+        """A service with subjects and a JWT secret of its own (not started); `settings` are
+        more CHRONICLE_* variables for it."""
+        return cls(database_url, nats_url, f"bench{secrets.token_hex(4)}", secrets.token_urlsafe(48), workdir,
+                   settings=dict(settings or {}))
 
     def token(self, user: str) -> str:
         """A bearer token this service accepts."""
@@ -67,6 +72,7 @@ class ServiceProcess:
             CHRONICLE_DATA_DIR=str(self.workdir / "data"),
             CHRONICLE_LOG_LEVEL="INFO",
         )
+        env.update(self.settings)
         return env
 
     def start(self, timeout: float = 60.0) -> None:
