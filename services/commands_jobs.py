@@ -45,25 +45,30 @@ def request_job(cmd: j.RecordJob, uow: UnitOfWork) -> dict[str, Any]:
     return state(job, created=True)
 
 
-def start_phase(cmd: j.JobStep, uow: UnitOfWork) -> dict[str, Any]:
-    """The phase the worker now holds, with what it needs to run it (None: the job ended)."""
-    job = uow.get(Job, cmd.job_id)
-    phase = job.start_phase(at=uow.now, worker=cmd.worker)
+def next_step(job: Job, worker: str, uow: UnitOfWork, **extra: Any) -> dict[str, Any]:
+    """The phase the worker now holds, with what it needs to run it (None: the job ended).
+    Each outcome a worker records starts its next phase in the same commit."""
+    phase = job.start_phase(at=uow.now, worker=worker)
     spec = {"artifact_type": job.artifact_type, "content": job.content, "options": job.options}
-    snapshot = [chunk.model_dump(mode="json") for chunk in job.snapshot]
-    return state(job, phase=phase, attempt=job.attempt, spec=spec, snapshot=snapshot, plan=job.plan, result=job.result)
+    snapshot = [chunk.model_dump(mode="json") for chunk in job.snapshot] if phase else []
+    return state(job, phase=phase, attempt=job.attempt, spec=spec, snapshot=snapshot, plan=job.plan, result=job.result,
+                 **extra)
+
+
+def start_phase(cmd: j.JobStep, uow: UnitOfWork) -> dict[str, Any]:
+    return next_step(uow.get(Job, cmd.job_id), cmd.worker, uow)
 
 
 def store_plan(cmd: j.StorePlan, uow: UnitOfWork) -> dict[str, Any]:
     job = uow.get(Job, cmd.job_id)
     job.store_plan(at=uow.now, worker=cmd.worker, plan=cmd.plan)
-    return state(job)
+    return next_step(job, cmd.worker, uow)
 
 
 def store_result(cmd: j.StoreResult, uow: UnitOfWork) -> dict[str, Any]:
     job = uow.get(Job, cmd.job_id)
     job.store_result(at=uow.now, worker=cmd.worker, result=cmd.result)
-    return state(job)
+    return next_step(job, cmd.worker, uow)
 
 
 def release(job: Job, uow: UnitOfWork) -> None:
@@ -96,14 +101,14 @@ def finish_job(cmd: j.FinishJob, uow: UnitOfWork) -> dict[str, Any]:
     job.finish(at=uow.now, worker=cmd.worker, problems=cmd.problems, artifact_id=artifact.id if artifact else None)
     if not job.is_active():
         release(job, uow)
-    return state(job, artifact_id=str(artifact.id) if artifact else None)
+    return next_step(job, cmd.worker, uow, artifact_id=str(artifact.id) if artifact else None)
 
 
 def fail_job(cmd: j.FailJob, uow: UnitOfWork) -> dict[str, Any]:
     job = uow.get(Job, cmd.job_id)
     job.fail(at=uow.now, worker=cmd.worker, reason=cmd.reason)
     release(job, uow)
-    return state(job)
+    return next_step(job, cmd.worker, uow)
 
 
 # Run by services (jobs, workers), never straight from NATS.

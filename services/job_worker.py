@@ -178,30 +178,29 @@ class JobWorkers(Background):
             await message.nak(delay=5)
 
     async def run_job(self, job_id: str, owner: str, worker: str, message: Any) -> bool:
-        """Run phases until the job ends; True once it has (the message may be acked)."""
-        while True:
-            step = await self.bus.execute("job.start_phase", j.JobStep(job_id=job_id, worker=worker), owner)
-            phase = step["phase"]
-            if phase is None:
-                return True
+        """Run phases until the job ends; True once it has (the message may be acked). Each
+        outcome recorded answers with the next phase, already started for this worker."""
+        step = await self.bus.execute("job.start_phase", j.JobStep(job_id=job_id, worker=worker), owner)
+        while step["phase"] is not None:
             spec = JobSpec.model_validate(step["spec"])
             snapshot = [Chunk.model_validate(chunk) for chunk in step["snapshot"]]
             try:
-                await self.run_phase(phase, step, spec, snapshot, job_id, owner, worker)
+                step = await self.run_phase(step, spec, snapshot, job_id, owner, worker)
             except AgentFailed as failure:
                 await self.bus.execute("job.fail", j.FailJob(job_id=job_id, worker=worker, reason=failure.message), owner)
                 return True
             await message.in_progress()  # the ack deadline starts again: this worker lives
+        return True
 
     async def run_phase(
-        self, phase: str, step: dict[str, Any], spec: JobSpec, snapshot: list[Chunk], job_id: str, owner: str, worker: str
-    ) -> None:
-        if phase == "planning":
+        self, step: dict[str, Any], spec: JobSpec, snapshot: list[Chunk], job_id: str, owner: str, worker: str
+    ) -> dict[str, Any]:
+        if step["phase"] == "planning":
             plan = await self.agent.plan(spec, snapshot)
-            await self.bus.execute("job.store_plan", j.StorePlan(job_id=job_id, worker=worker, plan=plan), owner)
-        elif phase == "generating":
+            return await self.bus.execute("job.store_plan", j.StorePlan(job_id=job_id, worker=worker, plan=plan), owner)
+        if step["phase"] == "generating":
             result = await self.agent.generate_from_plan(spec, step["plan"], snapshot, step["attempt"])
-            await self.bus.execute("job.store_result", j.StoreResult(job_id=job_id, worker=worker, result=result), owner)
-        else:
-            problems = await self.agent.validate(spec, step["result"])
-            await self.bus.execute("job.finish", j.FinishJob(job_id=job_id, worker=worker, problems=problems), owner)
+            outcome = j.StoreResult(job_id=job_id, worker=worker, result=result)
+            return await self.bus.execute("job.store_result", outcome, owner)
+        problems = await self.agent.validate(spec, step["result"])
+        return await self.bus.execute("job.finish", j.FinishJob(job_id=job_id, worker=worker, problems=problems), owner)
