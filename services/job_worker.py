@@ -22,10 +22,11 @@ import psycopg
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy
+from nats.js.errors import NotFoundError
 
 from adapters.event_store import ErasedContent, PydanticMapper
+from adapters.jetstream import ensure_stream
 from adapters.keys import KeyRing
 from domain.job import Chunk, Job
 from services import contract_jobs as j
@@ -51,17 +52,10 @@ def streams(prefix: str) -> tuple[str, str]:
 
 async def ensure_job_streams(js: JetStreamContext, prefix: str, ack_wait: float) -> None:
     work, progress = streams(prefix)
-    wanted = [
-        StreamConfig(name=work, subjects=[f"{prefix}.jobs.work"], retention=RetentionPolicy.WORK_QUEUE,
-                     duplicate_window=3600.0),
-        StreamConfig(name=progress, subjects=[f"{prefix}.jobs.*.progress"], max_age=7 * 24 * 3600.0,
-                     duplicate_window=120.0),
-    ]
-    for config in wanted:
-        try:
-            await js.add_stream(config)
-        except BadRequestError:  # it exists (another instance made it): keep its config current
-            await js.update_stream(config)
+    # A work queue holds a job until a worker acks it; its message ids (the job ids) are
+    # remembered for an hour, so a relay publishing again adds no second copy.
+    await ensure_stream(js, work, [f"{prefix}.jobs.work"], retention=RetentionPolicy.WORK_QUEUE, duplicate_window=3600.0)
+    await ensure_stream(js, progress, [f"{prefix}.jobs.*.progress"])
     consumer = ConsumerConfig(durable_name=CONSUMER, ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait, max_deliver=-1)
     try:
         await js.consumer_info(work, CONSUMER)
