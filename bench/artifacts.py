@@ -432,8 +432,7 @@ def run(plan: Plan) -> tuple[Report, Path]:
         target = PostgresTarget(url)
         migrate(target)
         seeded = seed_artifacts(target, plan, report)
-        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir))
-        try:
+        with ServiceProcess.fresh(url, servers.nats_url, Path(workdir)).stopped_afterwards(say) as service:
             build_read_models(service, target, report, plan.build_timeout)
             report.details["table_bytes"] = table_sizes(target)
 
@@ -445,14 +444,8 @@ def run(plan: Plan) -> tuple[Report, Path]:
                     await nc.drain()
 
             asyncio.run(measure())
-        except BaseException:
-            if service.process is not None:
-                say("service log (last lines):\n" + service.log_tail())
-            raise
-        finally:
-            service.stop()
-            if plan.keep:
-                say(f"kept database: {url}")
+        if plan.keep:
+            say(f"kept database: {url}")
     report.details["total_seconds"] = round(time.perf_counter() - started, 1)
     return report, report.save()
 

@@ -281,15 +281,11 @@ def measure(servers: BenchServers, workers: int, specs: dict[str, list[JobSpec]]
         migrate(target)
         service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir),
                                        {"CHRONICLE_AGENT": "offline", "CHRONICLE_JOB_WORKERS": str(workers)})
-        service.start()
         try:
-            asyncio.run(drive(service, servers.nats_url, target.params["dbname"], specs, plan, measured))
-        except BaseException:
-            if service.process is not None:
-                say("service log (last lines):\n" + service.log_tail())
-            raise
+            with service.stopped_afterwards(say):
+                service.start()
+                asyncio.run(drive(service, servers.nats_url, target.params["dbname"], specs, plan, measured))
         finally:
-            service.stop()
             if plan.keep:
                 say(f"kept database {url} and the streams of {service.subject_prefix}")
             else:

@@ -271,16 +271,9 @@ def run(plan: Plan) -> tuple[Report, Path]:
             + ", ".join(f"{k}={v}" for k, v in postgres.items()))
         migrate(target)
         dataset = seed_history(target, plan, report)
-        service = ServiceProcess.fresh(database_url, servers.nats_url, Path(workdir))
-        try:
+        with ServiceProcess.fresh(database_url, servers.nats_url, Path(workdir)).stopped_afterwards(say) as service:
             build_read_models(service, target, report, plan.build_timeout)
             asyncio.run(measure(plan, service, target, dataset, report))
-        except BaseException:
-            if service.process is not None:
-                say("service log (last lines):\n" + service.log_tail())
-            raise
-        finally:
-            service.stop()
         rebuild_read_models(target, settings, report)
         failed = sum(v.get("errors", 0) for v in report.details.values() if isinstance(v, dict))
         report.add("failed requests", failed, aim=under(1))

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +100,19 @@ class ServiceProcess:
 
     def log_tail(self, lines: int = 20) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    @contextlib.contextmanager
+    def stopped_afterwards(self, say: Callable[[str], None] = print) -> Iterator[ServiceProcess]:
+        """Stops the service when the block ends; if the block failed, shows the service's
+        last log lines first (what it said is usually why)."""
+        try:
+            yield self
+        except BaseException:
+            if self.process is not None:
+                say("service log (last lines):\n" + self.log_tail())
+            raise
+        finally:
+            self.stop()
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (the service finishes in-flight requests), then SIGKILL if it hangs."""
