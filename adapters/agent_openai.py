@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from adapters.chat_completions import ChatModelAdapter, CompletionFailed, UnusableReply
+from adapters.chat_completions import ChatModelAdapter, CompletionFailed, UnusableReply, json_object
 from domain.job import Chunk
 from domain.job_results import ARTIFACT_TYPES, problems_with
 from services.agent import AgentFailed, JobSpec
@@ -37,16 +37,6 @@ def sources_message(spec: JobSpec, snapshot: list[Chunk]) -> str:
     sources = [f"[{number}] (id {chunk.chunk_id}) {chunk.text}" for number, chunk in enumerate(snapshot, start=1)]
     parts.append("Sources:\n" + "\n".join(sources) if sources else "Sources: none; work from the request alone.")
     return "\n\n".join(parts)
-
-
-def json_object(content: str) -> dict[str, Any]:
-    try:
-        reply = json.loads(content)
-    except ValueError:
-        reply = None
-    if not isinstance(reply, dict):
-        raise UnusableReply("the reply was not a JSON object")
-    return reply
 
 
 def plan_of(content: str) -> dict[str, Any]:

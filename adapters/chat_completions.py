@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -148,6 +149,17 @@ class ChatCompletions:
             tokens=used if isinstance(used, int) and used >= 0 else 0,
             model=reported if isinstance(reported, str) and reported else None,
         )
+
+
+def json_object(content: str) -> dict[str, Any]:
+    """A reply's content as a JSON object, or UnusableReply (naming no content)."""
+    try:
+        reply = json.loads(content)
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict):
+        raise UnusableReply("the reply was not a JSON object")
+    return reply
 
 
 class ChatModelAdapter:

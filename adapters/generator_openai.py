@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from adapters.chat_completions import ChatModelAdapter, CompletionFailed, UnusableReply
+from adapters.chat_completions import ChatModelAdapter, CompletionFailed, UnusableReply, json_object
 from domain.artifact import MAX_DRAFT, GenerationStats
 from domain.errors import InvalidCommand
 from domain.layout import check_layout
@@ -47,12 +47,7 @@ def parse_reply(content: str) -> tuple[dict[str, Any], str]:
     """The layout and draft in a model's reply, or UnusableReply saying what is wrong with it.
     The problem names only the kind of fault (and a field path), never the reply's content,
     so it can go into errors and logs as well as back to the model."""
-    try:
-        reply = json.loads(content)
-    except ValueError:
-        reply = None
-    if not isinstance(reply, dict):
-        raise UnusableReply("the reply was not a JSON object")
+    reply = json_object(content)
     if "layout" not in reply:
         raise UnusableReply('the reply had no "layout" key')
     try:
