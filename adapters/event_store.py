@@ -193,6 +193,8 @@ class ChronicleRecorder(PostgresApplicationRecorder):
             "SELECT owner, key, fingerprint, reply FROM chronicle.idempotency"
             " WHERE (owner, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
         )
+        self.prelude = SQL("; ").join([*self.lock_table_statements, SQL("NOTIFY {}").format(Identifier(EVENTS_CHANNEL))])
+        self.prelude_and_signal = SQL("; ").join([self.prelude, SQL("NOTIFY {}").format(Identifier(SIGNALS_CHANNEL))])
         self.insert_columns = SQL(
             "INSERT INTO chronicle.events (originator_id, originator_version, topic, state)"
             " SELECT * FROM unnest(%b::uuid[], %b::int8[], %b::text[], %b::bytea[]) RETURNING notification_id"
@@ -214,10 +216,12 @@ class ChronicleRecorder(PostgresApplicationRecorder):
 
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         # The library's own insert (lock, notify, then an array of composite rows) with
-        # the rows sent as four binary column arrays: dumping composites as text cost
-        # more of the writer's time than the insert itself.
-        self._lock_table(curs)
-        self._notify_channel(curs)
+        # the lock statements and the NOTIFYs (delivered at commit either way) sent as
+        # one simple query, one round trip instead of three or four, and the rows as
+        # four binary column arrays: dumping composites as text cost more of the
+        # writer's time than the insert itself.
+        signals = any(event.topic in self.signal_topics for event in stored_events)
+        curs.execute(self.prelude_and_signal if signals else self.prelude)
         curs.execute(
             self.insert_columns,
             (
@@ -234,8 +238,6 @@ class ChronicleRecorder(PostgresApplicationRecorder):
     ) -> Sequence[int]:
         notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs) or []
         self._insert_replies(curs, kwargs["replies_at"](notification_ids))
-        if any(event.topic in self.signal_topics for event in stored_events):
-            curs.execute(SQL("NOTIFY {}").format(Identifier(SIGNALS_CHANNEL)))
         return notification_ids
 
     def _insert_replies(self, curs: Any, records: Sequence[IdempotencyRecord]) -> None:

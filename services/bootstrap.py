@@ -55,6 +55,7 @@ from services.job_worker import JOB_TOPICS, JobRelay, JobWorkers, ensure_job_str
 from services.jobs import Jobs
 from services.positions import ProjectionPositions
 from services.previews import Previews, ensure_upload_bucket
+from services.projection_process import ProjectionProcess
 from services.queries import Queries
 from services.retention import RetentionSweeper
 from services.retriever import FullTextRetriever
@@ -180,7 +181,7 @@ class Chronicle:
     nats_url: str
     store: EventStore
     bus: CommandBus
-    engine: ProjectionEngine | None
+    engine: ProjectionEngine | ProjectionProcess | None
     queries: Queries
     positions: ProjectionPositions
     service: NatsService
@@ -224,9 +225,9 @@ async def bootstrap(
         bus.start()
         stack.callback(bus.stop)
 
-        engine = None
+        engine: ProjectionEngine | ProjectionProcess | None = None
         if settings.run_projections:
-            engine = projection_engine(settings, target)
+            engine = ProjectionProcess(settings, target) if settings.projection_process else projection_engine(settings, target)
             engine.start()
             stack.callback(engine.stop)
 
@@ -255,6 +256,7 @@ async def bootstrap(
         job_relay = JobRelay(target.url, js, settings.subject_prefix, keys)
         await job_relay.start()
         stack.push_async_callback(job_relay.stop)
+        bus.commit_listeners.append(job_relay.committed)
         if settings.job_workers > 0:
             if agent is None:
                 agent = agent_for(settings)
@@ -283,11 +285,13 @@ async def bootstrap(
             )
             await retention.start()
             stack.push_async_callback(retention.stop)
-        # Every instance relays and sweeps: relays serialise on their tracking row and a
-        # second expiry of a checkpoint is a no-op.
+        # Every instance relays and sweeps: relays serialise on their tracking row (each
+        # instance's own commits go out at once by the fast path) and a second expiry of
+        # a checkpoint is a no-op.
         relay = SignalRelay(target.url, js, settings.subject_prefix, keys)
         await relay.start()
         stack.push_async_callback(relay.stop)
+        bus.commit_listeners.append(relay.committed)
         sweeper = ExpirySweeper(queries.due_runs, bus.execute)
         await sweeper.start()
         stack.push_async_callback(sweeper.stop)
@@ -308,7 +312,7 @@ async def bootstrap(
                 settings.query_wait_timeout,
                 generating,
                 previews,
-                Jobs(bus, FullTextRetriever(queries)),
+                Jobs(bus, FullTextRetriever(queries), positions, settings.query_wait_timeout),
             ),
             authority or authority_for(settings),
             name=settings.service_name,

@@ -23,7 +23,9 @@ class Jobs:
     async def request(
         self, content: str, artifact_type: str, *, idempotency_key: str | None = None, **fields: Any
     ) -> j.JobRequested:
-        """A new job, or (created False) the active one with the same fingerprint."""
+        """A new job, or (created False) the active one with the same fingerprint. Its
+        snapshot includes what this client wrote before (unless `min_position` says otherwise)."""
+        fields.setdefault("min_position", self._client.last_position)
         request = self._client.build(j.RequestJob, content=content, artifact_type=artifact_type, **fields)
         return await self._client.command("job.request", request, j.JobRequested, idempotency_key)
 

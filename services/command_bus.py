@@ -36,6 +36,8 @@ from services.unit_of_work import AggregateCache, UnitOfWork
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Any, UnitOfWork], dict[str, Any]]
+# Told each commit's (position, event) pairs on the writer thread, before the replies go out.
+CommitListener = Callable[[list[tuple[int, Any]]], None]
 MAX_ATTEMPTS = 16
 CONFLICT_BACKOFF = 0.001  # seconds; doubled per attempt, randomised
 
@@ -104,6 +106,7 @@ class CommandBus:
         self.new_id = new_id
         self.conflicts = 0
         self.batches = 0
+        self.commit_listeners: list[CommitListener] = []
         self._queue: queue.Queue[Submission | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="chronicle-writer", daemon=True)
 
@@ -183,10 +186,10 @@ class CommandBus:
     def _commit_batch(self, batch: list[Submission]) -> None:
         self.batches += 1
         pending = list(batch)
-        saved = False
+        saved, committed = False, []
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                self._decide_and_save(pending, replay_all_keys=attempt > 1)
+                committed = self._decide_and_save(pending, replay_all_keys=attempt > 1)
                 saved = True
                 break
             except _Rerun as rerun:
@@ -208,12 +211,21 @@ class CommandBus:
         else:
             for s in pending:
                 s.error = ChronicleError("conflict", "too much contention on this aggregate; retry")
+        if saved and committed:
+            self._tell_listeners(committed)
         for s in batch:
             if s.duplicate_of is not None:
                 s.reply, s.error = s.duplicate_of.reply, s.duplicate_of.error
             s.settle()
         if saved and self.snapshots is not None:
             self.snapshots.after_commit(saved_aggregates(pending))
+
+    def _tell_listeners(self, committed: list[tuple[int, Any]]) -> None:
+        for listener in self.commit_listeners:
+            try:
+                listener(committed)
+            except Exception:  # a listener's bug must not cost anyone their reply
+                log.exception("commit listener failed", extra={"listener": getattr(listener, "__qualname__", "?")})
 
     def _forget(self, batch: list[Submission]) -> None:
         """Drop cached state the batch may have changed and clear its unsaved decisions."""
@@ -223,7 +235,7 @@ class CommandBus:
             s.error, s.reply, s.events, s.duplicate_of, s.replayed = None, None, [], None, False
             s.owners, s.saved = {}, {}
 
-    def _decide_and_save(self, batch: list[Submission], *, replay_all_keys: bool) -> None:
+    def _decide_and_save(self, batch: list[Submission], *, replay_all_keys: bool) -> list[tuple[int, Any]]:
         keys = [(s.user_id, s.key) for s in batch if s.client_key or replay_all_keys]
         stored_replies = self.store.recorder.replies(keys)
         self._prefetch(batch)
@@ -242,7 +254,7 @@ class CommandBus:
                     s.reply, s.replayed = orjson.loads(reply), True
                 continue
             self._decide(s)
-        self._save(batch)
+        return self._save(batch)
 
     def _check_same_request(self, s: Submission, known_fingerprint: str) -> None:
         if known_fingerprint != s.fingerprint:
@@ -279,15 +291,19 @@ class CommandBus:
                 s.owners[aggregate.id] = None if aggregate.owner == SYSTEM_OWNER else aggregate.owner
                 s.saved[aggregate.id] = aggregate
 
-    def _save(self, batch: list[Submission]) -> None:
+    def _save(self, batch: list[Submission]) -> list[tuple[int, Any]]:
+        """Save the batch's decisions in one transaction; return its (position, event) pairs."""
         decided = [s for s in batch if s.reply is not None and s.error is None and not s.replayed]
         decided = [s for s in decided if s.duplicate_of is None]
         stored = [self.store.mapper.to_stored_event(e, s.owners[e.originator_id]) for s in decided for e in s.events]
+        committed: list[tuple[int, Any]] = []
 
         def replies_at(notification_ids: Sequence[int]) -> list[IdempotencyRecord]:
+            committed.clear()  # (the recorder may call this again when it retries)
             ids = iter(notification_ids)
             for s in decided:
                 positions = [next(ids) for _ in s.events]
+                committed.extend(zip(positions, s.events, strict=True))
                 if positions:
                     s.reply["position"] = positions[-1]
             return [
@@ -297,6 +313,7 @@ class CommandBus:
             ]
 
         self.store.recorder.record(stored, replies_at)
+        return committed
 
 
 def key_reused() -> ChronicleError:

@@ -59,16 +59,20 @@ def start_phase(cmd: j.JobStep, uow: UnitOfWork) -> dict[str, Any]:
     return next_step(uow.get(Job, cmd.job_id), cmd.worker, uow)
 
 
-def store_plan(cmd: j.StorePlan, uow: UnitOfWork) -> dict[str, Any]:
+def record_outcomes(cmd: j.RecordOutcomes, uow: UnitOfWork) -> dict[str, Any]:
+    """Each outcome given, in phase order, each starting the next phase: a worker whose
+    agent is quick records planning, generating and validating in one commit."""
     job = uow.get(Job, cmd.job_id)
-    job.store_plan(at=uow.now, worker=cmd.worker, plan=cmd.plan)
-    return next_step(job, cmd.worker, uow)
-
-
-def store_result(cmd: j.StoreResult, uow: UnitOfWork) -> dict[str, Any]:
-    job = uow.get(Job, cmd.job_id)
-    job.store_result(at=uow.now, worker=cmd.worker, result=cmd.result)
-    return next_step(job, cmd.worker, uow)
+    artifact = None
+    if cmd.plan is not None:
+        job.store_plan(at=uow.now, worker=cmd.worker, plan=cmd.plan)
+        job.start_phase(at=uow.now, worker=cmd.worker)
+    if cmd.result is not None:
+        job.store_result(at=uow.now, worker=cmd.worker, result=cmd.result)
+        job.start_phase(at=uow.now, worker=cmd.worker)
+    if cmd.problems is not None:
+        artifact = finish(job, cmd.worker, cmd.problems, uow)
+    return next_step(job, cmd.worker, uow, artifact_id=str(artifact.id) if artifact else None)
 
 
 def release(job: Job, uow: UnitOfWork) -> None:
@@ -76,12 +80,11 @@ def release(job: Job, uow: UnitOfWork) -> None:
     uow.get(JobSlot, JobSlot.id_for(job.fingerprint)).release(at=uow.now, job_id=job.id)
 
 
-def finish_job(cmd: j.FinishJob, uow: UnitOfWork) -> dict[str, Any]:
+def finish(job: Job, worker: str, problems: list[str], uow: UnitOfWork) -> Artifact | None:
     """Validation's outcome; a valid result becomes an artifact linked to the job."""
-    job = uow.get(Job, cmd.job_id)
-    job.check_phase("validating", cmd.worker)
+    job.check_phase("validating", worker)
     artifact = None
-    if not cmd.problems and job.result is not None:
+    if not problems and job.result is not None:
         layout, draft = artifact_of(job.artifact_type, job.result)
         artifact = uow.add(
             Artifact.store(
@@ -98,10 +101,10 @@ def finish_job(cmd: j.FinishJob, uow: UnitOfWork) -> dict[str, Any]:
                 tags=[job.artifact_type],
             )
         )
-    job.finish(at=uow.now, worker=cmd.worker, problems=cmd.problems, artifact_id=artifact.id if artifact else None)
+    job.finish(at=uow.now, worker=worker, problems=problems, artifact_id=artifact.id if artifact else None)
     if not job.is_active():
         release(job, uow)
-    return next_step(job, cmd.worker, uow, artifact_id=str(artifact.id) if artifact else None)
+    return artifact
 
 
 def fail_job(cmd: j.FailJob, uow: UnitOfWork) -> dict[str, Any]:
@@ -115,8 +118,6 @@ def fail_job(cmd: j.FailJob, uow: UnitOfWork) -> dict[str, Any]:
 INTERNAL_COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
     "job.record": (j.RecordJob, request_job),
     "job.start_phase": (j.JobStep, start_phase),
-    "job.store_plan": (j.StorePlan, store_plan),
-    "job.store_result": (j.StoreResult, store_result),
-    "job.finish": (j.FinishJob, finish_job),
+    "job.record_outcomes": (j.RecordOutcomes, record_outcomes),
     "job.fail": (j.FailJob, fail_job),
 }

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from domain.job import MAX_CONTENT, MAX_REASON, MAX_WORKER, Chunk, Status
 from services.contract import Command, JsonObject, Query, Reply, Written, text
@@ -24,6 +24,9 @@ class RequestJob(Command):
         default=[], max_length=100, description="conversations or artifacts to retrieve from; default: all the caller's"
     )
     options: JsonObject = Field(default={}, description="e.g. questions (quiz), chunks (how many to retrieve)")
+    min_position: int | None = Field(
+        default=None, ge=0, description="the snapshot includes content up to this notification id (the client's last write)"
+    )
 
 
 class RecordJob(RequestJob):
@@ -39,16 +42,19 @@ class JobStep(Command):
     worker: Worker  # type: ignore[valid-type]
 
 
-class StorePlan(JobStep):
-    plan: dict[str, Any]
+class RecordOutcomes(JobStep):
+    """Internal: the outcomes of one or more phases in a row, from the phase the worker
+    holds on (a plan, a result, validation's problems), recorded in one commit."""
 
+    plan: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    problems: list[str] | None = None
 
-class StoreResult(JobStep):
-    result: dict[str, Any]
-
-
-class FinishJob(JobStep):
-    problems: list[str]
+    @model_validator(mode="after")
+    def _some_outcome(self) -> RecordOutcomes:
+        if self.plan is None and self.result is None and self.problems is None:
+            raise ValueError("give at least one of plan, result and problems")
+        return self
 
 
 class FailJob(JobStep):

@@ -1,9 +1,9 @@
 """The HITL coordinator: relays checkpoint events to JetStream and expires overdue pauses.
 
-Signals are derived from committed events, never sent before the commit. The relay
-reads the event log after its tracked position, publishes each signal with
-`Nats-Msg-Id` = the event's notification id (JetStream drops a repeat), and stores the
-new position; a crash in between publishes again rather than losing a signal.
+Signals are derived from committed events, never sent before the commit: published right
+after it by the command bus's fast path, and again by the relay as the backstop, each
+with `Nats-Msg-Id` = the event's notification id, so JetStream keeps one
+(services/event_relay.py).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -20,7 +21,6 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from nats.js import JetStreamContext
 
-from adapters.event_store import ErasedContent, PydanticMapper
 from adapters.keys import KeyRing
 from domain.conversation import Conversation
 from domain.hitl import HitlExpired, HitlPaused, HitlResumed, select_history
@@ -69,22 +69,35 @@ def build_signal(stream: list[Any], event: Any, position: int) -> tuple[str, dic
 
 class SignalRelay(EventRelay):
     name = "hitl_signals"
-    topics = SIGNAL_TOPICS
+    relayed = (HitlPaused, HitlResumed, HitlExpired)
 
     def __init__(self, url: str, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
-        super().__init__(url, js, prefix)
+        super().__init__(url, js, prefix, keys)
         self.stream = c.hitl_stream(prefix)
-        self.mapper = PydanticMapper(keys=keys)
         self._streams: OrderedDict[UUID, tuple[int, list[Any]]] = OrderedDict()
 
-    async def relay(
-        self, conn: psycopg.AsyncConnection, position: int, originator_id: Any, version: int, topic: str, state: bytes
-    ) -> None:
-        try:
-            stream = await self._stream(conn, originator_id, version)
-        except ErasedContent:
-            return  # the person was erased: their checkpoints signal nothing more
-        name, payload = build_signal(stream, stream[-1], position)
+    def select(self, events: Sequence[tuple[int, Any]]) -> list[tuple[int, Any]]:
+        # Checkpoint events, and the messages of conversations whose events are kept (so
+        # the next signal of such a conversation reads nothing from the database).
+        checkpointed = {event.originator_id for _, event in events if isinstance(event, self.relayed)}
+        return [
+            (position, event)
+            for position, event in events
+            if isinstance(event, SIGNAL_STREAM_EVENTS)
+            and (event.originator_id in checkpointed or event.originator_id in self._streams)
+        ]
+
+    def observe(self, event: Any) -> None:
+        """Extend the kept events of the event's conversation when it is the next one."""
+        kept = self._streams.get(event.originator_id)
+        if kept is not None and kept[0] == event.originator_version - 1:
+            kept[1].append(event)
+            self._streams[event.originator_id] = (event.originator_version, kept[1])
+
+    async def publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
+        self.observe(event)
+        stream = await self._stream(conn, event.originator_id, event.originator_version)
+        name, payload = build_signal(stream, event, position)
         await self.js.publish(
             f"{self.prefix}.hitl.{payload['run_id']}.{name}",
             orjson.dumps(payload),

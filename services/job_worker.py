@@ -1,6 +1,7 @@
 """Job workers and the job relay: the JetStream side of the three-phase pipeline.
 
-The relay turns committed Job events into messages: a requested job goes on the work
+The relay (with the command bus's fast path, services/event_relay.py) turns committed Job
+events into messages: a requested job goes on the work
 queue `<prefix>.jobs.work` (once: its message id is the job id), and every progress
 change is published on `<prefix>.jobs.<job_id>.progress`. Workers share one durable
 pull consumer of the work queue, so each job is with one worker at a time. A worker runs
@@ -14,18 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from typing import Any
 
 import orjson
 import psycopg
-from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy
 from nats.js.errors import NotFoundError
 
-from adapters.event_store import ErasedContent, PydanticMapper
 from adapters.jetstream import ensure_stream
 from adapters.keys import KeyRing
 from domain.job import Chunk, Job
@@ -42,6 +42,9 @@ JOB_EVENTS = (Job.Requested, Job.PhaseStarted, Job.PlanStored, Job.Generated, Jo
               Job.Completed, Job.Failed)
 JOB_TOPICS = [get_topic(event_class) for event_class in JOB_EVENTS]
 CONSUMER = "workers"
+RECORD_WITHIN = 0.05  # seconds: outcomes reached within this of the first unrecorded one share its commit
+OUTCOME_OF = {"planning": "plan", "generating": "result", "validating": "problems"}
+NEXT_PHASE = {"planning": "generating", "generating": "validating", "validating": None}
 
 
 def streams(prefix: str) -> tuple[str, str]:
@@ -85,20 +88,13 @@ def progress_of(event: Any) -> dict[str, Any]:
 
 class JobRelay(EventRelay):
     name = "job_signals"
-    topics = JOB_TOPICS
+    relayed = JOB_EVENTS
 
     def __init__(self, url: str, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
-        super().__init__(url, js, prefix)
+        super().__init__(url, js, prefix, keys)
         self.work_stream, self.progress_stream = streams(prefix)
-        self.mapper = PydanticMapper(keys=keys)
 
-    async def relay(
-        self, conn: psycopg.AsyncConnection, position: int, originator_id: Any, version: int, topic: str, state: bytes
-    ) -> None:
-        try:
-            event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
-        except ErasedContent:
-            return  # the owner was erased: their jobs go nowhere
+    async def publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
         if isinstance(event, Job.Requested):
             await self.js.publish(
                 f"{self.prefix}.jobs.work",
@@ -172,29 +168,54 @@ class JobWorkers(Background):
             await message.nak(delay=5)
 
     async def run_job(self, job_id: str, owner: str, worker: str, message: Any) -> bool:
-        """Run phases until the job ends; True once it has (the message may be acked). Each
-        outcome recorded answers with the next phase, already started for this worker."""
+        """Run phases until the job ends; True once it has (the message may be acked).
+
+        Each recorded outcome answers with the next phase, already started for this
+        worker. Outcomes that come quickly (within RECORD_WITHIN of the first one not yet
+        recorded) go in one commit; when a phase takes longer, what came before it is
+        recorded while it runs (starting it), so progress shows, and a worker that dies
+        loses at most the phase it was in."""
         step = await self.bus.execute("job.start_phase", j.JobStep(job_id=job_id, worker=worker), owner)
-        while step["phase"] is not None:
-            spec = JobSpec.model_validate(step["spec"])
-            snapshot = [Chunk.model_validate(chunk) for chunk in step["snapshot"]]
-            try:
-                step = await self.run_phase(step, spec, snapshot, job_id, owner, worker)
-            except AgentFailed as failure:
-                await self.bus.execute("job.fail", j.FailJob(job_id=job_id, worker=worker, reason=failure.message), owner)
-                return True
+        spec = JobSpec.model_validate(step["spec"])
+        snapshot = [Chunk.model_validate(chunk) for chunk in step["snapshot"]]
+
+        async def record(outcomes: dict[str, Any]) -> dict[str, Any]:
+            recorded = await self.bus.execute("job.record_outcomes", j.RecordOutcomes(job_id=job_id, worker=worker,
+                                                                                    **outcomes), owner)
             await message.in_progress()  # the ack deadline starts again: this worker lives
+            return recorded
+
+        while step["phase"] is not None:
+            outcomes: dict[str, Any] = {}
+            phase, plan, result, attempt = step["phase"], step["plan"], step["result"], step["attempt"]
+            since = 0.0  # when the first outcome not yet recorded came
+            while phase is not None:
+                call = asyncio.ensure_future(self.run_phase(phase, spec, snapshot, plan, result, attempt))
+                try:
+                    if outcomes and not (await asyncio.wait([call], timeout=since + RECORD_WITHIN - time.monotonic()))[0]:
+                        step, outcomes = await record(outcomes), {}
+                    outcome = await call
+                except AgentFailed as failure:
+                    if outcomes:  # what the agent did before failing stays on the record
+                        await record(outcomes)
+                    await self.bus.execute("job.fail", j.FailJob(job_id=job_id, worker=worker, reason=failure.message),
+                                           owner)
+                    return True
+                finally:
+                    call.cancel()  # (done already, unless recording failed)
+                since = since if outcomes else time.monotonic()
+                outcomes[OUTCOME_OF[phase]] = outcome
+                plan, result = outcomes.get("plan", plan), outcomes.get("result", result)
+                phase = NEXT_PHASE[phase]
+            step = await record(outcomes)
         return True
 
     async def run_phase(
-        self, step: dict[str, Any], spec: JobSpec, snapshot: list[Chunk], job_id: str, owner: str, worker: str
-    ) -> dict[str, Any]:
-        if step["phase"] == "planning":
-            plan = await self.agent.plan(spec, snapshot)
-            return await self.bus.execute("job.store_plan", j.StorePlan(job_id=job_id, worker=worker, plan=plan), owner)
-        if step["phase"] == "generating":
-            result = await self.agent.generate_from_plan(spec, step["plan"], snapshot, step["attempt"])
-            outcome = j.StoreResult(job_id=job_id, worker=worker, result=result)
-            return await self.bus.execute("job.store_result", outcome, owner)
-        problems = await self.agent.validate(spec, step["result"])
-        return await self.bus.execute("job.finish", j.FinishJob(job_id=job_id, worker=worker, problems=problems), owner)
+        self, phase: str, spec: JobSpec, snapshot: list[Chunk], plan: Any, result: Any, attempt: int
+    ) -> Any:
+        """The agent's work for one phase: a plan, a result, or validation's problems."""
+        if phase == "planning":
+            return await self.agent.plan(spec, snapshot)
+        if phase == "generating":
+            return await self.agent.generate_from_plan(spec, plan, snapshot, attempt)
+        return await self.agent.validate(spec, result)

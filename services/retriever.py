@@ -16,6 +16,7 @@ from services.errors import ChronicleError
 from services.queries import Queries
 
 MAX_CHUNK_TEXT = 4_000
+RETRIEVED_FROM = ["search", "artifacts"]  # the read models the default retriever reads
 
 # The content's words ORed (websearch_to_tsquery would AND a long request into nothing),
 # matched against the caller's messages and artifact drafts, best first. Source ids, when

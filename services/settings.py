@@ -34,7 +34,13 @@ class Settings(BaseSettings):
     read_model_vacuum_every: int = Field(
         default=100_000, ge=0, description="events between VACUUM ANALYZE of a read model when autovacuum is off; 0: never"
     )
-    run_projections: bool = Field(default=True, description="run the projection engine in this process")
+    run_projections: bool = Field(default=True, description="run the projection engine with the service")
+    projection_process: bool = Field(
+        default=True, description="run it in a child process (off: in the service's own threads)"
+    )
+    projection_nice: int = Field(
+        default=5, ge=0, le=19, description="how much lower the child process's CPU priority is (0: the same)"
+    )
     snapshot_every: int = Field(
         default=500, ge=0, description="snapshot an aggregate each time its version passes a multiple of this; 0: never"
     )

@@ -47,16 +47,15 @@ async def manual(servers: TestServers, tmp_path: Path) -> AsyncIterator[tuple[Ch
 
 
 async def step(chronicle: Chronicle, owner: str, name: str, **fields: Any) -> dict[str, Any]:
-    model = {"job.start_phase": j.JobStep, "job.store_plan": j.StorePlan, "job.store_result": j.StoreResult,
-             "job.finish": j.FinishJob, "job.fail": j.FailJob}[name]
+    model = {"job.start_phase": j.JobStep, "job.record_outcomes": j.RecordOutcomes, "job.fail": j.FailJob}[name]
     return await chronicle.bus.execute(name, model(**fields), owner)
 
 
 async def run_to_validation(chronicle: Chronicle, owner: str, job_id: Any, worker: str = "w1") -> None:
     assert (await step(chronicle, owner, "job.start_phase", job_id=job_id, worker=worker))["phase"] == "planning"
-    await step(chronicle, owner, "job.store_plan", job_id=job_id, worker=worker, plan={"outline": ["bloom"]})
+    await step(chronicle, owner, "job.record_outcomes", job_id=job_id, worker=worker, plan={"outline": ["bloom"]})
     assert (await step(chronicle, owner, "job.start_phase", job_id=job_id, worker=worker))["phase"] == "generating"
-    await step(chronicle, owner, "job.store_result", job_id=job_id, worker=worker, result=QUIZ)
+    await step(chronicle, owner, "job.record_outcomes", job_id=job_id, worker=worker, result=QUIZ)
     assert (await step(chronicle, owner, "job.start_phase", job_id=job_id, worker=worker))["phase"] == "validating"
 
 
@@ -84,11 +83,11 @@ async def test_a_duplicate_while_active_is_the_same_job_and_after_completion_a_n
     assert [chunk["text"] for chunk in started["snapshot"]] == ["Tulips bloom in spring and love cold winters."]
     assert started["snapshot"][0]["source_id"] == str(talk.conversation_id)
 
-    await step(chronicle, user, "job.store_plan", job_id=first.job_id, worker="w1", plan={"outline": ["bloom"]})
+    await step(chronicle, user, "job.record_outcomes", job_id=first.job_id, worker="w1", plan={"outline": ["bloom"]})
     await step(chronicle, user, "job.start_phase", job_id=first.job_id, worker="w1")
-    await step(chronicle, user, "job.store_result", job_id=first.job_id, worker="w1", result=QUIZ)
+    await step(chronicle, user, "job.record_outcomes", job_id=first.job_id, worker="w1", result=QUIZ)
     await step(chronicle, user, "job.start_phase", job_id=first.job_id, worker="w1")
-    done = await step(chronicle, user, "job.finish", job_id=first.job_id, worker="w1", problems=[])
+    done = await step(chronicle, user, "job.record_outcomes", job_id=first.job_id, worker="w1", problems=[])
     assert done["status"] == "completed" and done["progress"] == 100
     client.observed(done["position"])
 
@@ -130,18 +129,44 @@ async def test_a_failed_validation_retries_once_with_the_same_snapshot_then_fail
     client = await connect(user)
     requested = await client.jobs.request("a summary", "summary", options={"chunks": 0})
     await run_to_validation(chronicle, user, requested.job_id)
-    retried = await step(chronicle, user, "job.finish", job_id=requested.job_id, worker="w1", problems=["summary: blank"])
+    retried = await step(chronicle, user, "job.record_outcomes", job_id=requested.job_id, worker="w1", problems=["summary: blank"])
     assert (retried["status"], retried["progress"]) == ("generating", 20)
     again = await step(chronicle, user, "job.start_phase", job_id=requested.job_id, worker="w1")
     assert (again["phase"], again["attempt"], again["plan"]) == ("generating", 2, {"outline": ["bloom"]})
-    await step(chronicle, user, "job.store_result", job_id=requested.job_id, worker="w1", result={"summary": ""})
+    await step(chronicle, user, "job.record_outcomes", job_id=requested.job_id, worker="w1", result={"summary": ""})
     await step(chronicle, user, "job.start_phase", job_id=requested.job_id, worker="w1")
-    failed = await step(chronicle, user, "job.finish", job_id=requested.job_id, worker="w1", problems=["summary: blank"])
+    failed = await step(chronicle, user, "job.record_outcomes", job_id=requested.job_id, worker="w1", problems=["summary: blank"])
     assert failed["status"] == "failed"
     client.observed(failed["position"])
     job = await client.jobs.get(requested.job_id)
     assert (job.status, job.attempt, job.error) == ("failed", 2, "the result failed validation 2 times")
     assert (await client.jobs.request("a summary", "summary", options={"chunks": 0})).created
+
+
+async def test_outcomes_recorded_together_keep_every_transition_in_one_commit(
+    manual: tuple[Chronicle, ClientFactory],
+) -> None:
+    chronicle, connect = manual
+    user = "jobs-owner-4"
+    client = await connect(user)
+    requested = await client.jobs.request("a quiz about tulips", "quiz", options={"chunks": 0})
+    await step(chronicle, user, "job.start_phase", job_id=requested.job_id, worker="w1")
+    with pytest.raises(ChronicleError) as refused:  # a result while planning: nothing of it is written
+        await step(chronicle, user, "job.record_outcomes", job_id=requested.job_id, worker="w1", result=QUIZ)
+    assert refused.value.code == "conflict"
+    with pytest.raises(ValueError, match="at least one"):
+        j.RecordOutcomes(job_id=requested.job_id, worker="w1")
+
+    done = await step(chronicle, user, "job.record_outcomes", job_id=requested.job_id, worker="w1",
+                      plan={"outline": ["bloom"]}, result=QUIZ, problems=[])
+    assert (done["status"], done["phase"], done["progress"]) == ("completed", None, 100) and done["artifact_id"]
+    events = await client.audit.events(requested.job_id)
+    assert [e.type.removeprefix("Job.") for e in events] == [
+        "Requested", "PhaseStarted", "PlanStored", "PhaseStarted", "Generated", "PhaseStarted", "Validated", "Completed",
+    ]
+    assert len({e.timestamp for e in events[2:]}) == 1  # decided together, by one command
+    assert events[1].timestamp < events[2].timestamp and events[-1].position <= done["position"]
+    assert [e.payload["progress"] for e in events[2:]] == [20, 20, 60, 60, 90, 100]
 
 
 async def test_another_worker_takes_a_phase_over_and_the_first_is_refused(
@@ -155,7 +180,7 @@ async def test_another_worker_takes_a_phase_over_and_the_first_is_refused(
     taken = await step(chronicle, user, "job.start_phase", job_id=requested.job_id, worker="w2")
     assert taken["phase"] == "planning"
     with pytest.raises(ChronicleError) as refused:
-        await step(chronicle, user, "job.store_plan", job_id=requested.job_id, worker="w1", plan={})
+        await step(chronicle, user, "job.record_outcomes", job_id=requested.job_id, worker="w1", plan={})
     assert refused.value.code == "conflict"
     events = await client.audit.events(requested.job_id)
     starts = [(e.payload["worker"], e.payload["taken_over_from"]) for e in events if e.type == "Job.PhaseStarted"]

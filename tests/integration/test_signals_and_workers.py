@@ -1,0 +1,103 @@
+"""Signals published by the command bus's fast path and by the relay behind it, and the
+projection engine's child process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+
+from adapters.auth import TokenAuthority
+from services.bootstrap import Chronicle
+from services.client import ChronicleClient
+from services.event_relay import BACKSTOP_DELAY
+from services.projection_process import ProjectionProcess
+from tests.conftest import ClientFactory
+from tests.integration.test_hitl import conversation_with_history
+
+
+@pytest.fixture
+async def own(instance: tuple[Chronicle, str], authority: TokenAuthority) -> AsyncIterator[tuple[Chronicle, ChronicleClient]]:
+    """A Chronicle of this test's own and a client of it."""
+    chronicle, _ = instance
+    token = authority.issue(f"u-{uuid.uuid4().hex[:12]}")
+    client = await ChronicleClient.connect(chronicle.nats_url, token, prefix=chronicle.settings.subject_prefix)
+    yield chronicle, client
+    await client.close()
+
+
+async def signals_of(client: ChronicleClient, run_id: str) -> tuple[list[dict[str, Any]], Any]:
+    """Every message published on the run's subjects (core NATS: duplicates show too)."""
+    seen: list[dict[str, Any]] = []
+
+    async def received(message: Any) -> None:
+        seen.append({"subject": message.subject.rsplit(".", 1)[-1], **orjson.loads(message.data)})
+
+    subscription = await client.nc.subscribe(f"{client.prefix}.hitl.{run_id}.*", cb=received)
+    await client.nc.flush()
+    return seen, subscription
+
+
+async def settle(seen: list[dict[str, Any]], count: int) -> None:
+    """Wait for `count` messages, then long enough for the relay to have published any repeat."""
+    async with asyncio.timeout(10):
+        while len(seen) < count:
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(BACKSTOP_DELAY + 0.5)
+
+
+async def test_each_signal_is_published_once_though_two_paths_could(client: ChronicleClient) -> None:
+    conversation_id = await conversation_with_history(client)
+    run_id = "fast-path-once"
+    seen, subscription = await signals_of(client, run_id)
+    await client.hitl.pause(conversation_id, step="check", prompt="Go on?", run_id=run_id)
+    await client.hitl.resume(run_id, approved=True, feedback="go on")
+    await settle(seen, 2)
+    await subscription.unsubscribe()
+    assert [(s["subject"], s["run_id"]) for s in seen] == [("paused", run_id), ("resumed", run_id)]
+    assert seen[0]["position"] < seen[1]["position"]
+
+
+async def test_the_relay_publishes_what_the_fast_path_did_not(own: tuple[Chronicle, ChronicleClient]) -> None:
+    chronicle, client = own
+    chronicle.bus.commit_listeners.clear()  # as if every fast publish had failed
+    conversation_id = await conversation_with_history(client)
+    run_id = "relay-backstop"
+    seen, subscription = await signals_of(client, run_id)
+    handle = await client.hitl.pause(conversation_id, step="check", prompt="Go on?", run_id=run_id)
+    waiting = asyncio.create_task(handle.wait_for_resume(timeout=10))
+    await client.hitl.resume(run_id, approved=False, feedback="stop here")
+    assert (await waiting).approved is False
+    await settle(seen, 2)
+    await subscription.unsubscribe()
+    assert [s["subject"] for s in seen] == ["paused", "resumed"]
+    assert seen[1]["history"][-1]["content"] == "stop here"
+
+
+async def test_a_killed_projection_process_is_replaced_and_catches_up(own: tuple[Chronicle, ChronicleClient]) -> None:
+    chronicle, client = own
+    engine = chronicle.engine
+    assert isinstance(engine, ProjectionProcess) and await asyncio.to_thread(engine.wait_prepared, 60)
+    assert engine.process is not None and engine.process.pid is not None
+    first = engine.process.pid
+    os.kill(first, signal.SIGKILL)
+    started = await client.conversations.start(title="written while the read models had no runner")
+    await client.conversations.add_message(started.conversation_id, "user", "still counted")
+    found = await client.conversations.get(started.conversation_id)  # waits for the read model
+    assert found.message_count == 1
+    assert engine.restarts == 1 and engine.process.pid != first
+
+
+async def test_the_job_snapshot_includes_what_the_client_just_wrote(connect: ClientFactory) -> None:
+    client = await connect()
+    talk = await client.conversations.start(title="bulbs")
+    await client.conversations.add_message(talk.conversation_id, "user", "Crocus bulbs flower before tulips do.")
+    requested = await client.jobs.request("crocus bulbs flower", "summary")  # no query in between
+    job = await client.jobs.get(requested.job_id)
+    assert job.snapshot_chunks == 1
