@@ -47,6 +47,19 @@ def postgres_backends(database: str) -> list[int]:
     return found
 
 
+def children_of(pid: int) -> list[int]:
+    """The processes `pid` started (the service's projection process, say)."""
+    found = []
+    for entry in PROC.glob("[0-9]*"):
+        try:
+            parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == pid:
+            found.append(int(entry.name))
+    return found
+
+
 @dataclass
 class CpuMeter:
     """Cores used per group between start() and stop(): CPU seconds / wall seconds."""
@@ -55,33 +68,36 @@ class CpuMeter:
     database: str
     _before: dict[str, float] = field(default_factory=dict)
     _backends: dict[int, float] = field(default_factory=dict)
+    _children: dict[int, float] = field(default_factory=dict)
     _started: float = 0.0
 
     @staticmethod
     def available() -> bool:
         return (PROC / "self" / "stat").exists()
 
-    def _sample(self) -> tuple[dict[str, float], dict[int, float]]:
+    def _sample(self) -> tuple[dict[str, float], dict[int, float], dict[int, float]]:
         backends = {pid: process_cpu_seconds(pid) for pid in postgres_backends(self.database)}
+        children = {pid: process_cpu_seconds(pid) for pid in children_of(self.service_pid)}
         groups = {
             "service": process_cpu_seconds(self.service_pid),
             "bench": process_cpu_seconds(os.getpid()),
             "machine": machine_busy_seconds(),
         }
-        return groups, backends
+        return groups, backends, children
 
     def start(self) -> None:
-        self._before, self._backends = self._sample()
+        self._before, self._backends, self._children = self._sample()
         self._started = time.perf_counter()
 
     def stop(self) -> dict[str, float]:
-        """Cores used by 'service', 'postgres' (this database's backends), 'bench', and the whole 'machine'."""
+        """Cores used by 'service', its child processes ('projections'), 'postgres' (this
+        database's backends), 'bench', and the whole 'machine'."""
         if not self.available():
             return {}
         seconds = time.perf_counter() - self._started
-        after, backends = self._sample()
-        # Backends that started during the phase count from zero.
-        postgres = sum(cpu - self._backends.get(pid, 0.0) for pid, cpu in backends.items())
+        after, backends, children = self._sample()
         used = {name: after[name] - self._before[name] for name in after}
-        used["postgres"] = postgres
+        # Processes that started during the phase count from zero.
+        used["postgres"] = sum(cpu - self._backends.get(pid, 0.0) for pid, cpu in backends.items())
+        used["projections"] = sum(cpu - self._children.get(pid, 0.0) for pid, cpu in children.items())
         return {name: round(value / seconds, 2) for name, value in used.items()}

@@ -308,7 +308,8 @@ def add_rows(report: Report, measured: Measured, agent_ms: dict[int, float]) -> 
         per_job = {name: cores * seconds * 1000 / len(done) for name, cores in measured.cores.items()}
         agent_mean = statistics.mean(agent_ms[run.spec.options["bench_job"]] for run in done)
         report.add(f"{label}: service CPU per job", per_job["service"], "ms",
-                   note=f"of which agent ~{agent_mean:.1f}; Postgres {per_job['postgres']:.1f} ms more")
+                   note=f"of which agent ~{agent_mean:.1f}; projections {per_job['projections']:.1f} ms"
+                        f" and Postgres {per_job['postgres']:.1f} ms more")
 
     quiet = [run for run in measured.sequential if run.error is None]
     report.add_percentiles(f"{label}: request→completed, one at a time", [run.latency_ms for run in quiet])

@@ -179,7 +179,7 @@ async def measure_sustained(
     report.details["add_message sustained"] = summary(load)
     if cores:
         report.add("  CPU busy under load", cores["machine"], "cores",
-                   note=", ".join(f"{name} {cores[name]:.2f}" for name in ("service", "postgres", "bench")))
+                   note=", ".join(f"{name} {cores[name]:.2f}" for name in ("service", "projections", "postgres", "bench")))
         report.details["cpu_cores_under_load"] = cores
     return load
 
