@@ -53,6 +53,7 @@ class EventRelay(Background):
         self._published: set[int] = set()  # positions the fast path has published
         self._publishing: dict[int, asyncio.Task[None]] = {}  # positions it is publishing
         self._fast_conn: psycopg.AsyncConnection | None = None
+        self._connecting = asyncio.Lock()
         self._fast_tasks: set[asyncio.Task[None]] = set()
 
     async def publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
@@ -112,11 +113,10 @@ class EventRelay(Background):
 
     async def _publish_committed(self, events: list[tuple[int, Any]]) -> None:
         try:
-            if self._fast_conn is None or self._fast_conn.closed:
-                self._fast_conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            conn = await self._connection()
             for position, event in events:
                 if isinstance(event, self.relayed):
-                    await self.publish(self._fast_conn, position, event)
+                    await self.publish(conn, position, event)
                     self._published.add(position)
                 else:
                     self.observe(event)
@@ -124,6 +124,13 @@ class EventRelay(Background):
             raise
         except Exception as error:  # NATS or Postgres away: the relay publishes them later
             log.info("fast publish failed; the relay will", extra={"relay": self.name, "error_type": type(error).__name__})
+
+    async def _connection(self) -> psycopg.AsyncConnection:
+        """The fast path's own connection (psycopg queues concurrent use of it)."""
+        async with self._connecting:
+            if self._fast_conn is None or self._fast_conn.closed:
+                self._fast_conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            return self._fast_conn
 
     # --- the relay ------------------------------------------------------------------------
 
