@@ -7,6 +7,7 @@ command's reply exists exactly when its events do.
 from __future__ import annotations
 
 import base64
+import binascii
 import logging
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -122,7 +123,7 @@ class PydanticMapper(Mapper[UUID]):
         key = self.keys.key_for_reading(owner) if self.keys is not None else None
         if key is None:
             raise ErasedContent(originator_id, version, owner)
-        raw = base64.b64decode(sealed)
+        raw = binascii.a2b_base64(sealed)  # base64.b64decode without its Python wrapper: once per event read
         return self._cipher(key).decrypt(raw[:12], raw[12:], aad)
 
     def _cipher(self, key: bytes) -> AESGCM:
@@ -136,22 +137,33 @@ class PydanticMapper(Mapper[UUID]):
 
     def envelope(self, stored_event: StoredEvent) -> dict[str, Any]:
         """The stored state as JSON, content still sealed (what survives an erasure)."""
-        return self.transcoder.decode(stored_event.state)
+        return self.stored_json(stored_event.state)
 
-    def decoded_state(self, stored_event: StoredEvent) -> dict[str, Any]:
-        """The event's fields as stored JSON values (content unsealed), without building
-        the event: what an export or an audit shows."""
-        state = stored_event.state
+    def stored_json(self, state: bytes) -> dict[str, Any]:
+        """A stored state's JSON, its content still sealed."""
         if self.cipher:
             state = self.cipher.decrypt(state)
         if self.compressor:
             state = self.compressor.decompress(state)
-        data = self.transcoder.decode(state)
+        return self.transcoder.decode(state)
+
+    def take_content(self, data: dict[str, Any], originator_id: UUID, version: int) -> bytes | None:
+        """Takes the sealed content out of a stored state's JSON (`data` keeps its clear
+        fields) and returns it unsealed, as the JSON object it was sealed as; None when
+        nothing was sealed. ErasedContent when the owner's key is gone."""
         sealed = data.pop(SEALED_FIELD, None)
-        if sealed is not None:
-            originator_id, version = stored_event.originator_id, stored_event.originator_version
-            aad = associated_data(originator_id, version)
-            data.update(orjson.loads(self.unseal(sealed, data.pop(OWNER_FIELD), aad, originator_id, version)))
+        if sealed is None:
+            return None
+        owner = data.pop(OWNER_FIELD)
+        return self.unseal(sealed, owner, associated_data(originator_id, version), originator_id, version)
+
+    def decoded_state(self, stored_event: StoredEvent) -> dict[str, Any]:
+        """The event's fields as stored JSON values (content unsealed), without building
+        the event."""
+        data = self.stored_json(stored_event.state)
+        content = self.take_content(data, stored_event.originator_id, stored_event.originator_version)
+        if content is not None:
+            data.update(orjson.loads(content))
         return data
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:

@@ -8,6 +8,7 @@ party can recompute every hash without Chronicle (`verify_export`).
 from __future__ import annotations
 
 import base64
+import binascii
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from datetime import datetime
 from typing import IO, Any
 
 import orjson
-from psycopg.rows import dict_row
+import psycopg
 from psycopg.sql import SQL, Composed
 
 from adapters.audit import GENESIS, ChainBreak, ChainReport, event_hash, missing
@@ -23,16 +24,14 @@ from adapters.keys import KeyRing
 from adapters.postgres import PostgresTarget
 from services.queries_audit import Decoder
 
-# The owner and type of each event's aggregate come from its creation event, whose clear
-# metadata stays readable after an erasure (and whatever `since` leaves out of the file).
 SELECT_EVENTS = SQL(
-    "{members} SELECT e.notification_id, e.originator_id, e.originator_version, e.topic, e.state, e.hash,"
-    " c.owner, c.originator_topic FROM chronicle.events e CROSS JOIN LATERAL ("
-    "  SELECT d->>'owner' AS owner, d->>'originator_topic' AS originator_topic FROM ("
-    "   SELECT convert_from(f.state, 'UTF8')::jsonb AS d FROM chronicle.events f"
-    "   WHERE f.originator_id = e.originator_id AND f.originator_version = 1) creation) c"
-    " WHERE {scope} AND {since} ORDER BY e.notification_id"
+    "{members} SELECT e.notification_id, e.originator_id, e.originator_version, e.topic, e.state, e.hash"
+    " FROM chronicle.events e WHERE {scope} AND {since} ORDER BY e.notification_id"
 )
+SELECT_CREATIONS = SQL(
+    "SELECT originator_id, state FROM chronicle.events WHERE originator_id = ANY(%s) AND originator_version = 1"
+)
+MAX_KNOWN_CREATORS = 100_000  # streams whose owner and type an export keeps in memory at once
 COUNT_EVENTS = SQL("{members} SELECT count(*) FROM chronicle.events e WHERE {scope} AND {since}")
 # Everything in a session or conversation: the aggregates that name it, or name one that
 # does, through the audit read model's links (as `Audit.timeline` walks them).
@@ -77,36 +76,83 @@ def export_events(
     snapshot through a server-side cursor (flat memory); return how many were written."""
     decoder = Decoder(KeyRing.shared(target))
     written = 0
-    with target.connect(row_factory=dict_row) as conn:
+    with target.connect() as conn:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         conn.execute("SET LOCAL cursor_tuple_fraction = 1.0")  # every row is wanted: plan for all of them
-        on_total(conn.execute(*scope.query(COUNT_EVENTS)).fetchone()["count"])  # type: ignore[index]
+        on_total(conn.execute(*scope.query(COUNT_EVENTS)).fetchone()[0])  # type: ignore[index]
+        creators = Creators(conn, decoder)
         with conn.cursor(name="chronicle_export", binary=True) as cursor:
             cursor.itersize = batch_size
             cursor.execute(*scope.query(SELECT_EVENTS))
             while rows := cursor.fetchmany(batch_size):
-                out.write(b"".join(orjson.dumps(line(decoder, row)) + b"\n" for row in rows))
+                creators.look_up(rows)
+                out.write(b"".join([line(decoder, creators, row) for row in rows]))
                 written += len(rows)
                 on_progress(len(rows))
     return written
 
 
-def line(decoder: Decoder, row: dict[str, Any]) -> dict[str, Any]:
-    described = decoder.described(row, row["originator_topic"].rpartition(":")[2])
-    return {
-        "position": described["position"],
-        "aggregate_id": described["aggregate_id"],
-        "aggregate_type": described["aggregate_type"],
-        "version": described["version"],
-        "type": described["type"],
-        "topic": row["topic"],
-        "timestamp": described["timestamp"],
-        "owner": row["owner"],
-        "hash": described["hash"],
-        "payload": described["payload"],
-        "erased": described["erased"],
-        "state": base64.b64encode(bytes(row["state"])).decode(),
-    }
+class Creators:
+    """Each aggregate's owner and type, from the clear metadata of its creation event (which
+    stays readable after an erasure). Most come from the creation events the export itself
+    writes; the others (created before `since`, or forgotten to keep memory flat) are looked
+    up a batch at a time, in the export's snapshot."""
+
+    def __init__(self, conn: psycopg.Connection, decoder: Decoder):
+        self.conn = conn
+        self.decoder = decoder
+        self.known: dict[uuid.UUID, tuple[str | None, str]] = {}
+
+    def look_up(self, rows: list[tuple[Any, ...]]) -> None:
+        """Learn the creators of the streams in `rows` that are neither known nor created in them."""
+        if len(self.known) > MAX_KNOWN_CREATORS:
+            self.known.clear()
+        created = {row[1] for row in rows if row[2] == 1}
+        unknown = {row[1] for row in rows if row[1] not in self.known and row[1] not in created}
+        if unknown:
+            for originator_id, state in self.conn.execute(SELECT_CREATIONS, (list(unknown),), binary=True):
+                self.learn(originator_id, self.decoder.mapper.stored_json(state))
+
+    def learn(self, originator_id: uuid.UUID, creation: dict[str, Any]) -> None:
+        self.known[originator_id] = (creation.get("owner"), creation["originator_topic"].rpartition(":")[2])
+
+    def of(self, originator_id: uuid.UUID) -> tuple[str | None, str | None]:
+        return self.known.get(originator_id, (None, None))
+
+
+def line(decoder: Decoder, creators: Creators, row: tuple[Any, ...]) -> bytes:
+    position, aggregate_id, version, topic, state, stored_hash = row
+    timestamp, clear, content, erased = decoder.opened(aggregate_id, version, state)
+    if version == 1:
+        creators.learn(aggregate_id, clear)
+    owner, aggregate_type = creators.of(aggregate_id)
+    head = orjson.dumps({
+        "position": position,
+        "aggregate_id": aggregate_id,
+        "aggregate_type": aggregate_type,
+        "version": version,
+        "type": topic.rpartition(":")[2],
+        "topic": topic,
+        "timestamp": timestamp,
+        "owner": owner,
+        "hash": stored_hash.hex() if stored_hash is not None else None,
+        "payload": payload(clear, content),
+        "erased": erased,
+    })
+    # The state goes in last, spliced in as base64 bytes: base64 needs no escaping, and
+    # orjson would still scan each of its characters for it.
+    return b"".join((head[:-1], b',"state":"', binascii.b2a_base64(state, newline=False), b'"}\n'))
+
+
+def payload(clear: dict[str, Any], content: bytes | None) -> Any:
+    """The event's fields: its clear ones, then its unsealed content (the two never share a
+    key). The content goes in as the JSON it was sealed as: orjson wrote it, so parsing it
+    only for orjson to write the same bytes again would be wasted."""
+    if content is None or content == b"{}":
+        return clear
+    if not clear:
+        return orjson.Fragment(content)
+    return orjson.Fragment(orjson.dumps(clear)[:-1] + b"," + content[1:])
 
 
 def verify_export(lines: Iterable[bytes | str]) -> ChainReport:

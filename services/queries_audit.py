@@ -14,11 +14,12 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import orjson
 from eventsourcing.persistence import StoredEvent
 from pydantic_core import to_jsonable_python
 
 from adapters.auth import AUDITOR
-from adapters.event_store import OWNER_FIELD, SEALED_FIELD, ErasedContent, PydanticMapper
+from adapters.event_store import ErasedContent, PydanticMapper
 from adapters.keys import KeyRing
 from adapters.snapshots import SNAPSHOT_COLUMNS, SnapshotCodec, SnapshotUnreadable, stored_snapshot
 from services import contract_audit as a
@@ -49,16 +50,20 @@ class Decoder:
         envelope = self.mapper.envelope(stored(row))
         return envelope["owner"], envelope["originator_topic"].rpartition(":")[2]
 
-    def described(self, row: dict[str, Any], aggregate_type: str) -> dict[str, Any]:
+    def opened(self, originator_id: UUID, version: int, state: bytes) -> tuple[str, dict[str, Any], bytes | None, bool]:
+        """An event's timestamp, its other clear fields, its content unsealed (the JSON it
+        was sealed as; None when nothing was sealed or its owner was erased), and whether
+        its owner was erased. The stored JSON as it is, not re-serialised through the
+        event model: an export of millions of events spends its time here."""
+        clear = self.mapper.stored_json(state)
+        timestamp = clear.pop("timestamp")
         try:
-            # The stored JSON as it is (content unsealed), not re-serialised through the
-            # event model: an export of millions of events spends its time here.
-            payload = self.mapper.decoded_state(stored(row))
-            timestamp, erased = payload.pop("timestamp"), False
+            return timestamp, clear, self.mapper.take_content(clear, originator_id, version), False
         except ErasedContent:
-            envelope = self.mapper.envelope(stored(row))
-            timestamp, erased = envelope.pop("timestamp"), True
-            payload = {k: v for k, v in envelope.items() if k not in (OWNER_FIELD, SEALED_FIELD)}
+            return timestamp, clear, None, True
+
+    def described(self, row: dict[str, Any], aggregate_type: str) -> dict[str, Any]:
+        timestamp, clear, content, erased = self.opened(row["originator_id"], row["originator_version"], bytes(row["state"]))
         return {
             "aggregate_id": row["originator_id"],
             "aggregate_type": aggregate_type,
@@ -66,7 +71,7 @@ class Decoder:
             "position": row["notification_id"],
             "type": row["topic"].rpartition(":")[2],
             "timestamp": timestamp,
-            "payload": payload,
+            "payload": clear if content is None else {**clear, **orjson.loads(content)},
             "erased": erased,
             "hash": bytes(row["hash"]).hex() if row.get("hash") is not None else None,
         }

@@ -13,6 +13,8 @@ from eventsourcing.persistence import StoredEvent
 
 from adapters.event_store import ErasedContent, PydanticMapper
 from domain.conversation import Conversation
+from services.audit_export import payload
+from services.queries_audit import Decoder
 
 
 def test_round_trip_preserves_every_field() -> None:
@@ -64,3 +66,24 @@ def test_content_is_sealed_with_the_owners_key_and_metadata_stays_clear() -> Non
     keys.keys["alice"] = None
     with pytest.raises(ErasedContent):
         mapper.to_domain_event(stored[1])
+
+
+def test_an_export_payload_is_the_decoded_state_as_orjson_writes_it() -> None:
+    # The export splices the unsealed content into its line as it was sealed instead of
+    # parsing it and writing it again: the bytes must be those the parsed state makes.
+    at = datetime(2026, 5, 4, 3, 2, 1, tzinfo=UTC)
+    conversation = Conversation.start(id=uuid4(), owner="alice", at=at, title='"quoted" ✓', tags=["a", "b"])
+    conversation.add_message(
+        message_id=uuid4(), at=at, role="agent", content="héllo\n\t✓", metadata={"n": 1.5, "big": 2**62, "x": None}
+    )
+    conversation.delete(at=at)  # no content at all: sealed as {}
+    decoder = Decoder(FakeKeys())  # type: ignore[arg-type]
+    events = conversation.collect_events()
+    for owner in ("alice", None):  # sealed, and written without a key
+        for event in events:
+            stored = decoder.mapper.to_stored_event(event, owner)
+            timestamp, clear, content, erased = decoder.opened(stored.originator_id, stored.originator_version, stored.state)
+            state = decoder.mapper.decoded_state(stored)
+            assert timestamp == state.pop("timestamp") and not erased and (content is not None) == (owner is not None)
+            assert orjson.dumps(payload(clear, content)) == orjson.dumps(state)
+    assert orjson.dumps(payload({}, b'{"a":[1]}')) == b'{"a":[1]}'  # an event with no clear field
