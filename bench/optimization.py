@@ -1,12 +1,18 @@
 """`./dev bench optimization`: trial.record throughput and latency, and optimizations.history time.
 
-Starts `chronicle serve` on a fresh database, then over NATS: records trials into one round
-with 1 recorder, then with 8 concurrent recorders (each its own connection, all into one
-round, as parallel evaluation workers do), then with those recorders keeping 8 trials
-outstanding each (the service's capacity rather than its round trip), then 1 and 8
-recorders sending populations of 50 with trial.record_many; seeds an
-optimization of 100 rounds x 100 trials and times its full history (every page, as
-`client.optimizations.history` follows them) and one page. Aims (issue 6): over 1,000
+Starts `chronicle serve` on a fresh database, then over NATS records trials into one round
+per phase, each phase labelled with its mode:
+- trial.record, one trial per request: 1 recorder, then 8 concurrent recorders (each its
+  own connection, all into one round, as parallel evaluation workers do), then those
+  recorders keeping 8 requests outstanding each (the service's capacity rather than its
+  round trip);
+- trial.record_many, populations of 50 per request: 1 and 8 recorders;
+- the client helper's `state.record_trial`, 1 and 8 recorders each making 32 overlapping
+  calls (a population evaluated concurrently): overlapping calls leave together as one
+  trial.record_many request, each caller still gets its own trial after its commit.
+Then it seeds an optimization of 100 rounds x 100 trials and times its full history
+(every page, as `client.optimizations.history` fetches them: the first, then the pages
+it plans, at once), the first page and one planned page. Aims (issue 6): over 1,000
 trials/s, history under 100 ms.
 """
 
@@ -31,6 +37,7 @@ from bench.servers import bench_servers
 from bench.service import ServiceProcess, positions, wait_for_read_models
 from services import contract_optimization as o
 from services.client import ChronicleClient
+from services.client_optimization import OptimizationState, RoundHandle
 
 TRIALS_PER_SECOND_AIM = 1_000.0
 HISTORY_AIM_MS = 100.0
@@ -46,6 +53,7 @@ class Plan:
     trials_per_recorder: int = 1_000
     in_flight: int = 8  # per recorder in the last phase; 1 skips it
     batch: int = 50  # trials per trial.record_many request
+    helper_in_flight: int = 32  # overlapping state.record_trial calls per recorder; 0 skips them
     rounds: int = 100  # of the optimization whose history is read
     trials_per_round: int = 100
     history_runs: int = 20
@@ -99,11 +107,12 @@ async def measure_recording(
     rng = random.Random(1)
     lone = clients[0]
     phases = [
-        ("trial.record, 1 recorder", 1, 1, plan.trials),
-        (f"trial.record, {plan.recorders} recorders", plan.recorders, 1, plan.trials_per_recorder),
+        ("trial.record (1 trial per request), 1 recorder, one at a time", 1, 1, plan.trials),
+        (f"trial.record (1 trial per request), {plan.recorders} recorders, one at a time each",
+         plan.recorders, 1, plan.trials_per_recorder),
     ]
     if plan.in_flight > 1:
-        phases.append((f"trial.record, {plan.recorders} recorders x {plan.in_flight} in flight",
+        phases.append((f"trial.record (1 trial per request), {plan.recorders} recorders x {plan.in_flight} in flight",
                        plan.recorders, plan.in_flight, plan.trials_per_recorder))
     for label, recorders, in_flight, per_recorder in phases:
         round_id = (await lone.optimizations.start_round(optimization_id)).round_id
@@ -121,7 +130,7 @@ async def measure_recording(
                    note=f"{total:,} trials in {elapsed:.1f} s")
         report.add_percentiles(f"{label}: latency", [ms for part in latencies for ms in part])
     for recorders in (1, plan.recorders):
-        label = f"trial.record_many, {recorders} recorder{'s' if recorders > 1 else ''}, batches of {plan.batch}"
+        label = f"trial.record_many ({plan.batch} per request), {recorders} recorder{'s' if recorders > 1 else ''}"
         round_id = (await lone.optimizations.start_round(optimization_id)).round_id
         per_recorder = plan.trials if recorders == 1 else plan.trials_per_recorder
         started = time.perf_counter()
@@ -135,6 +144,52 @@ async def measure_recording(
         report.add(f"{label}: throughput", total / elapsed, "trials/s", over(TRIALS_PER_SECOND_AIM),
                    note=f"{total:,} trials in {elapsed:.1f} s")
         report.add_percentiles(f"{label}: latency per request", [ms for part in latencies for ms in part])
+
+
+async def record_through_helper(
+    state: OptimizationState, round: RoundHandle, count: int, in_flight: int, rng: random.Random
+) -> list[float]:
+    """`in_flight` callers each recording one trial after another through the helper, as
+    an optimizer's evaluation tasks do; each trial's latency in ms."""
+
+    async def caller(calls: int, rng: random.Random) -> list[float]:
+        latencies = []
+        for _ in range(calls):
+            fields = trial_fields(rng)
+            started = time.perf_counter()
+            await state.record_trial(round, candidate=fields["candidate"], score=fields["score"],
+                                     metrics=fields["metrics"], extra=fields["extras"])
+            latencies.append((time.perf_counter() - started) * 1000)
+        return latencies
+
+    parts = await asyncio.gather(*(caller(count // in_flight, random.Random(rng.random())) for _ in range(in_flight)))
+    return [ms for part in parts for ms in part]
+
+
+async def measure_helper(
+    clients: list[ChronicleClient], optimization_id: UUID, plan: Plan, report: Report
+) -> None:
+    """Each recorder its own connection and its own OptimizationState (a worker's), all
+    recording into one round through `state.record_trial` with overlapping calls."""
+    rng = random.Random(3)
+    for recorders in (1, plan.recorders):
+        label = (f"state.record_trial (helper), {recorders} recorder{'s' if recorders > 1 else ''}"
+                 f" x {plan.helper_in_flight} overlapping calls")
+        states = [client.optimization(optimization_id) for client in clients[:recorders]]
+        round = await states[0].start_round()
+        await record_through_helper(states[0], round, plan.helper_in_flight * 4, plan.helper_in_flight, rng)  # warm-up
+        per_recorder = plan.trials if recorders == 1 else plan.trials_per_recorder
+        started = time.perf_counter()
+        latencies = await asyncio.gather(*(
+            record_through_helper(state, round, per_recorder, plan.helper_in_flight, random.Random(rng.random()))
+            for state in states
+        ))
+        elapsed = time.perf_counter() - started
+        await states[0].end_round(round)
+        total = sum(len(part) for part in latencies)
+        report.add(f"{label}: throughput", total / elapsed, "trials/s", over(TRIALS_PER_SECOND_AIM),
+                   note=f"{total:,} trials in {elapsed:.1f} s")
+        report.add_percentiles(f"{label}: latency per trial", [ms for part in latencies for ms in part])
 
 
 async def seed_history(clients: list[ChronicleClient], plan: Plan) -> UUID:
@@ -154,22 +209,30 @@ async def seed_history(clients: list[ChronicleClient], plan: Plan) -> UUID:
 
 
 async def raw_history(client: ChronicleClient, optimization_id: UUID, max_trials: int) -> tuple[int, int]:
-    """Every page as the wire carries it (no client-side validation): reply bytes and pages."""
+    """Every page as the wire carries it, fetched as `client.optimizations.history` does
+    (the pages a reply plans at once) but not validated: reply bytes and pages."""
     headers = {"Authorization": f"Bearer {client.token}"}
     subject = f"{client.prefix}.query.optimizations.history"
-    total, pages, cursor = 0, 0, {}
-    while True:
+
+    async def fetch(cursor: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         payload = {"optimization_id": str(optimization_id), "max_trials": max_trials, **cursor}
         msg = await client.nc.request(subject, orjson.dumps(payload), timeout=client.timeout, headers=headers)
-        total, pages = total + len(msg.data), pages + 1
         reply = orjson.loads(msg.data)
         if not reply.get("ok"):
             raise RuntimeError(f"history failed: {reply.get('error')}")
-        if reply["data"]["next_after_round"] is None:
+        return len(msg.data), reply["data"]
+
+    total, pages, cursor = 0, 0, {}
+    while True:
+        size, first = await fetch(cursor)
+        planned = await asyncio.gather(*(fetch(cut) for cut in first["planned"]))
+        total, pages = total + size + sum(size for size, _ in planned), pages + 1 + len(planned)
+        last = planned[-1][1] if planned else first
+        if last["next_after_round"] is None:
             return total, pages
-        cursor = {"after_round": reply["data"]["next_after_round"]}
-        if reply["data"].get("next_after_trial") is not None:
-            cursor["after_trial"] = reply["data"]["next_after_trial"]
+        cursor = {"after_round": last["next_after_round"]}
+        if last.get("next_after_trial") is not None:
+            cursor["after_trial"] = last["next_after_trial"]
 
 
 async def measure_history(
@@ -202,9 +265,15 @@ async def measure_history(
         plan.history_runs, lambda: raw_history(reader, optimization_id, page)), note="no client-side validation")
     report.add("optimizations.history reply size", size / 1024, "KiB", note=f"{size:,} bytes, {pages} page(s)")
     first = await api.history_page(optimization_id, max_trials=page)
-    report.add_percentiles("optimizations.history one page (client)", await timed_async(
+    report.add_percentiles("optimizations.history first page (client)", await timed_async(
         plan.history_runs, lambda: api.history_page(optimization_id, max_trials=page)),
-        note=f"max_trials {page:,}: {len(first.rounds)} rounds")
+        note=f"{len(first.rounds)} rounds and the plan of {len(first.planned)} more pages")
+    if first.planned:  # a full page, as the client fetches the planned ones
+        cut = first.planned[0].model_dump()
+        full = await api.history_page(optimization_id, max_trials=page, **cut)
+        report.add_percentiles("optimizations.history one planned page (client)", await timed_async(
+            plan.history_runs, lambda: api.history_page(optimization_id, max_trials=page, **cut)),
+            note=f"{len(full.rounds)} rounds")
 
 
 def run(plan: Plan) -> tuple[Report, Path]:
@@ -230,6 +299,8 @@ def run(plan: Plan) -> tuple[Report, Path]:
                         name="record bench", optimizer="random_search", project="bench"
                     )).optimization_id
                     await measure_recording(clients, optimization_id, plan, report)
+                    if plan.helper_in_flight > 0:
+                        await measure_helper(clients, optimization_id, plan, report)
                     await measure_history(clients, plan, target, report)
 
             asyncio.run(drive())
@@ -254,6 +325,9 @@ def main(argv: list[str] | None = None) -> None:
                         f"(default {defaults.in_flight})")
     p.add_argument("--batch", type=int, default=defaults.batch,
                    help=f"trials per trial.record_many request (default {defaults.batch})")
+    p.add_argument("--helper-in-flight", type=int, default=defaults.helper_in_flight,
+                   help=f"overlapping state.record_trial calls per recorder in the helper's phases; 0 skips them "
+                        f"(default {defaults.helper_in_flight})")
     p.add_argument("--rounds", type=int, help=f"rounds of the history read (default {defaults.rounds})")
     p.add_argument("--trials-per-round", type=int, help=f"trials per round of it (default {defaults.trials_per_round})")
     p.add_argument("--history-runs", type=int, help=f"timed history reads (default {defaults.history_runs})")

@@ -20,7 +20,7 @@ def jsonb(value: Any) -> Jsonb | None:
     return None if value is None else Jsonb(value)
 
 
-def trial_entry(e: Trial.Recorded) -> str:
+def trial_entry(e: Trial.Recorded) -> bytes:
     """The trial as optimizations.history shows it (contract_optimization.TrialEntry), as JSON."""
     return orjson.dumps(
         {
@@ -34,12 +34,13 @@ def trial_entry(e: Trial.Recorded) -> str:
             "best_so_far": e.best_so_far,
             "timestamp": e.timestamp,
         }
-    ).decode()
+    )
 
 
 def later_totals(earlier: tuple[Any, ...], later: tuple[Any, ...]) -> tuple[Any, ...]:
     """Per optimization or round: (trials added, best so far, improving trial's index,
-    its candidate, latest time); the later batch's best wins, an improvement sticks."""
+    its candidate, latest time, bytes of their history entries); the later batch's best
+    wins, an improvement sticks."""
     improved = later[2] is not None
     return (
         earlier[0] + later[0],
@@ -47,12 +48,13 @@ def later_totals(earlier: tuple[Any, ...], later: tuple[Any, ...]) -> tuple[Any,
         later[2] if improved else earlier[2],
         later[3] if improved else earlier[3],
         max(earlier[4], later[4]),
+        earlier[5] + later[5],
     )
 
 
 class OptimizationsProjection(Projection):
     name = "optimizations"
-    version = 2
+    version = 3
     tables = """
     CREATE TABLE {schema}.optimizations (
         id uuid PRIMARY KEY,
@@ -79,6 +81,7 @@ class OptimizationsProjection(Projection):
         id uuid NOT NULL,
         first_trial_index integer NOT NULL,
         trial_count integer NOT NULL DEFAULT 0,
+        trial_bytes bigint NOT NULL DEFAULT 0,  -- of its trials' entries: history pages are planned from it
         start_extras jsonb NOT NULL,
         end_extras jsonb,
         best_score double precision,
@@ -185,6 +188,7 @@ class OptimizationsProjection(Projection):
     @handles(Trial.Recorded)
     def trial_recorded(self, batch: Batch, e: Trial.Recorded, _: int) -> None:
         candidate = e.candidate
+        entry = trial_entry(e)
         batch.append(
             self.new_trials,
             (
@@ -202,28 +206,30 @@ class OptimizationsProjection(Projection):
                 e.best_so_far,
                 e.improved,
                 e.timestamp,
-                trial_entry(e),
+                entry.decode(),
             ),
         )
         improved_index = e.trial_index if e.improved else None
         improved_candidate = candidate.payload if (candidate and e.improved) else None
-        totals = (1, e.best_so_far, improved_index, improved_candidate, e.timestamp)
+        totals = (1, e.best_so_far, improved_index, improved_candidate, e.timestamp, len(entry))
         batch.accumulate(self.round_totals, e.round_id, totals)
         batch.accumulate(self.optimization_totals, e.optimization_id, totals)
 
     def _add_round_totals(self, cur: Cursor, items: list[tuple[Any, tuple[Any, ...]]]) -> None:
         cur.execute(
             self.sql(
-                "UPDATE {schema}.rounds r SET trial_count = r.trial_count + d.added, best_so_far = d.best"
-                " FROM unnest(%b::uuid[], %b::int[], %b::float8[]) AS d(id, added, best) WHERE r.id = d.id"
+                "UPDATE {schema}.rounds r SET trial_count = r.trial_count + d.added, best_so_far = d.best,"
+                " trial_bytes = r.trial_bytes + d.bytes"
+                " FROM unnest(%b::uuid[], %b::int[], %b::float8[], %b::int8[]) AS d(id, added, best, bytes)"
+                " WHERE r.id = d.id"
             ),
-            columns([(key, added, best) for key, (added, best, *_) in items], 3),
+            columns([(key, added, best, size) for key, (added, best, *_, size) in items], 4),
             prepare=True,
         )
 
     def _add_optimization_totals(self, cur: Cursor, items: list[tuple[Any, tuple[Any, ...]]]) -> None:
         rows = [
-            (key, added, best, index, jsonb(candidate), at) for key, (added, best, index, candidate, at) in items
+            (key, added, best, index, jsonb(candidate), at) for key, (added, best, index, candidate, at, _) in items
         ]
         cur.execute(
             self.sql(

@@ -6,6 +6,9 @@ queries, so a caller always reads its own writes without sleeping or polling.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from typing import Any, Generic, Literal, TypeVar
 from uuid import UUID
 
@@ -41,6 +44,22 @@ class Envelope(BaseModel, Generic[R]):
     ok: bool
     data: R | None = None
     error: dict[str, Any] | None = None
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection meanwhile. A big reply (a history page: thousands of
+    models and dicts, none in a cycle) would otherwise set off dozens of collections that
+    walk the objects made so far, often a full one that walks the whole heap (measured: 110
+    of a 100 x 100 history's client CPU ms, 68 without). What survives is walked once, at
+    the next collection."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def failure(error: dict[str, Any]) -> ChronicleError:
@@ -109,9 +128,14 @@ class ChronicleClient:
         return reply["data"]
 
     async def command(self, action: str, request: c.Command, reply: type[R], idempotency_key: str | None) -> R:
-        data = await self.request(
-            f"cmd.{action}", request.model_dump(mode="json", exclude_unset=True), idempotency_key=idempotency_key
-        )
+        payload = request.model_dump(mode="json", exclude_unset=True)
+        return await self.command_payload(action, payload, reply, idempotency_key)
+
+    async def command_payload(
+        self, action: str, payload: dict[str, Any], reply: type[R], idempotency_key: str | None = None
+    ) -> R:
+        """A command whose payload is already validated and in its wire form."""
+        data = await self.request(f"cmd.{action}", payload, idempotency_key=idempotency_key)
         self.observed(data.get("position"))
         return reply.model_validate(data)
 
@@ -126,7 +150,9 @@ class ChronicleClient:
             payload["min_position"] = self.last_position
         # Validated straight from the reply's bytes (pydantic's JSON parser): a history page
         # of a thousand trials is parsed once, not by orjson and then again by pydantic.
-        envelope = Envelope[reply].model_validate_json(await self._send(f"query.{action}", payload))  # type: ignore[valid-type]
+        data = await self._send(f"query.{action}", payload)
+        with collector_paused():
+            envelope = Envelope[reply].model_validate_json(data)  # type: ignore[valid-type]
         if not envelope.ok or envelope.data is None:
             raise failure(envelope.error or {})
         return envelope.data

@@ -11,6 +11,7 @@ from uuid import UUID
 
 from services import contract as c
 from services import contract_optimization as o
+from services.client_trial_outbox import TrialOutbox
 
 if TYPE_CHECKING:
     from services.client import ChronicleClient
@@ -69,22 +70,28 @@ class Optimizations:
 
     async def history(self, optimization_id: UUID, *, max_trials: int = 2_000) -> list[o.RoundEntry]:
         """Every round, following the pages (a reply must fit in one NATS message) and
-        joining the parts of a round too big for one."""
+        joining the parts of a round too big for one. The pages a reply plans are fetched
+        at once: the service cuts them while this client validates the ones that came."""
         rounds: list[o.RoundEntry] = []
         cursor: dict[str, Any] = {}
         while True:
-            page = await self.history_page(optimization_id, max_trials=max_trials, **cursor)
-            for entry in page.rounds:
-                if rounds and rounds[-1].round_index == entry.round_index and not rounds[-1].complete:
-                    entry = entry.model_copy(update={"trials": rounds[-1].trials + entry.trials})
-                    rounds[-1] = entry
-                else:
-                    rounds.append(entry)
-            if page.next_after_round is None:
+            first = await self.history_page(optimization_id, max_trials=max_trials, **cursor)
+            planned = await asyncio.gather(*(
+                self.history_page(optimization_id, max_trials=max_trials, **cut.model_dump())
+                for cut in first.planned
+            ))
+            last = first
+            join_rounds(rounds, first)
+            for cut, page in zip(first.planned, planned, strict=True):
+                if (last.next_after_round, last.next_after_trial) != (cut.after_round, None):
+                    break  # the history grew between the plan and this page: go on from what agrees
+                join_rounds(rounds, page)
+                last = page
+            if last.next_after_round is None:
                 return rounds
-            cursor = {"after_round": page.next_after_round}
-            if page.next_after_trial is not None:
-                cursor["after_trial"] = page.next_after_trial
+            cursor = {"after_round": last.next_after_round}
+            if last.next_after_trial is not None:
+                cursor["after_trial"] = last.next_after_trial
 
     async def pareto(self, optimization_id: UUID, **fields: Any) -> o.ParetoFront:
         request = self._client.build(o.ParetoQuery, optimization_id=optimization_id, **fields)
@@ -99,6 +106,15 @@ class Optimizations:
             o.CandidateLineage, optimization_id=optimization_id, candidate_id=candidate_id, **fields
         )
         return await self._client.query("candidates.lineage", request, o.Lineage)
+
+
+def join_rounds(rounds: list[o.RoundEntry], page: o.History) -> None:
+    """Add a page's rounds; a round's part joins the part before it."""
+    for entry in page.rounds:
+        if rounds and rounds[-1].round_index == entry.round_index and not rounds[-1].complete:
+            rounds[-1] = entry.model_copy(update={"trials": rounds[-1].trials + entry.trials})
+        else:
+            rounds.append(entry)
 
 
 @dataclass
@@ -116,12 +132,14 @@ class OptimizationState:
     state recorded in the normalized history shape, `history()` what the service holds."""
 
     def __init__(self, client: ChronicleClient, optimization_id: UUID | None = None, **fields: Any):
+        self._client = client
         self._api = client.optimizations
         self._fields = fields
         self._start_lock = asyncio.Lock()
         self.optimization_id = optimization_id
         self.direction: str = fields.get("direction", "maximize")
         self._rounds: dict[int, dict[str, Any]] = {}
+        self._outboxes: dict[UUID, TrialOutbox] = {}  # by round id
 
     async def start(self) -> UUID:
         """Start the optimization (start_round does it when needed); returns its id."""
@@ -169,9 +187,15 @@ class OptimizationState:
         extra: dict[str, Any] | None = None,
         candidate_id: str | None = None,
     ) -> o.TrialRecorded:
-        """Record one evaluated candidate; safe to call from many tasks at once."""
+        """Record one evaluated candidate; safe to call from many tasks at once. Calls that
+        overlap (a population evaluated concurrently) go to the service together, as one
+        trial.record_many request, and each returns its own trial once it is committed."""
         fields = trial_fields(candidate, score, metrics, dataset, extra, candidate_id)
-        recorded = await self._api.record_trial(round.round_id, **fields)
+        wire = self._client.build(o.TrialFields, **fields).model_dump(mode="json", exclude_unset=True)
+        outbox = self._outboxes.get(round.round_id)
+        if outbox is None:
+            outbox = self._outboxes[round.round_id] = TrialOutbox(self._client, round.round_id)
+        recorded = await outbox.record(wire)
         self._remember(round, fields, recorded)
         return recorded
 
@@ -185,7 +209,9 @@ class OptimizationState:
         return recorded
 
     def _remember(self, round: RoundHandle, fields: dict[str, Any], recorded: o.TrialRecorded) -> None:
-        entry = self._rounds[round.round_index]
+        entry = self._rounds.get(round.round_index)
+        if entry is None:  # a worker's state, recording into a round another state started
+            return
         entry["trials"].append(
             {
                 "trial_index": recorded.trial_index,
@@ -209,6 +235,7 @@ class OptimizationState:
         """`fields`: best_score, best_candidate (default: the best trial's), stop_reason
         (also stops the optimization), candidates, extras (e.g. pareto_front, selection_meta)."""
         ended = await self._api.end_round(round.round_id, **fields)
+        self._outboxes.pop(round.round_id, None)
         self._rounds[round.round_index].update(
             candidates=fields.get("candidates"),
             best_score=ended.best_score,

@@ -14,6 +14,7 @@ from domain.trial import MAX_CANDIDATE_ID
 from services.contract import Command, JsonObject, Query, Reply, Request, Tags, Written, check_json_values, text
 
 JsonValue = Annotated[Any, AfterValidator(check_json_values)]
+MAX_TRIALS_PER_REQUEST = 1_000
 Label = text(MAX_LABEL)
 StopReason = text(MAX_STOP_REASON)
 
@@ -54,7 +55,7 @@ class RecordTrials(Command):
     """Up to 1,000 trials of one round at once (an evaluated population), numbered in order."""
 
     round_id: UUID
-    trials: list[TrialFields] = Field(min_length=1, max_length=1_000)
+    trials: list[TrialFields] = Field(min_length=1, max_length=MAX_TRIALS_PER_REQUEST)
 
 
 class EndRound(Command):
@@ -88,6 +89,9 @@ class OptimizationHistory(Query):
     after_round: int | None = Field(default=None, ge=-1, description="rounds with a greater index (paging)")
     after_trial: int | None = Field(
         default=None, ge=-1, description="continue the round after `after_round` from this trial (a split round)"
+    )
+    until_round: int | None = Field(
+        default=None, ge=0, description="rounds up to this index only: a page another page planned"
     )
     max_trials: int = Field(
         default=2_000, ge=1, le=5_000, description="at most this many trials per page (replies also stay under ~768 KiB)"
@@ -235,12 +239,18 @@ class RoundEntry(Reply):
     complete: bool = True  # False: part of a round too big for one reply; more trials follow
 
 
+class PlannedPage(Reply):
+    after_round: int
+    until_round: int
+
+
 class History(Reply):
     optimization_id: UUID
     direction: Direction
     rounds: list[RoundEntry]
     next_after_round: int | None
     next_after_trial: int | None = None
+    planned: list[PlannedPage] = []  # the pages after this one, cut as they would be: fetch them at once
 
 
 class ParetoPoint(Reply):

@@ -26,40 +26,63 @@ BEST_SCORES = {
 }
 
 REPLY_BUDGET = 768 * 1024  # bytes of history per reply: NATS's default max payload is 1 MiB
+PAGES_PLANNED_AHEAD = 8  # cursors a reply gives for the pages after it, to be fetched at once
 # The trials of round r (they are contiguous in trial_index: rounds run one after another).
 IN_ROUND = "t.optimization_id = %(id)s AND t.trial_index >= r.first_trial_index" \
     " AND t.trial_index < r.first_trial_index + r.trial_count"
-
-# A page of rounds: each round's fields as JSON and its trials as one JSON array joined
-# from the entries the projection stored (nothing is built or parsed per trial here); the
-# reply passes both through unparsed. One statement, one snapshot: a round's trial_count
-# and its trial rows agree (the projection writes both in one transaction). An open
-# round's best is its best trial so far (the first to reach it).
-HISTORY_PAGE = {
-    direction: f"""
-SELECT r.round_index, r.first_trial_index, r.trial_count, r.remaining, json_build_object(
-    'round_index', r.round_index, 'round_id', r.id, 'candidates', coalesce(r.candidates, '[]'),
-    'best_score', CASE WHEN r.ended_at IS NULL THEN best.score ELSE r.best_score END,
-    'best_candidate', CASE WHEN r.ended_at IS NULL THEN best.candidate ELSE r.best_candidate END,
-    'stop_reason', r.stop_reason, 'stopped', r.stopped, 'best_so_far', r.best_so_far,
-    'timestamp', r.started_at, 'ended_at', r.ended_at,
-    'extra', r.start_extras || coalesce(r.end_extras, '{{}}'))::text AS fields,
-    CASE WHEN %(with_trials)s THEN (
-        SELECT coalesce('[' || string_agg(t.entry, ',' ORDER BY t.trial_index) || ']', '[]')
-        FROM rm_optimizations.trials t WHERE {IN_ROUND}) END AS trials
+# Round r's trials read along the primary key. Asking for that order keeps the planner on
+# it when the table's statistics are stale (autovacuum off, the table grown since it was
+# analyzed): another index then looks as cheap and reads every trial of the optimization
+# for each round. OFFSET 0 keeps the subquery (and its order) from being folded away.
+ROUND_TRIALS_IN_ORDER = f"""SELECT t.trial_index, t.score, t.candidate, t.entry FROM rm_optimizations.trials t
+    WHERE {IN_ROUND} ORDER BY t.trial_index OFFSET 0"""
+# The rounds after a cursor (r), each with its best trial so far when it is still open (best).
+ROUNDS_AFTER = f"""
 FROM (
     SELECT *, sum(trial_count) OVER (ORDER BY round_index) - trial_count AS trials_before,
            count(*) OVER () AS remaining
     FROM rm_optimizations.rounds WHERE optimization_id = %(id)s AND round_index > %(after)s
 ) r
-LEFT JOIN LATERAL (
-    SELECT t.score, t.candidate FROM rm_optimizations.trials t
-    WHERE {IN_ROUND} AND t.score IS NOT NULL ORDER BY t.score {order}, t.trial_index LIMIT 1
-) best ON r.ended_at IS NULL
-WHERE r.trials_before < %(max_trials)s
+LEFT JOIN LATERAL (  -- the open round's test inside: an ended round's trials are not read at all
+    SELECT score, candidate FROM ({ROUND_TRIALS_IN_ORDER}) t
+    WHERE r.ended_at IS NULL AND score IS NOT NULL ORDER BY score {{order}}, trial_index LIMIT 1
+) best ON true
+"""
+# A round's fields as JSON text. An open round's best is its best trial so far (the first to reach it).
+ROUND_FIELDS = """json_build_object(
+    'round_index', r.round_index, 'round_id', r.id, 'candidates', coalesce(r.candidates, '[]'),
+    'best_score', CASE WHEN r.ended_at IS NULL THEN best.score ELSE r.best_score END,
+    'best_candidate', CASE WHEN r.ended_at IS NULL THEN best.candidate ELSE r.best_candidate END,
+    'stop_reason', r.stop_reason, 'stopped', r.stopped, 'best_so_far', r.best_so_far,
+    'timestamp', r.started_at, 'ended_at', r.ended_at,
+    'extra', r.start_extras || coalesce(r.end_extras, '{}'))::text"""
+ORDERS = {"maximize": "DESC", "minimize": "ASC"}
+
+# A page of rounds: each round's fields and its trials as one JSON array joined from the
+# entries the projection stored (nothing is built or parsed per trial here); the reply
+# passes both through unparsed. One statement, one snapshot: a round's trial_count and its
+# trial rows agree (the projection writes both in one transaction).
+HISTORY_PAGE = {
+    direction: f"""
+SELECT r.round_index, r.first_trial_index, r.trial_count, r.remaining, {ROUND_FIELDS} AS fields,
+    CASE WHEN %(with_trials)s THEN (
+        SELECT coalesce('[' || string_agg(t.entry, ',' ORDER BY t.trial_index) || ']', '[]')
+        FROM ({ROUND_TRIALS_IN_ORDER}) t) END AS trials
+{ROUNDS_AFTER.format(order=order)}
+WHERE r.trials_before < %(max_trials)s AND r.round_index <= %(until)s
 ORDER BY r.round_index LIMIT {MAX_ROUNDS_PER_PAGE}
 """
-    for direction, order in (("maximize", "DESC"), ("minimize", "ASC"))
+    for direction, order in ORDERS.items()
+}
+# What each round after a cursor adds to a reply, in bytes (its trials' from the projection's
+# tally), enough rounds for the pages planned ahead.
+ROUND_SIZES = {
+    direction: f"""
+SELECT r.round_index, r.trial_count, octet_length({ROUND_FIELDS}) + r.trial_bytes + r.trial_count AS size
+{ROUNDS_AFTER.format(order=order)}
+ORDER BY r.round_index LIMIT {MAX_ROUNDS_PER_PAGE * (PAGES_PLANNED_AHEAD + 1)}
+"""
+    for direction, order in ORDERS.items()
 }
 # The trials of one round after a trial index: for a round too big for one reply, sent
 # over several pages.
@@ -68,11 +91,39 @@ SELECT t.trial_index, t.entry FROM rm_optimizations.trials t
 WHERE t.optimization_id = %(id)s AND t.trial_index > %(after_trial)s AND t.trial_index < %(end)s
 ORDER BY t.trial_index LIMIT %(limit)s
 """
+LAST_ROUND = 2**31 - 1
 
 
 def round_json(fields: str, trials: str, complete: bool) -> orjson.Fragment:
     """A round as JSON text: its fields' object with the trials array (and `complete`) added."""
     return orjson.Fragment(f'{fields[:-1]},"complete":{"true" if complete else "false"},"trials":{trials}}}')
+
+
+def size_of(row: dict[str, Any]) -> int:
+    return len(row["fields"].encode()) + len(row["trials"].encode())
+
+
+def plan_pages(
+    rounds: list[dict[str, Any]], after_round: int, max_trials: int, first_budget: int | None = None
+) -> list[tuple[int, int]]:
+    """The pages `history` cuts from here, as (after_round, until_round), from each round's
+    size: the first (of up to `first_budget` bytes) and up to PAGES_PLANNED_AHEAD more,
+    ending before a round too big for one reply (that one comes in parts, one by one)."""
+    pages: list[tuple[int, int]] = []
+    budget = REPLY_BUDGET if first_budget is None else first_budget
+    start, last, size, trials, count = after_round, after_round, 0, 0, 0
+    for row in rounds:
+        if row["size"] > REPLY_BUDGET:
+            break
+        if count and (size + row["size"] > budget or trials >= max_trials or count >= MAX_ROUNDS_PER_PAGE):
+            pages.append((start, last))
+            if len(pages) > PAGES_PLANNED_AHEAD:
+                return pages
+            start, size, trials, count, budget = last, 0, 0, 0, REPLY_BUDGET
+        size, trials, count, last = size + row["size"], trials + row["trial_count"], count + 1, row["round_index"]
+    if count:
+        pages.append((start, last))
+    return pages
 
 
 async def summary(queries: Queries, user: str, optimization_id: UUID) -> dict[str, Any]:
@@ -103,22 +154,35 @@ async def list_optimizations(queries: Queries, user: str, q: o.ListOptimizations
 
 async def history(queries: Queries, user: str, q: o.OptimizationHistory) -> dict[str, Any]:
     """A page of rounds that fits one reply. A round too big for a reply comes over several
-    pages, its parts marked `complete: false` but the last (the client joins them)."""
+    pages, its parts marked `complete: false` but the last (the client joins them). A page
+    asked for without `until_round` also plans the pages after it (`planned`, cut by the
+    same rules from each round's size): a client fetches those at once, not one by one."""
     optimization = await summary(queries, user, q.optimization_id)
     direction = optimization["direction"]
     after_round = -1 if q.after_round is None else q.after_round
     params = {"id": q.optimization_id, "after": after_round, "max_trials": q.max_trials}
-    reply = {"optimization_id": q.optimization_id, "direction": direction, "next_after_trial": None}
+    reply = {"optimization_id": q.optimization_id, "direction": direction, "next_after_trial": None, "planned": []}
     if q.after_trial is None:
-        rows = await queries.fetch_all(HISTORY_PAGE[direction], {**params, "with_trials": True})
+        until = q.until_round
+        if until is None:
+            sizes = await queries.fetch_all(ROUND_SIZES[direction], params)
+            pages = plan_pages(sizes, after_round, q.max_trials)
+            if len(pages) > 1 and q.after_round is None:  # the history's first page: small, to bring the plan sooner
+                pages = plan_pages(sizes, after_round, q.max_trials, first_budget=REPLY_BUDGET // 8)
+            if pages:
+                until = pages[0][1]
+                reply["planned"] = [{"after_round": start, "until_round": end} for start, end in pages[1:]]
+        rows = await queries.fetch_all(
+            HISTORY_PAGE[direction], {**params, "with_trials": True, "until": LAST_ROUND if until is None else until}
+        )
         taken, size = [], 0
         for row in rows:
-            row_size = len(row["fields"]) + len(row["trials"])
+            row_size = size_of(row)
             if taken and size + row_size > REPLY_BUDGET:
                 break
             taken.append(row)
             size += row_size
-        if not rows or len(rows[0]["fields"]) + len(rows[0]["trials"]) <= REPLY_BUDGET:
+        if not rows or size_of(rows[0]) <= REPLY_BUDGET:
             more = bool(rows) and rows[0]["remaining"] > len(taken)
             return {
                 **reply,
@@ -130,18 +194,21 @@ async def history(queries: Queries, user: str, q: o.OptimizationHistory) -> dict
 
 async def split_round(queries: Queries, direction: str, params: dict[str, Any], after_trial: int | None) -> dict[str, Any]:
     """The next part of the round after `params["after"]`: as many of its trials as fit."""
-    [meta] = (await queries.fetch_all(HISTORY_PAGE[direction], {**params, "with_trials": False, "max_trials": 1}))[:1]
+    [meta] = (await queries.fetch_all(
+        HISTORY_PAGE[direction], {**params, "with_trials": False, "max_trials": 1, "until": LAST_ROUND}
+    ))[:1]
     start = meta["first_trial_index"] - 1 if after_trial is None else after_trial
     end = meta["first_trial_index"] + meta["trial_count"]
     trials = await queries.fetch_all(
         ROUND_TRIALS, {"id": params["id"], "after_trial": start, "end": end, "limit": MAX_TRIALS_PER_PART}
     )
-    taken, size = [], len(meta["fields"])
+    taken, size = [], len(meta["fields"].encode())
     for row in trials:
-        if taken and size + len(row["entry"]) > REPLY_BUDGET:
+        row_size = len(row["entry"].encode())
+        if taken and size + row_size > REPLY_BUDGET:
             break
         taken.append(row)
-        size += len(row["entry"])
+        size += row_size
     last = taken[-1]["trial_index"] if taken else start
     complete = last >= end - 1
     more_rounds = meta["remaining"] > 1

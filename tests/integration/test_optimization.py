@@ -211,6 +211,54 @@ async def test_concurrent_recorders_get_unique_gap_free_indices(
     assert summary.trials == 200 and summary.best_score == max(max(s) for s in scores)
 
 
+async def test_overlapping_record_trial_calls_share_requests_and_each_gets_its_own_trial(
+    client: ChronicleClient,
+) -> None:
+    state = client.optimization(name="coalesced", optimizer="evolutionary")
+    round = await state.start_round()
+    subject = f"{client.prefix}.cmd.trial.>"
+    requests: list[str] = []
+
+    async def seen(msg: object) -> None:
+        requests.append(msg.subject)  # type: ignore[attr-defined]
+
+    spy = await client.nc.subscribe(subject, cb=seen)  # beside the service's queue group: a copy of each
+    await client.nc.flush()
+    population = [{"gene": n} for n in range(60)]
+    recorded = await asyncio.gather(
+        *(state.record_trial(round, candidate=gene, score=n / 100) for n, gene in enumerate(population))
+    )
+    await spy.unsubscribe()
+    assert sorted(t.trial_index for t in recorded) == list(range(60)), "unique and gap-free"
+    assert [t.score for t in recorded] == [n / 100 for n in range(60)], "each caller gets its own trial"
+    assert len(requests) < 60 and f"{client.prefix}.cmd.trial.record_many" in requests
+    [entry] = await state.history()
+    by_index = {t.trial_index: t.candidate for t in entry.trials}
+    assert [by_index[t.trial_index] for t in recorded] == population
+
+    lone = await state.record_trial(round, candidate={"gene": 60}, score=0.0)
+    assert lone.trial_index == 60, "a call on its own leaves at once"
+    assert sorted(t["trial_index"] for t in state.entries()[0]["trials"]) == list(range(61))
+
+
+async def test_a_refused_trial_among_overlapping_calls_fails_alone(client: ChronicleClient) -> None:
+    state = client.optimization(name="one bad", optimizer="evolutionary")
+    round = await state.start_round()
+    calls = [state.record_trial(round, candidate={"n": n}, score=float(n)) for n in range(8)]
+    calls.insert(3, state.record_trial(round, candidate={"n": "bad"}, extra={"parents": [1]}))  # refused by the service
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    refused = outcomes.pop(3)
+    assert isinstance(refused, ChronicleError) and refused.code == "invalid" and refused.fields == ["extras.parents"]
+    assert sorted(t.trial_index for t in outcomes) == list(range(8))  # type: ignore[union-attr]
+    with pytest.raises(ChronicleError) as local:
+        await state.record_trial(round, candidate={"n": 9}, score=float("nan"))
+    assert local.value.code == "invalid" and local.value.fields == ["score"]
+    await state.end_round(round)
+    late = [state.record_trial(round, candidate={"n": n}, score=1.0) for n in range(3)]
+    for outcome in await asyncio.gather(*late, return_exceptions=True):
+        assert isinstance(outcome, ChronicleError) and outcome.code == "conflict"
+
+
 async def test_history_has_every_field_of_the_normalized_shape(client: ChronicleClient) -> None:
     state = client.optimization(name="shape", optimizer="parameter_search")
     ended = await state.start_round()
@@ -389,6 +437,31 @@ async def test_a_round_too_big_for_one_reply_comes_in_parts(
     assert [t.trial_index for t in parts[1].trials] == list(range(1, 31))
     assert parts[1].complete and parts[1].best_score == whole[1].best_score == 1.0
     assert [r.trials for r in parts] == [r.trials for r in whole]
+
+
+async def test_a_history_of_many_pages_is_planned_by_its_first_page(
+    client: ChronicleClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = client.optimization(name="planned pages", optimizer="grid")
+    for r in range(7):
+        round = await state.start_round()
+        await state.record_trials(round, [{"candidate": {"r": r, "t": t}, "score": t} for t in range(4)])
+        await state.end_round(round)
+    whole = await state.history()
+
+    monkeypatch.setattr(queries_optimization, "REPLY_BUDGET", 2_500)  # two rounds per reply
+    first = await client.optimizations.history_page(state.optimization_id)
+    assert [r.round_index for r in first.rounds] == [0] and first.next_after_round == 0, "a small first page"
+    assert [(p.after_round, p.until_round) for p in first.planned] == [(0, 2), (2, 4), (4, 6)]
+    middle = await client.optimizations.history_page(state.optimization_id, after_round=2, until_round=4)
+    assert [r.round_index for r in middle.rounds] == [3, 4] and middle.next_after_round == 4 and not middle.planned
+    last = await client.optimizations.history_page(state.optimization_id, after_round=4, until_round=6)
+    assert [r.round_index for r in last.rounds] == [5, 6] and last.next_after_round is None
+    assert await state.history() == whole
+
+    await state.start_round()  # an open round, planned like the others
+    grown = await state.history()
+    assert [r.round_index for r in grown] == list(range(8)) and grown[:7] == whole
 
 
 async def test_a_population_is_recorded_in_one_request_in_order(client: ChronicleClient) -> None:

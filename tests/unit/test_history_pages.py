@@ -1,0 +1,76 @@
+"""How history pages are planned (service) and followed (client), without I/O."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+
+from services import contract_optimization as o
+from services import queries_optimization as qo
+from services.client_optimization import Optimizations
+
+KIB = 1024
+
+
+def sizes(*kib: int, trials: int = 10) -> list[dict[str, Any]]:
+    return [{"round_index": n, "trial_count": trials, "size": size * KIB} for n, size in enumerate(kib)]
+
+
+def test_pages_are_cut_by_bytes_and_stop_before_a_round_too_big_for_one_reply() -> None:
+    assert qo.REPLY_BUDGET == 768 * KIB
+    assert qo.plan_pages(sizes(300, 300, 300, 100, 900, 10), -1, 2_000) == [(-1, 1), (1, 3)]
+    assert qo.plan_pages(sizes(900, 10), -1, 2_000) == [], "a huge first round comes in parts, unplanned"
+    assert qo.plan_pages(sizes(10, 10, 10), 4, 2_000) == [(4, 2)], "cursors carry on from where the page starts"
+    assert qo.plan_pages(sizes(50, 50, 300, 300), -1, 2_000, first_budget=96 * KIB) == [(-1, 0), (0, 3)]
+
+
+def test_pages_hold_at_most_max_trials_but_always_one_round_and_only_so_many_are_planned() -> None:
+    assert qo.plan_pages(sizes(1, 1, 1, 1, trials=600), -1, 1_000) == [(-1, 1), (1, 3)]
+    assert qo.plan_pages(sizes(1, 1, trials=5_000), -1, 1_000) == [(-1, 0), (0, 1)]
+    many = qo.plan_pages(sizes(*[500] * 40), -1, 2_000)
+    assert len(many) == qo.PAGES_PLANNED_AHEAD + 1 and many[:2] == [(-1, 0), (0, 1)]
+
+
+def entry(index: int) -> o.RoundEntry:
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    return o.RoundEntry(
+        round_index=index, round_id=uuid4(), trials=[], candidates=[], best_score=None, best_candidate=None,
+        stop_reason=None, stopped=False, best_so_far=None, timestamp=at, ended_at=at, extra={},
+    )
+
+
+class CannedPages(Optimizations):
+    """The service's replies by cursor (after_round, until_round)."""
+
+    def __init__(self, replies: dict[tuple[int | None, int | None], o.History]):
+        self.replies = replies
+        self.asked: list[tuple[int | None, int | None]] = []
+
+    async def history_page(self, optimization_id: UUID, **fields: Any) -> o.History:
+        cursor = (fields.get("after_round"), fields.get("until_round"))
+        self.asked.append(cursor)
+        return self.replies[cursor]
+
+
+def page(rounds: list[int], next_after_round: int | None, planned: tuple[tuple[int, int], ...] = ()) -> o.History:
+    return o.History(
+        optimization_id=uuid4(), direction="maximize", rounds=[entry(n) for n in rounds],
+        next_after_round=next_after_round, planned=[{"after_round": a, "until_round": u} for a, u in planned],
+    )
+
+
+@pytest.mark.parametrize("changed", [False, True])
+async def test_the_client_fetches_planned_pages_and_goes_on_from_what_agrees(changed: bool) -> None:
+    replies = {
+        (None, None): page([0, 1], 1, ((1, 3), (3, 5))),
+        (1, 3): page([2] if changed else [2, 3], 2 if changed else 3),  # changed: round 3 grew too big meanwhile
+        (3, 5): page([4, 5], None),
+        (2, None): page([3, 4, 5], None),
+    }
+    api = CannedPages(replies)
+    rounds = await api.history(uuid4())
+    assert [r.round_index for r in rounds] == [0, 1, 2, 3, 4, 5]
+    assert api.asked == [(None, None), (1, 3), (3, 5), *([(2, None)] if changed else [])]
