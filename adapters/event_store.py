@@ -205,8 +205,10 @@ class ChronicleRecorder(PostgresApplicationRecorder):
             "SELECT owner, key, fingerprint, reply FROM chronicle.idempotency"
             " WHERE (owner, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
         )
-        self.prelude = SQL("; ").join([*self.lock_table_statements, SQL("NOTIFY {}").format(Identifier(EVENTS_CHANNEL))])
-        self.prelude_and_signal = SQL("; ").join([self.prelude, SQL("NOTIFY {}").format(Identifier(SIGNALS_CHANNEL))])
+        # Rendered once: psycopg renders a Composed (quoting each identifier) on every execute.
+        prelude = SQL("; ").join([*self.lock_table_statements, SQL("NOTIFY {}").format(Identifier(EVENTS_CHANNEL))])
+        self.prelude = prelude.as_string(None)
+        self.prelude_and_signal = SQL("; ").join([prelude, SQL("NOTIFY {}").format(Identifier(SIGNALS_CHANNEL))]).as_string(None)
         self.insert_columns = SQL(
             "INSERT INTO chronicle.events (originator_id, originator_version, topic, state)"
             " SELECT * FROM unnest(%b::uuid[], %b::int8[], %b::text[], %b::bytea[]) RETURNING notification_id"

@@ -1,7 +1,7 @@
 """Projection lag: how long after a command's reply each read model applied that command's position.
 
-The projection engine NOTIFYs `chronicle_projections` with "name:position" when it commits a
-batch. A listener thread in the bench process timestamps every notification with the same
+The projection engine NOTIFYs `chronicle_projections` with "name:position,..." when it
+commits a batch. A listener thread in the bench process timestamps every notification with the same
 clock the load uses for replies; a write's lag in a read model is then the time from its reply
 to the first notification at or past its position (zero if the read model got there first).
 """
@@ -17,6 +17,7 @@ from psycopg.sql import SQL, Identifier
 
 from adapters.postgres import PostgresTarget
 from projections.engine import PROGRESS_CHANNEL
+from services.positions import read_positions
 
 
 @dataclass
@@ -64,9 +65,9 @@ class ProgressListener:
                 while not self._stop.is_set():
                     for notify in conn.notifies(timeout=0.2):
                         at = time.perf_counter()
-                        name, _, position = notify.payload.rpartition(":")
-                        if name in self.progress:
-                            self.progress[name].record(int(position), at)
+                        for name, position in read_positions(notify.payload):
+                            if name in self.progress:
+                                self.progress[name].record(position, at)
         except BaseException as error:  # surfaced by start() or by an incomplete lag result
             self._error = error
 

@@ -61,11 +61,14 @@ NEXT_EVENTS_OF_ALL = SQL(
     "  AND ev.notification_id <= head.head AND ev.topic = ANY(%(topics)s)"
     "  ORDER BY ev.notification_id LIMIT %(limit)s) e ON true"
 )
+# One notification for the lot, "name:position,name:position" (a listener pays per
+# notification, and a batch moves every read model at once).
 SET_TRACKINGS_AND_NOTIFY = SQL(
-    "UPDATE chronicle.projections p SET position = d.position, version = d.version, updated_at = now()"
+    "WITH moved AS (UPDATE chronicle.projections p SET position = d.position, version = d.version, updated_at = now()"
     " FROM unnest(%(names)s::text[], %(positions)s::bigint[], %(versions)s::int[]) AS d(name, position, version)"
     " WHERE p.name = d.name AND (p.position, p.version) IS DISTINCT FROM (d.position, d.version)"
-    " RETURNING pg_notify(%(channel)s, p.name || ':' || p.position)"
+    " RETURNING p.name, p.position)"
+    " SELECT pg_notify(%(channel)s, string_agg(name || ':' || position, ',')) FROM moved HAVING count(*) > 0"
 )
 HEAD = SQL("SELECT coalesce(max(notification_id), 0) FROM chronicle.events")
 LOCK_TRACKING = SQL("SELECT position, version FROM chronicle.projections WHERE name = %s FOR UPDATE")

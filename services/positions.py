@@ -16,6 +16,11 @@ from services.errors import ChronicleError
 log = logging.getLogger(__name__)
 
 
+def read_positions(payload: str) -> list[tuple[str, int]]:
+    """A PROGRESS_CHANNEL notification's "name:position[,name:position...]"."""
+    return [(name, int(position)) for name, _, position in (item.rpartition(":") for item in payload.split(","))]
+
+
 class ProjectionPositions(Background):
     """Tracks each projection's committed position from NOTIFY, with a polling fallback."""
 
@@ -43,16 +48,18 @@ class ProjectionPositions(Background):
                 [{"field": "min_position", "rule": "reached", "message": "not reached in time"}],
             ) from None
 
-    async def _record(self, name: str, position: int) -> None:
-        if name in self.positions and position > self.positions[name]:
-            self.positions[name] = position
+    async def _record(self, moved: list[tuple[str, int]]) -> None:
+        changed = False
+        for name, position in moved:
+            if name in self.positions and position > self.positions[name]:
+                self.positions[name], changed = position, True
+        if changed:
             async with self._changed:
                 self._changed.notify_all()
 
     async def _poll(self, conn: psycopg.AsyncConnection) -> None:
         cur = await conn.execute("SELECT name, position FROM chronicle.projections WHERE name = ANY(%s)", (self.names,))
-        for name, position in await cur.fetchall():
-            await self._record(name, position)
+        await self._record(await cur.fetchall())
 
     async def _run(self) -> None:
         backoff = 0.1
@@ -64,8 +71,7 @@ class ProjectionPositions(Background):
                     while True:
                         await self._poll(conn)
                         async for notify in conn.notifies(timeout=self.poll_interval):
-                            name, _, position = notify.payload.rpartition(":")
-                            await self._record(name, int(position))
+                            await self._record(read_positions(notify.payload))
             except psycopg.Error as error:
                 log.warning("positions listener lost; reconnecting", extra={"error_type": type(error).__name__})
                 await asyncio.sleep(backoff)
