@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import os
 import secrets
@@ -13,9 +15,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import nats
 import orjson
 
 from adapters.auth import TokenAuthority
+from adapters.jetstream import remove_streams
 from adapters.postgres import PostgresTarget
 
 PROJECTION_POSITIONS = "SELECT name, position FROM chronicle.projections"
@@ -115,7 +119,8 @@ class ServiceProcess:
             self.stop()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM (the service finishes in-flight requests), then SIGKILL if it hangs."""
+        """SIGTERM (the service finishes in-flight requests), then SIGKILL if it hangs; then
+        its JetStream streams go (they would stay for days, one set per bench run)."""
         if self.process is None or self.process.poll() is not None:
             return
         self.process.send_signal(signal.SIGTERM)
@@ -124,6 +129,15 @@ class ServiceProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        with concurrent.futures.ThreadPoolExecutor(1) as thread:  # (a caller may be inside an event loop)
+            thread.submit(asyncio.run, self._remove_streams()).result()
+
+    async def _remove_streams(self) -> None:
+        nc = await nats.connect(self.nats_url)
+        try:
+            await remove_streams(nc.jetstream(), self.subject_prefix)
+        finally:
+            await nc.close()
 
 
 def positions(target: PostgresTarget) -> tuple[int, dict[str, int]]:

@@ -7,10 +7,12 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
+import nats
 import pytest
 
 from adapters.auth import TokenAuthority
 from adapters.event_store import EventStore
+from adapters.jetstream import remove_streams
 from adapters.postgres import PostgresTarget, migrate
 from services.bootstrap import Chronicle, bootstrap
 from services.client import ChronicleClient
@@ -18,12 +20,37 @@ from services.settings import Settings
 from tests.servers import TestServers, test_servers
 
 JWT_SECRET = "chronicle-test-secret-that-is-long-enough-for-hs256"
+PREFIXES_USED: list[str] = []  # subject prefixes of this session's instances: their streams go at its end
+
+
+def new_prefix(kind: str = "t") -> str:
+    """A fresh subject prefix, so instances never share streams; removed at the session's end."""
+    prefix = f"{kind}{uuid.uuid4().hex[:10]}"
+    PREFIXES_USED.append(prefix)
+    return prefix
 
 
 @pytest.fixture(scope="session")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestServers]:
     with test_servers(tmp_path_factory.mktemp("servers")) as found:
         yield found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remove_streams_afterwards(servers: TestServers) -> Iterator[None]:
+    """JetStream keeps streams for days: the session's own go when it ends, so test runs do
+    not pile them up on the machine's NATS."""
+    yield
+
+    async def remove() -> None:
+        nc = await nats.connect(servers.nats_url)
+        try:
+            for prefix in PREFIXES_USED:
+                await remove_streams(nc.jetstream(), prefix)
+        finally:
+            await nc.close()
+
+    asyncio.run(remove())
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +64,7 @@ def make_settings(database_url: str, nats_url: str, data_dir: Path, **overrides:
         database_url=database_url,
         nats_url=nats_url,
         data_dir=data_dir,
-        subject_prefix=f"t{uuid.uuid4().hex[:10]}",
+        subject_prefix=new_prefix(),
         jwt_secret=JWT_SECRET,
         **overrides,  # type: ignore[arg-type]
     )

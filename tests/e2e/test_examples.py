@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 
+from tests.conftest import new_prefix
 from tests.servers import TestServers
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -30,7 +31,7 @@ async def test_hitl_error_recovery_story(servers: TestServers, tmp_path: Path) -
             {
                 "CHRONICLE_DATABASE_URL": url,
                 "CHRONICLE_NATS_URL": servers.nats_url,
-                "CHRONICLE_SUBJECT_PREFIX": f"ex{uuid.uuid4().hex[:8]}",
+                "CHRONICLE_SUBJECT_PREFIX": new_prefix("ex"),
                 "CHRONICLE_DATA_DIR": str(tmp_path),
             },
         )
@@ -45,7 +46,7 @@ async def test_optimization_random_search_example(servers: TestServers, tmp_path
         env = {
             "CHRONICLE_DATABASE_URL": url,
             "CHRONICLE_NATS_URL": servers.nats_url,
-            "CHRONICLE_SUBJECT_PREFIX": f"ex{uuid.uuid4().hex[:8]}",
+            "CHRONICLE_SUBJECT_PREFIX": new_prefix("ex"),
             "CHRONICLE_DATA_DIR": str(tmp_path),
         }
         result = await asyncio.to_thread(run_example, "optimization_random_search.py", env)

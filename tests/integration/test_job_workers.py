@@ -17,7 +17,7 @@ from domain.job import Chunk
 from services.agent import JobSpec
 from services.bootstrap import Chronicle, bootstrap
 from services.client import ChronicleClient
-from tests.conftest import JWT_SECRET, make_settings
+from tests.conftest import JWT_SECRET, make_settings, new_prefix
 from tests.servers import TestServers
 
 
@@ -98,7 +98,7 @@ async def test_an_invalid_result_is_generated_again_once_with_the_same_snapshot_
 ) -> None:
     agent = BrokenResults(broken)
     with servers.fresh_database() as url:
-        chronicle = await start(url, f"t{uuid.uuid4().hex[:10]}", agent)
+        chronicle = await start(url, new_prefix(), agent)
         client = await client_of(chronicle, "retry-user")
         talk = await client.conversations.start(title="tulips")
         await client.conversations.add_message(talk.conversation_id, "user", "Tulips bloom in spring.")
@@ -116,7 +116,7 @@ async def test_an_invalid_result_is_generated_again_once_with_the_same_snapshot_
 
 
 async def test_a_worker_that_goes_quiet_mid_phase_is_taken_over(servers: TestServers, start: Start) -> None:
-    prefix = f"t{uuid.uuid4().hex[:10]}"
+    prefix = new_prefix()
     with servers.fresh_database() as url:
         stuck = await start(url, prefix, StuckGenerating(), job_ack_wait=1.0, job_workers=1)
         client = await client_of(stuck, "takeover-user")
