@@ -339,24 +339,32 @@ class EventStore:
     def load_many(self, ids: Iterable[UUID], *, use_snapshots: bool = True) -> dict[UUID, Aggregate]:
         """The aggregates with these ids; one whose owner was erased is as good as missing.
 
-        Each starts from its latest snapshot (one query for all) and folds only the events
-        after it (one query); an unreadable snapshot is passed over for the whole stream."""
+        Each starts from its latest snapshot and folds only the events after it (one query
+        for all); an unreadable snapshot is passed over for the whole stream (one more)."""
         ids = list(ids)
         aggregates: dict[UUID, Any] = {}
         erased: set[UUID] = set()
-        for snapshot in self.snapshots.latest(ids).values() if use_snapshots else ():
+        if use_snapshots:
+            snapshots, events = self.snapshots.latest_and_after(ids)
+        else:
+            snapshots, events = {}, self.recorder.streams(dict.fromkeys(ids, 0))
+        unreadable: set[UUID] = set()
+        for snapshot in snapshots.values():
             try:
                 aggregates[snapshot.originator_id] = self.snapshot_codec.decode(snapshot)
             except ErasedContent:
                 erased.add(snapshot.originator_id)
             except SnapshotUnreadable as error:
+                unreadable.add(snapshot.originator_id)
                 log.warning(
                     "snapshot unreadable, loading the whole stream",
                     extra={"aggregate_id": str(snapshot.originator_id), "version": snapshot.originator_version,
                            "reason": str(error)},
                 )
-        after = {i: aggregates[i].version if i in aggregates else 0 for i in ids if i not in erased}
-        for stored in self.recorder.streams(after) if after else ():
+        if unreadable:
+            events = [e for e in events if e.originator_id not in unreadable]
+            events += self.recorder.streams(dict.fromkeys(unreadable, 0))
+        for stored in events:
             if stored.originator_id in erased:
                 continue
             try:

@@ -19,7 +19,7 @@ from uuid import UUID
 
 import orjson
 from cryptography.exceptions import InvalidTag
-from eventsourcing.persistence import InterfaceError, OperationalError
+from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.utils import get_topic, resolve_topic, retry
 from psycopg.sql import SQL
@@ -159,9 +159,16 @@ class SnapshotRecorder:
 
     def __init__(self, datastore: PostgresDatastore):
         self.datastore = datastore
-        self.select_latest = SQL(
-            f"SELECT DISTINCT ON (originator_id) {SNAPSHOT_COLUMNS} FROM chronicle.snapshots"
-            " WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version DESC"
+        # The latest snapshot of each aggregate and the events after it, in one round trip:
+        # per aggregate its snapshot row (if any) first, then its events in order.
+        self.select_latest_and_after = SQL(
+            f"WITH latest AS (SELECT DISTINCT ON (originator_id) {SNAPSHOT_COLUMNS} FROM chronicle.snapshots"
+            "  WHERE originator_id = ANY(%(ids)s) ORDER BY originator_id, originator_version DESC)"
+            f" SELECT true AS snapshot, {SNAPSHOT_COLUMNS} FROM latest"
+            " UNION ALL SELECT false, e.originator_id, e.originator_version, e.topic, e.state, NULL"
+            "  FROM unnest(%(ids)s::uuid[]) AS w(id) LEFT JOIN latest l ON l.originator_id = w.id"
+            "  JOIN chronicle.events e ON e.originator_id = w.id AND e.originator_version > coalesce(l.originator_version, 0)"
+            " ORDER BY originator_id, snapshot DESC, originator_version"
         )
         self.insert = SQL(
             f"INSERT INTO chronicle.snapshots ({SNAPSHOT_COLUMNS}) VALUES (%s, %s, %s, %s, %s)"
@@ -175,10 +182,21 @@ class SnapshotRecorder:
         )
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
-    def latest(self, originator_ids: Iterable[UUID]) -> dict[UUID, StoredSnapshot]:
+    def latest_and_after(self, originator_ids: Iterable[UUID]) -> tuple[dict[UUID, StoredSnapshot], list[StoredEvent]]:
+        """Each aggregate's latest snapshot and the stored events after it (all of them
+        when it has none), in one query."""
+        snapshots: dict[UUID, StoredSnapshot] = {}
+        events: list[StoredEvent] = []
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self.select_latest, (list(originator_ids),), prepare=True)
-            return {row["originator_id"]: stored_snapshot(row) for row in curs.fetchall()}
+            curs.execute(self.select_latest_and_after, {"ids": list(originator_ids)}, prepare=True)
+            for row in curs.fetchall():
+                if row["snapshot"]:
+                    snapshots[row["originator_id"]] = stored_snapshot(row)
+                else:
+                    events.append(
+                        StoredEvent(row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
+                    )
+        return snapshots, events
 
     def save(self, snapshots: Sequence[StoredSnapshot], keep: int = 0) -> None:
         """Insert (an existing version stays as it is), then keep only the latest `keep` (0: all)."""
