@@ -253,7 +253,7 @@ class CommandBus:
                 if s.error is None:
                     s.reply, s.replayed = orjson.loads(reply), True
                 continue
-            self._decide(s)
+            self._decide(s, first_attempt=not replay_all_keys)
         return self._save(batch)
 
     def _check_same_request(self, s: Submission, known_fingerprint: str) -> None:
@@ -266,9 +266,10 @@ class CommandBus:
             for aggregate in self.store.load_many(wanted).values():
                 self.cache.put(aggregate)
 
-    def _decide(self, s: Submission) -> None:
+    def _decide(self, s: Submission, *, first_attempt: bool) -> None:
         uow = UnitOfWork(
-            user_id=s.user_id, now=self.clock(), new_id=self.new_id, cache=self.cache, load=self.store.load_many
+            user_id=s.user_id, now=self.clock(), new_id=self.new_id, cache=self.cache, load=self.store.load_many,
+            first_attempt=first_attempt,
         )
         try:
             s.reply = self.handlers[s.name](s.payload, uow)

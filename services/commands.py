@@ -85,7 +85,12 @@ def delete_conversation(cmd: c.DeleteConversation, uow: UnitOfWork) -> dict[str,
 def pause_run(cmd: c.PauseRun, uow: UnitOfWork) -> dict[str, Any]:
     conversation = uow.get(Conversation, cmd.conversation_id)
     run_id = cmd.run_id or uow.new_id().hex
-    run = uow.find(HitlRun, HitlRun.id_for(run_id))
+    # A run pausing this conversation again is among its checkpoints; any other run id is
+    # almost always new, so the store is not asked first (see find_unless_new).
+    if run_id in conversation.checkpoints:
+        run = uow.find(HitlRun, HitlRun.id_for(run_id))
+    else:
+        run = uow.find_unless_new(HitlRun, HitlRun.id_for(run_id))
     if run is not None:
         run.check_reusable_by(uow.user_id, conversation.id)
     prompt_message_id = uow.new_id()

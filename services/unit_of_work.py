@@ -56,8 +56,10 @@ class UnitOfWork:
         new_id: Callable[[], UUID],
         cache: AggregateCache,
         load: Callable[[list[UUID]], dict[UUID, Aggregate]],
+        first_attempt: bool = True,
     ):
         self.user_id = user_id
+        self.first_attempt = first_attempt
         self.now = now
         self.new_id = new_id
         self._cache = cache
@@ -83,6 +85,15 @@ class UnitOfWork:
             return None
         self.touched[aggregate_id] = aggregate
         return aggregate
+
+    def find_unless_new(self, kind: type[A], aggregate_id: UUID) -> A | None:
+        """As `find`, except that on a command's first attempt an aggregate that is not
+        cached is taken to be new, without reading the store. If it existed after all,
+        saving its creation breaks the store's unique (id, version) and the command runs
+        again, and then it is found: for ids that are almost always new (run ids)."""
+        if self.first_attempt and aggregate_id not in self.touched and aggregate_id not in self._cache:
+            return None
+        return self.find(kind, aggregate_id)
 
     def forget_owner(self, owner: str) -> None:
         """Drop every cached aggregate of this owner (after an erasure)."""

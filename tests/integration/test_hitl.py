@@ -11,6 +11,7 @@ import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from adapters.auth import TokenAuthority
+from domain.hitl import HitlRun
 from services import contract as c
 from services.bootstrap import Chronicle, bootstrap
 from services.client import ChronicleClient, ChronicleError
@@ -155,6 +156,32 @@ async def test_lifecycle_errors_write_nothing(client: ChronicleClient, connect: 
     messages = (await client.conversations.get(conversation_id)).messages
     assert [m.message_type for m in messages].count("hitl_feedback") == 1
     assert first.feedback_message_id in {m.id for m in messages}
+
+
+async def test_a_run_id_belongs_to_its_first_owner_and_conversation(
+    chronicle: Chronicle, client: ChronicleClient, connect: ClientFactory
+) -> None:
+    """Run ids are not looked up before a first pause: a taken one is caught when the
+    save fails, and the pause then gets the error it would have got, with nothing written."""
+    conversation_id = await conversation_with_history(client)
+    run_id = f"taken-{uuid.uuid4().hex}"
+    handle = await client.hitl.pause(conversation_id, step="s1", prompt="first?", run_id=run_id)
+    await client.hitl.resume(run_id, approved=True)
+    again = await client.hitl.pause(conversation_id, step="s2", prompt="second step?", run_id=run_id)
+    assert again.paused.position > handle.paused.position  # the same run pauses again, later
+
+    chronicle.bus.cache.evict([HitlRun.id_for(run_id)])  # as another instance would be: not cached
+    mallory = await connect()
+    theirs = await conversation_with_history(mallory)
+    other = await conversation_with_history(client)
+    for pauser, conversation, rule in ((mallory, theirs, "unique"), (client, other, "same_conversation")):
+        conflicts = chronicle.bus.conflicts
+        with pytest.raises(ChronicleError) as raised:
+            await pauser.hitl.pause(conversation, step="s", prompt="mine?", run_id=run_id)
+        assert (raised.value.code, raised.value.details[0]["rule"]) == ("conflict", rule)
+        assert chronicle.bus.conflicts == conflicts + 1  # found by the failed save, not a look-up
+        assert (await pauser.conversations.get(conversation)).message_count == 2  # no prompt was added
+        chronicle.bus.cache.evict([HitlRun.id_for(run_id)])
 
 
 async def test_expiry(client: ChronicleClient) -> None:
