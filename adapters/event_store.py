@@ -276,9 +276,11 @@ class ChronicleRecorder(PostgresApplicationRecorder):
         """One transaction: the events, then the replies that quote their notification ids."""
         if stored_events:
             return self.insert_events(stored_events, replies_at=replies_at) or []
-        # Commands that changed nothing still keep their replies.
-        with self.datastore.transaction(commit=True) as curs:
-            self._insert_replies(curs, replies_at([]))
+        # Commands that changed nothing still keep their replies (if they have any to keep).
+        records = replies_at([])
+        if records:
+            with self.datastore.transaction(commit=True) as curs:
+                self._insert_replies(curs, records)
         return []
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)

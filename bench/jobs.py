@@ -56,8 +56,9 @@ ENDED = ("completed", "failed")
 USER = "jobs-bench"
 READ_BACK = 3  # finished jobs read back with jobs.get and artifacts.get
 # Spans between the job's events, by their timestamps: (name, from event, to event). A
-# worker records the outcomes that come within 50 ms of each other in one commit, so with
-# a quick agent generating and validating share planning's commit and show as 0.
+# worker claims a pending job with its first record and records what comes within 50 ms
+# in one commit, so with a quick agent "queued" runs from the request to that one commit
+# and the phases, all in it, show as 0.
 SPANS = (("queued", "Requested", "PhaseStarted"), ("planning", "PhaseStarted", "PlanStored"),
          ("generating", "PlanStored", "Generated"), ("validating", "Generated", "Completed"))
 

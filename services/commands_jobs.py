@@ -22,7 +22,7 @@ def request_job(cmd: j.RecordJob, uow: UnitOfWork) -> dict[str, Any]:
     """A new job, unless one with the same fingerprint is still active: then that one."""
     session = session_for(cmd.session_id, uow)
     fingerprint = request_fingerprint(uow.user_id, session.id, cmd.artifact_type, cmd.source_ids, cmd.options)
-    slot = uow.find(JobSlot, JobSlot.id_for(fingerprint))
+    slot = uow.find_unless_new(JobSlot, JobSlot.id_for(fingerprint))  # most requests are new ones
     if slot is not None and slot.active_job_id is not None:
         active = uow.get(Job, slot.active_job_id)
         if active.is_active():
@@ -48,7 +48,10 @@ def request_job(cmd: j.RecordJob, uow: UnitOfWork) -> dict[str, Any]:
 def next_step(job: Job, worker: str, uow: UnitOfWork, **extra: Any) -> dict[str, Any]:
     """The phase the worker now holds, with what it needs to run it (None: the job ended).
     Each outcome a worker records starts its next phase in the same commit."""
-    phase = job.start_phase(at=uow.now, worker=worker)
+    return describe(job, job.start_phase(at=uow.now, worker=worker), **extra)
+
+
+def describe(job: Job, phase: str | None, **extra: Any) -> dict[str, Any]:
     spec = {"artifact_type": job.artifact_type, "content": job.content, "options": job.options}
     snapshot = [chunk.model_dump(mode="json") for chunk in job.snapshot] if phase else []
     return state(job, phase=phase, attempt=job.attempt, spec=spec, snapshot=snapshot, plan=job.plan, result=job.result,
@@ -59,10 +62,25 @@ def start_phase(cmd: j.JobStep, uow: UnitOfWork) -> dict[str, Any]:
     return next_step(uow.get(Job, cmd.job_id), cmd.worker, uow)
 
 
+def describe_job(cmd: j.JobStep, uow: UnitOfWork) -> dict[str, Any]:
+    """What a worker needs to run the job's next phase, recording nothing: a pending job is
+    claimed by the first outcome recorded for it (claim_if_pending)."""
+    job = uow.get(Job, cmd.job_id)
+    return describe(job, job.next_phase())
+
+
+def claim_if_pending(job: Job, worker: str, uow: UnitOfWork) -> None:
+    """A job nobody has started yet is started for this worker with what it records; one
+    another worker holds must be taken over explicitly (job.start_phase), on the record."""
+    if job.status == "pending":
+        job.start_phase(at=uow.now, worker=worker)
+
+
 def record_outcomes(cmd: j.RecordOutcomes, uow: UnitOfWork) -> dict[str, Any]:
     """Each outcome given, in phase order, each starting the next phase: a worker whose
     agent is quick records planning, generating and validating in one commit."""
     job = uow.get(Job, cmd.job_id)
+    claim_if_pending(job, cmd.worker, uow)
     artifact = None
     if cmd.plan is not None:
         job.store_plan(at=uow.now, worker=cmd.worker, plan=cmd.plan)
@@ -109,6 +127,7 @@ def finish(job: Job, worker: str, problems: list[str], uow: UnitOfWork) -> Artif
 
 def fail_job(cmd: j.FailJob, uow: UnitOfWork) -> dict[str, Any]:
     job = uow.get(Job, cmd.job_id)
+    claim_if_pending(job, cmd.worker, uow)
     job.fail(at=uow.now, worker=cmd.worker, reason=cmd.reason)
     release(job, uow)
     return next_step(job, cmd.worker, uow)
@@ -118,6 +137,7 @@ def fail_job(cmd: j.FailJob, uow: UnitOfWork) -> dict[str, Any]:
 INTERNAL_COMMANDS: dict[str, tuple[type[c.Command], Any]] = {
     "job.record": (j.RecordJob, request_job),
     "job.start_phase": (j.JobStep, start_phase),
+    "job.describe": (j.JobStep, describe_job),
     "job.record_outcomes": (j.RecordOutcomes, record_outcomes),
     "job.fail": (j.FailJob, fail_job),
 }

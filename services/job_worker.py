@@ -170,30 +170,40 @@ class JobWorkers(Background):
     async def run_job(self, job_id: str, owner: str, worker: str, message: Any) -> bool:
         """Run phases until the job ends; True once it has (the message may be acked).
 
-        Each recorded outcome answers with the next phase, already started for this
-        worker. Outcomes that come quickly (within RECORD_WITHIN of the first one not yet
-        recorded) go in one commit; when a phase takes longer, what came before it is
-        recorded while it runs (starting it), so progress shows, and a worker that dies
-        loses at most the phase it was in."""
-        step = await self.bus.execute("job.start_phase", j.JobStep(job_id=job_id, worker=worker), owner)
+        A pending job is claimed by the first record this worker makes of it; one that
+        another worker started is taken over first, on the record (job.start_phase). Each
+        recorded outcome answers with the next phase, already started for this worker.
+        What comes quickly (within RECORD_WITHIN of the first thing not yet recorded) goes
+        in one commit; when a phase takes longer, what came before it (or the claim) is
+        recorded while it runs, so progress shows and a worker that dies loses at most
+        the phase it was in."""
+        step = await self.bus.execute("job.describe", j.JobStep(job_id=job_id, worker=worker), owner)
+        if step["status"] != "pending":
+            step = await self.bus.execute("job.start_phase", j.JobStep(job_id=job_id, worker=worker), owner)
+        claimed = step["status"] != "pending"
         spec = JobSpec.model_validate(step["spec"])
         snapshot = [Chunk.model_validate(chunk) for chunk in step["snapshot"]]
 
         async def record(outcomes: dict[str, Any]) -> dict[str, Any]:
-            recorded = await self.bus.execute("job.record_outcomes", j.RecordOutcomes(job_id=job_id, worker=worker,
-                                                                                    **outcomes), owner)
+            if outcomes:
+                command = "job.record_outcomes", j.RecordOutcomes(job_id=job_id, worker=worker, **outcomes)
+            else:
+                command = "job.start_phase", j.JobStep(job_id=job_id, worker=worker)
+            recorded = await self.bus.execute(*command, owner)
             await message.in_progress()  # the ack deadline starts again: this worker lives
             return recorded
 
+        since = time.monotonic()  # when the first thing not yet recorded came
         while step["phase"] is not None:
             outcomes: dict[str, Any] = {}
             phase, plan, result, attempt = step["phase"], step["plan"], step["result"], step["attempt"]
-            since = 0.0  # when the first outcome not yet recorded came
             while phase is not None:
                 call = asyncio.ensure_future(self.run_phase(phase, spec, snapshot, plan, result, attempt))
                 try:
-                    if outcomes and not (await asyncio.wait([call], timeout=since + RECORD_WITHIN - time.monotonic()))[0]:
-                        step, outcomes = await record(outcomes), {}
+                    if (outcomes or not claimed) and not (
+                        await asyncio.wait([call], timeout=since + RECORD_WITHIN - time.monotonic())
+                    )[0]:
+                        step, outcomes, claimed = await record(outcomes), {}, True
                     outcome = await call
                 except AgentFailed as failure:
                     if outcomes:  # what the agent did before failing stays on the record
@@ -203,11 +213,11 @@ class JobWorkers(Background):
                     return True
                 finally:
                     call.cancel()  # (done already, unless recording failed)
-                since = since if outcomes else time.monotonic()
+                since = since if outcomes or not claimed else time.monotonic()
                 outcomes[OUTCOME_OF[phase]] = outcome
                 plan, result = outcomes.get("plan", plan), outcomes.get("result", result)
                 phase = NEXT_PHASE[phase]
-            step = await record(outcomes)
+            step, claimed = await record(outcomes), True
         return True
 
     async def run_phase(

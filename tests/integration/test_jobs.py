@@ -47,7 +47,8 @@ async def manual(servers: TestServers, tmp_path: Path) -> AsyncIterator[tuple[Ch
 
 
 async def step(chronicle: Chronicle, owner: str, name: str, **fields: Any) -> dict[str, Any]:
-    model = {"job.start_phase": j.JobStep, "job.record_outcomes": j.RecordOutcomes, "job.fail": j.FailJob}[name]
+    model = {"job.start_phase": j.JobStep, "job.describe": j.JobStep, "job.record_outcomes": j.RecordOutcomes,
+             "job.fail": j.FailJob}[name]
     return await chronicle.bus.execute(name, model(**fields), owner)
 
 
@@ -167,6 +168,28 @@ async def test_outcomes_recorded_together_keep_every_transition_in_one_commit(
     assert len({e.timestamp for e in events[2:]}) == 1  # decided together, by one command
     assert events[1].timestamp < events[2].timestamp and events[-1].position <= done["position"]
     assert [e.payload["progress"] for e in events[2:]] == [20, 20, 60, 60, 90, 100]
+
+
+async def test_a_pending_job_is_claimed_by_the_first_outcome_recorded_for_it(
+    manual: tuple[Chronicle, ClientFactory],
+) -> None:
+    chronicle, connect = manual
+    user = "jobs-owner-5"
+    client = await connect(user)
+    requested = await client.jobs.request("a summary of tulips", "summary", options={"chunks": 0})
+    described = await step(chronicle, user, "job.describe", job_id=requested.job_id, worker="w1")
+    assert (described["status"], described["phase"], described["spec"]["content"]) == (
+        "pending", "planning", "a summary of tulips")
+    assert len(await client.audit.events(requested.job_id)) == 1  # describing records nothing
+
+    planned = await step(chronicle, user, "job.record_outcomes", job_id=requested.job_id, worker="w1", plan={"p": 1})
+    assert (planned["status"], planned["phase"]) == ("generating", "generating")
+    with pytest.raises(ChronicleError) as refused:  # w2 was not handed the job: it must take it over openly
+        await step(chronicle, user, "job.record_outcomes", job_id=requested.job_id, worker="w2", result={"summary": "x"})
+    assert refused.value.code == "conflict"
+    starts = [(e.payload["phase"], e.payload["worker"]) for e in await client.audit.events(requested.job_id)
+              if e.type == "Job.PhaseStarted"]
+    assert starts == [("planning", "w1"), ("generating", "w1")]
 
 
 async def test_another_worker_takes_a_phase_over_and_the_first_is_refused(
