@@ -31,7 +31,8 @@ from services.event_relay import EventRelay
 
 log = logging.getLogger(__name__)
 
-SIGNAL_TOPICS = [get_topic(HitlPaused), get_topic(HitlResumed), get_topic(HitlExpired)]
+SIGNAL_EVENTS = (HitlPaused, HitlResumed, HitlExpired)
+SIGNAL_TOPICS = [get_topic(event_class) for event_class in SIGNAL_EVENTS]
 STREAMS_KEPT = 256
 SIGNAL_STREAM_EVENTS = (Conversation.MessageAdded, HitlPaused, HitlResumed, HitlExpired)
 
@@ -69,7 +70,7 @@ def build_signal(stream: list[Any], event: Any, position: int) -> tuple[str, dic
 
 class SignalRelay(EventRelay):
     name = "hitl_signals"
-    relayed = (HitlPaused, HitlResumed, HitlExpired)
+    relayed = SIGNAL_EVENTS
 
     def __init__(self, url: str, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
         super().__init__(url, js, prefix, keys)
