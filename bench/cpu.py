@@ -14,14 +14,20 @@ from pathlib import Path
 PROC = Path("/proc")
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (all its threads), 0 if it is gone."""
+def stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...); [] if the
+    process is gone."""
     try:
         stat = (PROC / str(pid) / "stat").read_text()
     except OSError:
-        return 0.0
-    fields = stat.rpartition(")")[2].split()  # the command name may hold spaces; skip past it
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return []
+    return stat.rpartition(")")[2].split()  # the command name may hold spaces; skip past it
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads), 0 if it is gone."""
+    fields = stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
 
 
 def machine_busy_seconds() -> float:
@@ -49,15 +55,7 @@ def postgres_backends(database: str) -> list[int]:
 
 def children_of(pid: int) -> list[int]:
     """The processes `pid` started (the service's projection process, say)."""
-    found = []
-    for entry in PROC.glob("[0-9]*"):
-        try:
-            parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if parent == pid:
-            found.append(int(entry.name))
-    return found
+    return [int(entry.name) for entry in PROC.glob("[0-9]*") if stat_fields(int(entry.name))[1:2] == [str(pid)]]
 
 
 @dataclass

@@ -121,14 +121,15 @@ class ServiceProcess:
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (the service finishes in-flight requests), then SIGKILL if it hangs; then
         its JetStream streams go (they would stay for days, one set per bench run)."""
-        if self.process is None or self.process.poll() is not None:
+        if self.process is None:
             return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
         with concurrent.futures.ThreadPoolExecutor(1) as thread:  # (a caller may be inside an event loop)
             thread.submit(asyncio.run, self._remove_streams()).result()
 
