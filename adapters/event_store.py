@@ -1,6 +1,6 @@
 """The event store: eventsourcing's Postgres recorder with a pydantic/orjson mapper.
 
-The recorder also writes idempotency records in the same transaction as the events, so a
+The recorder also writes idempotency records in the same statement as the events, so a
 command's reply exists exactly when its events do.
 """
 
@@ -10,7 +10,7 @@ import base64
 import binascii
 import logging
 import secrets
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -26,7 +26,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import get_topic, resolve_topic, retry
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL
 
 from adapters.keys import KeyRing
 from adapters.postgres import PostgresTarget
@@ -180,20 +180,43 @@ class IdempotencyRecord:
     key: str
     fingerprint: str
     reply: bytes
+    # Where the command's last event is among the events saved with it (0 for the
+    # first): the notification id it gets is the reply's position, stored beside the
+    # reply and merged into it when the reply is read.
+    last_event: int | None = None
 
 
 class ChronicleRecorder(PostgresApplicationRecorder):
-    """Adds idempotency records to the events' transaction and reads many streams at once."""
+    """Saves a group commit's events and idempotency records in one statement, and reads
+    many streams at once."""
 
     def __init__(self, datastore: PostgresDatastore, signal_topics: Iterable[str] = ()):
         super().__init__(datastore, events_table_name=EVENTS_TABLE)
         self.channel_name = EVENTS_CHANNEL
-        # Transactions holding one of these also notify SIGNALS_CHANNEL, so a listener
+        # Statements holding one of these also notify SIGNALS_CHANNEL, so a listener
         # that relays only them is not woken by every other event.
         self.signal_topics = frozenset(signal_topics)
-        self.insert_idempotency = SQL(
-            "INSERT INTO chronicle.idempotency (owner, key, fingerprint, reply)"
-            " SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::bytea[])"
+        replies = (
+            "INSERT INTO chronicle.idempotency (owner, key, fingerprint, reply, position)"
+            " SELECT r.owner, r.key, r.fingerprint, r.reply, {position}"
+            " FROM unnest(%b::text[], %b::text[], %b::text[], %b::bytea[], %b::int4[])"
+            " AS r(owner, key, fingerprint, reply, last_event)"
+        )
+        self.insert_replies = replies.format(position="NULL")
+        # One statement, so one round trip and its own transaction (migration 0006): the
+        # lock is taken before the first notification id is drawn, ids are drawn in the
+        # order of the rows, and a version or key conflict anywhere fails the whole
+        # statement (IntegrityError) with nothing saved.
+        self.append = (
+            "WITH appended AS ("
+            " INSERT INTO chronicle.events (originator_id, originator_version, topic, state)"
+            " SELECT * FROM unnest(%b::uuid[], %b::int8[], %b::text[], %b::bytea[])"
+            " WHERE (SELECT chronicle.begin_append(%b::text[]))"
+            " RETURNING notification_id"
+            "), positions AS (SELECT array_agg(notification_id ORDER BY notification_id) AS ids FROM appended"
+            "), replied AS ("
+            + replies.format(position="positions.ids[r.last_event]")
+            + ", positions) SELECT unnest(ids) AS notification_id FROM positions"
         )
         self.select_streams = SQL(
             "SELECT e.originator_id, e.originator_version, e.topic, e.state"
@@ -202,86 +225,46 @@ class ChronicleRecorder(PostgresApplicationRecorder):
             " ORDER BY e.originator_id, e.originator_version"
         )
         self.select_idempotency = SQL(
-            "SELECT owner, key, fingerprint, reply FROM chronicle.idempotency"
+            "SELECT owner, key, fingerprint, reply, position FROM chronicle.idempotency"
             " WHERE (owner, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
         )
-        # Rendered once: psycopg renders a Composed (quoting each identifier) on every execute.
-        prelude = SQL("; ").join([*self.lock_table_statements, SQL("NOTIFY {}").format(Identifier(EVENTS_CHANNEL))])
-        self.prelude = prelude.as_string(None)
-        self.prelude_and_signal = SQL("; ").join([prelude, SQL("NOTIFY {}").format(Identifier(SIGNALS_CHANNEL))]).as_string(None)
-        self.insert_columns = SQL(
-            "INSERT INTO chronicle.events (originator_id, originator_version, topic, state)"
-            " SELECT * FROM unnest(%b::uuid[], %b::int8[], %b::text[], %b::bytea[]) RETURNING notification_id"
-        )
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        # Never the library's insert: it runs in pipeline mode, where psycopg 3.3 hangs for
+        # good sending a statement of more than ~10 MB (psycopg issue 685).
+        return self.record(stored_events)
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
-    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
-        # The library's insert runs in pipeline mode, where psycopg 3.3 hangs for good
-        # sending a statement of more than ~10 MB (psycopg issue 685: the rest of the
-        # statement is never flushed while it waits for results), so a group commit of
-        # large layouts would stop the writer. Outside a pipeline every statement is sent
-        # whole; it costs three more round trips (~0.1 ms each on loopback).
-        with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
-            self._insert_events(curs, stored_events, **kwargs)
-            if not stored_events:
-                return []
-            self._insert_stored_events(curs, stored_events, **kwargs)
-            return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-
-    def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
-        # The library's own insert (lock, notify, then an array of composite rows) with
-        # the lock statements and the NOTIFYs (delivered at commit either way) sent as
-        # one simple query, one round trip instead of three or four, and the rows as
-        # four binary column arrays: dumping composites as text cost more of the
-        # writer's time than the insert itself.
-        signals = any(event.topic in self.signal_topics for event in stored_events)
-        curs.execute(self.prelude_and_signal if signals else self.prelude)
-        curs.execute(
-            self.insert_columns,
-            (
-                [e.originator_id for e in stored_events],
-                [e.originator_version for e in stored_events],
-                [e.topic for e in stored_events],
-                [e.state for e in stored_events],
-            ),
-            prepare=True,
+    def record(self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = ()) -> list[int]:
+        """One transaction: the events and the commands' replies; returns the events'
+        notification ids, in the order of `stored_events`."""
+        reply_columns = (
+            [r.owner for r in replies],
+            [r.key for r in replies],
+            [r.fingerprint for r in replies],
+            [r.reply for r in replies],
+            [None if r.last_event is None else r.last_event + 1 for r in replies],
         )
-
-    def _fetch_ids_after_insert_events(
-        self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int]:
-        notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs) or []
-        self._insert_replies(curs, kwargs["replies_at"](notification_ids))
-        return notification_ids
-
-    def _insert_replies(self, curs: Any, records: Sequence[IdempotencyRecord]) -> None:
-        if records:
-            # One statement, binary arrays; a duplicate key raises here, as IntegrityError.
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            if not stored_events:
+                # Commands that changed nothing still keep their replies (if they have any).
+                if replies:
+                    curs.execute(self.insert_replies, reply_columns, prepare=True)
+                return []
+            signals = any(event.topic in self.signal_topics for event in stored_events)
             curs.execute(
-                self.insert_idempotency,
+                self.append,
                 (
-                    [r.owner for r in records],
-                    [r.key for r in records],
-                    [r.fingerprint for r in records],
-                    [r.reply for r in records],
+                    [e.originator_id for e in stored_events],
+                    [e.originator_version for e in stored_events],
+                    [e.topic for e in stored_events],
+                    [e.state for e in stored_events],
+                    [EVENTS_CHANNEL, SIGNALS_CHANNEL] if signals else [EVENTS_CHANNEL],
+                    *reply_columns,
                 ),
                 prepare=True,
             )
-
-    def record(
-        self,
-        stored_events: Sequence[StoredEvent],
-        replies_at: Callable[[Sequence[int]], Sequence[IdempotencyRecord]],
-    ) -> Sequence[int]:
-        """One transaction: the events, then the replies that quote their notification ids."""
-        if stored_events:
-            return self.insert_events(stored_events, replies_at=replies_at) or []
-        # Commands that changed nothing still keep their replies (if they have any to keep).
-        records = replies_at([])
-        if records:
-            with self.datastore.transaction(commit=True) as curs:
-                self._insert_replies(curs, records)
-        return []
+            return [row["notification_id"] for row in curs.fetchall()]
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def streams(self, after: Mapping[UUID, int]) -> list[StoredEvent]:
@@ -304,7 +287,15 @@ class ChronicleRecorder(PostgresApplicationRecorder):
             return {}
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self.select_idempotency, ([k[0] for k in keys], [k[1] for k in keys]))
-            return {(r["owner"], r["key"]): (r["fingerprint"], bytes(r["reply"])) for r in curs.fetchall()}
+            return {(r["owner"], r["key"]): (r["fingerprint"], with_position(r)) for r in curs.fetchall()}
+
+
+def with_position(row: Mapping[str, Any]) -> bytes:
+    """A stored reply as it was sent: its position kept beside it goes back in."""
+    reply = bytes(row["reply"])
+    if row["position"] is None:
+        return reply
+    return orjson.dumps({**orjson.loads(reply), "position": row["position"]})
 
 
 class EventStore:

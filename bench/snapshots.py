@@ -50,7 +50,7 @@ def write_conversation(store: EventStore, events: int, every: int, keep: int = 0
             snapshots.append(store.snapshot_codec.capture(conversation))
         if len(conversation.pending_events) >= WRITE_BATCH or n == events - 1:
             stored = [store.mapper.to_stored_event(e, owner) for e in conversation.collect_events()]
-            store.recorder.record(stored, lambda _ids: [])
+            store.recorder.record(stored)
     store.snapshots.save([store.snapshot_codec.seal(c) for c in snapshots], keep=keep)
     return conversation.id
 

@@ -16,7 +16,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -297,23 +297,18 @@ class CommandBus:
         decided = [s for s in batch if s.reply is not None and s.error is None and not s.replayed]
         decided = [s for s in decided if s.duplicate_of is None]
         stored = [self.store.mapper.to_stored_event(e, s.owners[e.originator_id]) for s in decided for e in s.events]
+        replies, events_so_far = [], 0
+        for s in decided:
+            events_so_far += len(s.events)
+            if s.events or s.client_key:
+                last_event = events_so_far - 1 if s.events else None
+                replies.append(IdempotencyRecord(s.user_id, s.key, s.fingerprint, orjson.dumps(s.reply), last_event))
+        positions = iter(self.store.recorder.record(stored, replies))
         committed: list[tuple[int, Any]] = []
-
-        def replies_at(notification_ids: Sequence[int]) -> list[IdempotencyRecord]:
-            committed.clear()  # (the recorder may call this again when it retries)
-            ids = iter(notification_ids)
-            for s in decided:
-                positions = [next(ids) for _ in s.events]
-                committed.extend(zip(positions, s.events, strict=True))
-                if positions:
-                    s.reply["position"] = positions[-1]
-            return [
-                IdempotencyRecord(s.user_id, s.key, s.fingerprint, orjson.dumps(s.reply))
-                for s in decided
-                if s.events or s.client_key
-            ]
-
-        self.store.recorder.record(stored, replies_at)
+        for s in decided:
+            committed.extend((next(positions), event) for event in s.events)
+            if s.events:
+                s.reply["position"] = committed[-1][0]
         return committed
 
 

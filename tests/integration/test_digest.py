@@ -37,7 +37,7 @@ def events(stream: uuid.UUID, versions: range) -> list[StoredEvent]:
 
 
 def record(store: EventStore, stored: list[StoredEvent]) -> None:
-    store.recorder.record(stored, lambda ids: [])
+    store.recorder.record(stored)
 
 
 def head_of(stored: list[StoredEvent]) -> bytes:

@@ -21,7 +21,7 @@ async def test_repeated_key_returns_first_reply(chronicle: Chronicle, client: Ch
     key = str(uuid.uuid4())
     first = await client.conversations.add_message(started.conversation_id, "user", "once", idempotency_key=key)
     again = await client.conversations.add_message(started.conversation_id, "user", "once", idempotency_key=key)
-    assert again == first
+    assert again == first and first.position is not None  # the position is kept beside the stored reply
     assert events_count(chronicle, started.conversation_id) == 2  # Started + one MessageAdded
     assert len((await client.conversations.get(started.conversation_id)).messages) == 1
 
