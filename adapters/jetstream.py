@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 
 from nats.js import JetStreamContext
-from nats.js.api import RetentionPolicy, StreamConfig
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.api import KeyValueConfig, RetentionPolicy, StreamConfig
+from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
 
 DAY = 24 * 3600.0
 
@@ -20,7 +20,9 @@ async def ensure_stream(
     replicas: int = 1,
     retention: RetentionPolicy = RetentionPolicy.LIMITS,
     duplicate_window: float = 120.0,
+    allow_direct: bool = False,
 ) -> None:
+    """`allow_direct`: any server of the stream answers a get of a message by subject."""
     config = StreamConfig(
         name=name,
         subjects=subjects,
@@ -28,6 +30,7 @@ async def ensure_stream(
         duplicate_window=duplicate_window,
         num_replicas=replicas,
         retention=retention,
+        allow_direct=allow_direct,
     )
     try:
         await js.stream_info(name)
@@ -40,13 +43,23 @@ async def ensure_stream(
     await js.update_stream(config)
 
 
+async def ensure_key_value(js: JetStreamContext, bucket: str, *, ttl: float = 7 * DAY, replicas: int = 1) -> None:
+    """A key-value bucket keeping one value per key for `ttl` seconds."""
+    try:
+        await js.key_value(bucket)
+    except BucketNotFoundError:
+        with contextlib.suppress(BadRequestError):  # another instance created it meanwhile
+            await js.create_key_value(KeyValueConfig(bucket=bucket, ttl=ttl, replicas=replicas, direct=True))
+
+
 async def remove_streams(js: JetStreamContext, prefix: str) -> list[str]:
-    """Delete every stream (object stores included) of the instance with this subject
-    prefix: the names Chronicle gives them start with the prefix's stream form."""
+    """Delete every stream (object stores and key-value buckets included) of the instance
+    with this subject prefix: the names Chronicle gives them start with the prefix's
+    stream form."""
     base = prefix.replace(".", "_").upper() + "_"
     removed = []
     for name in await stream_names(js):
-        if name.startswith(base) or name.startswith("OBJ_" + base):
+        if name.startswith((base, "OBJ_" + base, "KV_" + base)):
             with contextlib.suppress(NotFoundError):
                 await js.delete_stream(name)
                 removed.append(name)

@@ -27,7 +27,7 @@ from adapters.embedded import EmbeddedNats, EmbeddedPostgres
 from adapters.event_store import EventStore
 from adapters.generator_offline import OfflineGenerator
 from adapters.generator_openai import OpenAICompatibleGenerator
-from adapters.jetstream import ensure_stream
+from adapters.jetstream import ensure_key_value, ensure_stream
 from adapters.keys import KeyRing
 from adapters.nats_service import NatsService
 from adapters.postgres import PostgresTarget, migrate
@@ -46,7 +46,7 @@ from services.agent import Agent
 from services.api import routes
 from services.command_bus import CommandBus
 from services.commands import COMMANDS, INTERNAL_COMMANDS
-from services.contract import hitl_stream
+from services.contract import hitl_stream, hitl_taken_bucket
 from services.digests import DigestPublisher, Digests
 from services.generation import Generating
 from services.generator import Generator
@@ -250,7 +250,10 @@ async def bootstrap(
         )
         stack.push_async_callback(nc.drain)
         js = nc.jetstream()
-        await ensure_stream(js, hitl_stream(settings.subject_prefix), [f"{settings.subject_prefix}.hitl.>"])
+        await ensure_stream(
+            js, hitl_stream(settings.subject_prefix), [f"{settings.subject_prefix}.hitl.>"], allow_direct=True
+        )
+        await ensure_key_value(js, hitl_taken_bucket(settings.subject_prefix))
         await ensure_upload_bucket(js, settings.subject_prefix)
         await ensure_job_streams(js, settings.subject_prefix, settings.job_ack_wait)
         job_relay = JobRelay(target.url, js, settings.subject_prefix, keys)

@@ -1,18 +1,29 @@
 """The client's human-in-the-loop side: pause a run, answer it, wait for the answer.
 
-Waiting uses a JetStream durable consumer named after the run, so an orchestrator that
-was down when the person answered (or a new process with the same run id) still gets
-the answer when it comes back, exactly once: the message is acked after it is handed over.
+An answer (a run's resumed or expired signal) is kept in the HITL JetStream stream for a
+week, so an orchestrator that was down when the person answered, or a new process with
+the same run id, still gets it when it comes back. It gets it exactly once: taking an
+answer is a compare-and-set of the run's key in the taken-answers bucket (the position
+of the last answer taken), and a later wait looks only past that position.
+
+Waiting uses a durable consumer named after the run that starts at the stream's end, plus
+a direct get of the run's last resumed and expired signals for what came before it. A
+consumer that replays the stream from its start would cost NATS a scan of every signal in
+it, and one kept per run would cost it work on every signal after; this one is deleted
+once the answer is taken.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 import nats.errors
 import orjson
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.kv import KeyValue
 
 from services import contract as c
 from services.errors import ChronicleError
@@ -20,7 +31,10 @@ from services.errors import ChronicleError
 if TYPE_CHECKING:
     from services.client import ChronicleClient
 
-CONSUMER_IDLE_SECONDS = 7 * 24 * 3600.0
+# A waiter that vanished leaves its consumer behind this long; it holds nothing the
+# stream and the bucket do not.
+CONSUMER_IDLE_SECONDS = 600.0
+ANSWERS = ("resumed", "expired")
 
 
 class Expired(ChronicleError):
@@ -47,43 +61,98 @@ class RunHandle:
         """The person's answer (approval, edits, feedback, history); raises Expired or TimeoutError."""
         prefix = self.client.prefix
         js = self.client.nc.jetstream()
-        # One wildcard filter rather than filter_subjects: NATS before 2.10 ignores the latter.
-        subscription = await js.pull_subscribe(
-            f"{prefix}.hitl.{self.run_id}.*",
-            durable=f"hitl_{self.run_id}",
-            stream=c.hitl_stream(prefix),
-            config=ConsumerConfig(
-                deliver_policy=DeliverPolicy.ALL,
-                ack_policy=AckPolicy.EXPLICIT,
-                inactive_threshold=CONSUMER_IDLE_SECONDS,
-            ),
+        taken = await self.client.hitl.answers_taken()
+        stream, durable = c.hitl_stream(prefix), f"hitl_{self.run_id}"
+        config = ConsumerConfig(
+            name=durable,
+            durable_name=durable,
+            # One wildcard filter rather than filter_subjects: NATS before 2.10 ignores the latter.
+            filter_subject=f"{prefix}.hitl.{self.run_id}.*",
+            deliver_policy=DeliverPolicy.NEW,
+            ack_policy=AckPolicy.EXPLICIT,
+            inactive_threshold=CONSUMER_IDLE_SECONDS,
+            mem_storage=True,
         )
+        try:
+            await js.add_consumer(stream, config)  # the same config again: the same consumer
+        except APIError:  # one of another shape (an older client's): replace it
+            await js.delete_consumer(stream, durable)
+            await js.add_consumer(stream, config)
+        subscription = await js.pull_subscribe_bind(durable=durable, stream=stream)
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         try:
+            # What was answered before the consumer started, then what it delivers.
+            signals = await self._last_signals(js, stream)
             while True:
+                for signal in sorted(signals, key=lambda s: s["position"]):
+                    self.client.observed(signal["position"])
+                    if signal["event"] in ANSWERS and await self._take(taken, signal["position"]):
+                        with contextlib.suppress(NotFoundError):
+                            await js.delete_consumer(stream, durable)
+                        if signal["event"] == "expired":
+                            raise Expired(self.run_id)
+                        return c.ResumeSignal.model_validate(signal)
                 remaining = 30.0 if deadline is None else deadline - loop.time()
                 if remaining <= 0:
                     raise TimeoutError(f"no answer for run {self.run_id}")
                 try:
                     [message] = await subscription.fetch(1, timeout=min(remaining, 30.0))
                 except nats.errors.TimeoutError:
+                    signals = []
                     continue
-                signal = orjson.loads(message.data)
                 await message.ack()
-                self.client.observed(signal["position"])
-                if signal["event"] == "paused" or signal["position"] <= self.after_position:
-                    continue
-                if signal["event"] == "expired":
-                    raise Expired(self.run_id)
-                return c.ResumeSignal.model_validate(signal)
+                signals = [orjson.loads(message.data)]
         finally:
             await subscription.unsubscribe()
+
+    async def _last_signals(self, js: Any, stream: str) -> list[dict[str, Any]]:
+        """The run's last signal of each kind in the stream. An answer older than the
+        last pause answered an earlier checkpoint: it is not waited for any more."""
+
+        async def last(event: str) -> dict[str, Any] | None:
+            subject = f"{self.client.prefix}.hitl.{self.run_id}.{event}"
+            try:
+                return orjson.loads((await js.get_last_msg(stream, subject, direct=True)).data)
+            except NotFoundError:
+                return None
+
+        found = [s for s in await asyncio.gather(*(last(event) for event in ("paused", *ANSWERS))) if s]
+        for signal in found:
+            if signal["event"] == "paused":
+                self.after_position = max(self.after_position, signal["position"])
+        return found
+
+    async def _take(self, taken: KeyValue, position: int) -> bool:
+        """Claim the answer at `position` unless it, or a later one, was taken before, or
+        belongs to an earlier checkpoint of the run."""
+        if position <= self.after_position:
+            return False
+        while True:
+            try:
+                entry = await taken.get(self.run_id)
+                last_taken, revision = int(entry.value or b"0"), entry.revision
+            except KeyNotFoundError:
+                last_taken, revision = 0, 0
+            if position <= last_taken:
+                return False
+            try:
+                await taken.update(self.run_id, str(position).encode(), last=revision)
+                return True
+            except KeyWrongLastSequenceError:
+                continue  # another waiter took one meanwhile: look again
 
 
 class Hitl:
     def __init__(self, client: ChronicleClient):
         self._client = client
+        self._taken: KeyValue | None = None
+
+    async def answers_taken(self) -> KeyValue:
+        """The bucket noting the answers orchestrators took (looked up once)."""
+        if self._taken is None:
+            self._taken = await self._client.nc.jetstream().key_value(c.hitl_taken_bucket(self._client.prefix))
+        return self._taken
 
     async def pause(
         self, conversation_id: Any, *, step: str, prompt: str, idempotency_key: str | None = None, **fields: Any

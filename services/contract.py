@@ -259,6 +259,12 @@ def hitl_stream(prefix: str) -> str:
     return prefix.replace(".", "_").upper() + "_HITL"
 
 
+def hitl_taken_bucket(prefix: str) -> str:
+    """The key-value bucket where orchestrators note, per run id, the position of the
+    last answer they took (see services/client_hitl.py)."""
+    return hitl_stream(prefix) + "_TAKEN"
+
+
 # --- replies ------------------------------------------------------------------------------
 
 class Reply(BaseModel):

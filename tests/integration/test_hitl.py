@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from adapters.auth import TokenAuthority
 from domain.hitl import HitlRun
@@ -95,6 +96,46 @@ async def test_resume_while_orchestrator_is_down_reaches_a_new_process(
             await later.hitl.run(run_id).wait_for_resume(timeout=1)
     finally:
         await later.close()
+
+
+async def test_concurrent_waiters_take_an_answer_once_and_leave_no_consumer(
+    client: ChronicleClient, chronicle: Chronicle
+) -> None:
+    conversation_id = await conversation_with_history(client)
+    run_id = f"run-{uuid.uuid4().hex}"
+    await client.hitl.pause(conversation_id, step="review", prompt="Ship it?", run_id=run_id)
+    await client.hitl.resume(run_id, approved=True, feedback="ship it")
+
+    orchestrators = [await ChronicleClient.connect(chronicle.nats_url, client.token, prefix=client.prefix) for _ in range(2)]
+    try:
+        outcomes = await asyncio.gather(
+            *(o.hitl.run(run_id).wait_for_resume(timeout=2) for o in orchestrators), return_exceptions=True
+        )
+        answers = [o for o in outcomes if isinstance(o, c.ResumeSignal)]
+        assert [a.feedback for a in answers] == ["ship it"]
+        assert sum(isinstance(o, TimeoutError) for o in outcomes) == 1
+        js = client.nc.jetstream()
+        with pytest.raises(NotFoundError):
+            await js.consumer_info(c.hitl_stream(client.prefix), f"hitl_{run_id}")
+    finally:
+        for o in orchestrators:
+            await o.close()
+
+
+async def test_an_answer_to_an_earlier_checkpoint_is_not_the_answer_to_the_next(client: ChronicleClient) -> None:
+    conversation_id = await conversation_with_history(client)
+    run_id = f"run-{uuid.uuid4().hex}"
+    await client.hitl.pause(conversation_id, step="outline", prompt="Outline ok?", run_id=run_id)
+    await client.hitl.resume(run_id, approved=True, feedback="outline ok")  # nobody took this one
+    await client.hitl.pause(conversation_id, step="draft", prompt="Draft ok?", run_id=run_id)
+    await next_signal(client, run_id, "paused")
+
+    with pytest.raises(TimeoutError):
+        await client.hitl.run(run_id).wait_for_resume(timeout=0.5)
+    waiting = asyncio.create_task(client.hitl.run(run_id).wait_for_resume(timeout=10))
+    await asyncio.sleep(0.2)
+    await client.hitl.resume(run_id, approved=False, feedback="draft too long")
+    assert (await waiting).feedback == "draft too long"
 
 
 async def test_exactly_once_across_a_service_restart(
