@@ -5,6 +5,7 @@ Every example acts as fresh users, so examples and tests never see one another's
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import string
@@ -523,6 +524,8 @@ async def quarantine(
         # A stalled read model answers "unavailable" after this wait; keep failures quick.
         isolated = make_settings(url, servers.nats_url, tmp_path_factory.mktemp("quarantine"), query_wait_timeout=1.0)
         instance = await bootstrap(isolated)
+        # Its read models must exist first: building them takes longer than that wait.
+        assert instance.engine is not None and await asyncio.to_thread(instance.engine.wait_prepared, 120)
         clients: list[ChronicleClient] = []
 
         async def connect_quarantined() -> ChronicleClient:
