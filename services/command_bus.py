@@ -39,6 +39,9 @@ Handler = Callable[[Any, UnitOfWork], dict[str, Any]]
 # Told each commit's (position, event) pairs on the writer thread, before the replies go out.
 CommitListener = Callable[[list[tuple[int, Any]]], None]
 MAX_ATTEMPTS = 16
+# A key the bus makes up is never sent again by anyone, so there is no request to compare
+# with: its record keeps no fingerprint (and the request is not serialised to make one).
+MADE_UP_KEY_FINGERPRINT = ""
 CONFLICT_BACKOFF = 0.001  # seconds; doubled per attempt, randomised
 
 
@@ -141,7 +144,8 @@ class CommandBus:
             user_id=user_id,
             key=idempotency_key or f"auto:{uuid.uuid4()}",
             client_key=idempotency_key is not None,
-            fingerprint=request_fingerprint or fingerprint(name, payload),
+            fingerprint=request_fingerprint
+            or (fingerprint(name, payload) if idempotency_key is not None else MADE_UP_KEY_FINGERPRINT),
             future=loop.create_future(),
             loop=loop,
         )
@@ -159,8 +163,9 @@ class CommandBus:
         """For a request that needs slow work first (a generator call, a retrieval): unless
         this key was answered before, `prepare()` does the work and names the internal
         command that stores its outcome, which runs fingerprinted as the caller's request."""
-        request_fingerprint = fingerprint(name, request)
+        request_fingerprint = None
         if idempotency_key is not None:
+            request_fingerprint = fingerprint(name, request)
             reply = await self.stored_reply(user_id, idempotency_key, request_fingerprint)
             if reply is not None:
                 return reply
