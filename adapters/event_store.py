@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 EVENTS_SCHEMA = "chronicle"
 EVENTS_TABLE = "events"
 EVENTS_CHANNEL = "chronicle_events"
-SIGNALS_CHANNEL = "chronicle_signals"
 
 
 class OrjsonTranscoder(Transcoder):
@@ -190,12 +189,14 @@ class ChronicleRecorder(PostgresApplicationRecorder):
     """Saves a group commit's events and idempotency records in one statement, and reads
     many streams at once."""
 
-    def __init__(self, datastore: PostgresDatastore, signal_topics: Iterable[str] = ()):
+    def __init__(self, datastore: PostgresDatastore, relay_channels: Mapping[str, Iterable[str]] | None = None):
         super().__init__(datastore, events_table_name=EVENTS_TABLE)
         self.channel_name = EVENTS_CHANNEL
-        # Statements holding one of these also notify SIGNALS_CHANNEL, so a listener
-        # that relays only them is not woken by every other event.
-        self.signal_topics = frozenset(signal_topics)
+        # {channel: topics}: a statement holding one of these topics also notifies that
+        # channel, so a listener that relays only them is not woken by every other event.
+        self.channel_of_topic = {
+            topic: channel for channel, topics in (relay_channels or {}).items() for topic in topics
+        }
         replies = (
             "INSERT INTO chronicle.idempotency (owner, key, fingerprint, reply, position)"
             " SELECT r.owner, r.key, r.fingerprint, r.reply, {position}"
@@ -251,7 +252,7 @@ class ChronicleRecorder(PostgresApplicationRecorder):
                 if replies:
                     curs.execute(self.insert_replies, reply_columns, prepare=True)
                 return []
-            signals = any(event.topic in self.signal_topics for event in stored_events)
+            relays = {self.channel_of_topic.get(event.topic) for event in stored_events} - {None}
             curs.execute(
                 self.append,
                 (
@@ -259,7 +260,7 @@ class ChronicleRecorder(PostgresApplicationRecorder):
                     [e.originator_version for e in stored_events],
                     [e.topic for e in stored_events],
                     [e.state for e in stored_events],
-                    [EVENTS_CHANNEL, SIGNALS_CHANNEL] if signals else [EVENTS_CHANNEL],
+                    [EVENTS_CHANNEL, *sorted(relays)],
                     *reply_columns,
                 ),
                 prepare=True,
@@ -310,7 +311,7 @@ class EventStore:
         target: PostgresTarget,
         *,
         pool_size: int = 4,
-        signal_topics: Iterable[str] = (),
+        relay_channels: Mapping[str, Iterable[str]] | None = None,
         keys: KeyRing | None = None,
     ):
         params = target.params
@@ -324,7 +325,7 @@ class EventStore:
             max_overflow=pool_size,
             schema=EVENTS_SCHEMA,
         )
-        self.recorder = ChronicleRecorder(self.datastore, signal_topics)
+        self.recorder = ChronicleRecorder(self.datastore, relay_channels)
         self.mapper = PydanticMapper(keys=keys)
         self.snapshots = SnapshotRecorder(self.datastore)
         self.snapshot_codec = SnapshotCodec(self.mapper)

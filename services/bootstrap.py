@@ -50,8 +50,8 @@ from services.contract import hitl_stream, hitl_taken_bucket
 from services.digests import DigestPublisher, Digests
 from services.generation import Generating
 from services.generator import Generator
-from services.hitl_coordinator import SIGNAL_TOPICS, ExpirySweeper, SignalRelay
-from services.job_worker import JOB_TOPICS, JobRelay, JobWorkers, ensure_job_streams
+from services.hitl_coordinator import ExpirySweeper, SignalRelay
+from services.job_worker import JobRelay, JobWorkers, ensure_job_streams
 from services.jobs import Jobs
 from services.positions import ProjectionPositions
 from services.previews import Previews, ensure_upload_bucket
@@ -211,7 +211,8 @@ async def bootstrap(
         await asyncio.to_thread(migrate, target)
 
         keys = KeyRing.shared(target)
-        store = await asyncio.to_thread(EventStore, target, signal_topics=SIGNAL_TOPICS + JOB_TOPICS, keys=keys)
+        relay_channels = {**SignalRelay.topics_by_channel(), **JobRelay.topics_by_channel()}
+        store = await asyncio.to_thread(EventStore, target, relay_channels=relay_channels, keys=keys)
         stack.callback(store.close)
         bus = CommandBus(
             store,

@@ -5,7 +5,7 @@ de-duplicates:
 - the fast path: the command bus hands each commit's events to `committed` right after
   the commit, and they are published at once, before the commands' replies go out;
 - the relay: it reads the event log after its tracked position (only the topics it
-  relays), waits for NOTIFY on the signals channel when it has caught up, publishes each
+  relays), waits for NOTIFY on its own channel when it has caught up, publishes each
   event's messages that the fast path has not, and then stores the new position. A crash
   in between publishes again rather than losing a message.
 Nothing is ever published before its event committed.
@@ -22,8 +22,9 @@ import psycopg
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from nats.js import JetStreamContext
+from psycopg.sql import SQL, Identifier
 
-from adapters.event_store import SIGNALS_CHANNEL, ErasedContent, PydanticMapper
+from adapters.event_store import ErasedContent, PydanticMapper
 from adapters.keys import KeyRing
 from projections.engine import NEXT_EVENTS, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY
 from services.background import Background
@@ -42,13 +43,22 @@ class EventRelay(Background):
 
     relayed: tuple[type, ...]
 
+    @classmethod
+    def channel(cls) -> str:
+        """What a statement saving one of the relayed events notifies (EventStore's relay_channels)."""
+        return f"chronicle_{cls.name}"
+
+    @classmethod
+    def topics_by_channel(cls) -> dict[str, list[str]]:
+        return {cls.channel(): [get_topic(event_class) for event_class in cls.relayed]}
+
     def __init__(self, url: str, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
         super().__init__()
         self.url = url
         self.js = js
         self.prefix = prefix
         self.mapper = PydanticMapper(keys=keys)
-        self.topics = [get_topic(event_class) for event_class in self.relayed]
+        [self.topics] = self.topics_by_channel().values()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._published: set[int] = set()  # positions the fast path has published
         self._publishing: dict[int, asyncio.Task[None]] = {}  # positions it is publishing
@@ -142,7 +152,7 @@ class EventRelay(Background):
                     await psycopg.AsyncConnection.connect(self.url, autocommit=True) as listener,
                     await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn,
                 ):
-                    await listener.execute(f"LISTEN {SIGNALS_CHANNEL}")
+                    await listener.execute(SQL("LISTEN {}").format(Identifier(self.channel())))
                     while True:
                         while await self.relay_batch(conn) == BATCH:
                             pass

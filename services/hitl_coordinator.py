@@ -18,7 +18,6 @@ from uuid import UUID
 import orjson
 import psycopg
 from eventsourcing.persistence import StoredEvent
-from eventsourcing.utils import get_topic
 from nats.js import JetStreamContext
 
 from adapters.keys import KeyRing
@@ -32,7 +31,6 @@ from services.event_relay import EventRelay
 log = logging.getLogger(__name__)
 
 SIGNAL_EVENTS = (HitlPaused, HitlResumed, HitlExpired)
-SIGNAL_TOPICS = [get_topic(event_class) for event_class in SIGNAL_EVENTS]
 STREAMS_KEPT = 256
 SIGNAL_STREAM_EVENTS = (Conversation.MessageAdded, HitlPaused, HitlResumed, HitlExpired)
 

@@ -21,7 +21,6 @@ from typing import Any
 
 import orjson
 import psycopg
-from eventsourcing.utils import get_topic
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy
 from nats.js.errors import NotFoundError
@@ -40,7 +39,6 @@ log = logging.getLogger(__name__)
 
 JOB_EVENTS = (Job.Requested, Job.PhaseStarted, Job.PlanStored, Job.Generated, Job.RetryQueued, Job.Validated,
               Job.Completed, Job.Failed)
-JOB_TOPICS = [get_topic(event_class) for event_class in JOB_EVENTS]
 CONSUMER = "workers"
 RECORD_WITHIN = 0.05  # seconds: outcomes reached within this of the first unrecorded one share its commit
 OUTCOME_OF = {"planning": "plan", "generating": "result", "validating": "problems"}
