@@ -61,7 +61,7 @@ class RunHandle:
         """The person's answer (approval, edits, feedback, history); raises Expired or TimeoutError."""
         prefix = self.client.prefix
         js = self.client.nc.jetstream()
-        taken = await self.client.hitl.answers_taken()
+        taken = TakenMark(await self.client.hitl.answers_taken(), self.run_id)
         stream, durable = c.hitl_stream(prefix), f"hitl_{self.run_id}"
         config = ConsumerConfig(
             name=durable,
@@ -83,11 +83,13 @@ class RunHandle:
         deadline = None if timeout is None else loop.time() + timeout
         try:
             # What was answered before the consumer started, then what it delivers.
-            signals = await self._last_signals(js, stream)
+            signals, _ = await asyncio.gather(self._last_signals(js, stream), taken.read())
             while True:
                 for signal in sorted(signals, key=lambda s: s["position"]):
                     self.client.observed(signal["position"])
-                    if signal["event"] in ANSWERS and await self._take(taken, signal["position"]):
+                    if signal["event"] not in ANSWERS or signal["position"] <= self.after_position:
+                        continue
+                    if await taken.take(signal["position"]):
                         with contextlib.suppress(NotFoundError):
                             await js.delete_consumer(stream, durable)
                         if signal["event"] == "expired":
@@ -123,24 +125,35 @@ class RunHandle:
                 self.after_position = max(self.after_position, signal["position"])
         return found
 
-    async def _take(self, taken: KeyValue, position: int) -> bool:
-        """Claim the answer at `position` unless it, or a later one, was taken before, or
-        belongs to an earlier checkpoint of the run."""
-        if position <= self.after_position:
-            return False
-        while True:
+
+class TakenMark:
+    """A run's key in the taken-answers bucket: the position of the last answer taken."""
+
+    def __init__(self, bucket: KeyValue, run_id: str):
+        self.bucket = bucket
+        self.run_id = run_id
+        self.position = 0
+        self.revision = 0  # of the key as last read; 0: no key
+
+    async def read(self) -> None:
+        try:
+            entry = await self.bucket.get(self.run_id)
+        except KeyNotFoundError:
+            self.position, self.revision = 0, 0
+        else:
+            self.position, self.revision = int(entry.value or b"0"), entry.revision
+
+    async def take(self, position: int) -> bool:
+        """Note the answer at `position` as taken, unless it or a later one was (by anyone)."""
+        while position > self.position:
             try:
-                entry = await taken.get(self.run_id)
-                last_taken, revision = int(entry.value or b"0"), entry.revision
-            except KeyNotFoundError:
-                last_taken, revision = 0, 0
-            if position <= last_taken:
-                return False
-            try:
-                await taken.update(self.run_id, str(position).encode(), last=revision)
-                return True
+                self.revision = await self.bucket.update(self.run_id, str(position).encode(), last=self.revision)
             except KeyWrongLastSequenceError:
-                continue  # another waiter took one meanwhile: look again
+                await self.read()  # another waiter took one meanwhile: look again
+            else:
+                self.position = position
+                return True
+        return False
 
 
 class Hitl:
