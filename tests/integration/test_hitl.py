@@ -79,15 +79,19 @@ async def test_pause_resume_round_trip(client: ChronicleClient) -> None:
     assert status.resumed_at and status.resumed_at >= status.paused_at
 
 
-async def test_resume_while_orchestrator_is_down_reaches_a_new_process(
-    client: ChronicleClient, chronicle: Chronicle
-) -> None:
+async def answered_while_nobody_waits(client: ChronicleClient, *, approved: bool, feedback: str) -> str:
+    """A run paused and answered while its orchestrator is down; its run id."""
     conversation_id = await conversation_with_history(client)
     run_id = f"run-{uuid.uuid4().hex}"
     await client.hitl.pause(conversation_id, step="review", prompt="Approve the draft?", run_id=run_id)
-    # Nobody waits now: the orchestrator is down when the person answers.
-    await client.hitl.resume(run_id, approved=False, feedback="shorter, please")
+    await client.hitl.resume(run_id, approved=approved, feedback=feedback)
+    return run_id
 
+
+async def test_resume_while_orchestrator_is_down_reaches_a_new_process(
+    client: ChronicleClient, chronicle: Chronicle
+) -> None:
+    run_id = await answered_while_nobody_waits(client, approved=False, feedback="shorter, please")
     later = await ChronicleClient.connect(chronicle.nats_url, client.token, prefix=client.prefix)
     try:
         answer = await later.hitl.run(run_id).wait_for_resume(timeout=10)
@@ -101,11 +105,7 @@ async def test_resume_while_orchestrator_is_down_reaches_a_new_process(
 async def test_concurrent_waiters_take_an_answer_once_and_leave_no_consumer(
     client: ChronicleClient, chronicle: Chronicle
 ) -> None:
-    conversation_id = await conversation_with_history(client)
-    run_id = f"run-{uuid.uuid4().hex}"
-    await client.hitl.pause(conversation_id, step="review", prompt="Ship it?", run_id=run_id)
-    await client.hitl.resume(run_id, approved=True, feedback="ship it")
-
+    run_id = await answered_while_nobody_waits(client, approved=True, feedback="ship it")
     orchestrators = [await ChronicleClient.connect(chronicle.nats_url, client.token, prefix=client.prefix) for _ in range(2)]
     try:
         outcomes = await asyncio.gather(
