@@ -36,16 +36,20 @@ IN_ROUND = "t.optimization_id = %(id)s AND t.trial_index >= r.first_trial_index"
 # for each round. OFFSET 0 keeps the subquery (and its order) from being folded away.
 ROUND_TRIALS_IN_ORDER = f"""SELECT t.trial_index, t.score, t.candidate, t.entry FROM rm_optimizations.trials t
     WHERE {IN_ROUND} ORDER BY t.trial_index OFFSET 0"""
-# The rounds after a cursor (r), each with its best trial so far when it is still open (best).
+# The caller's optimization (o) and its rounds after a cursor (r), each with its best trial
+# so far when it is still open (best); no rows at all when the optimization is not the
+# caller's, so a page needs no look-up of its own first.
 ROUNDS_AFTER = f"""
-FROM (
+FROM rm_optimizations.optimizations o
+JOIN (
     SELECT *, sum(trial_count) OVER (ORDER BY round_index) - trial_count AS trials_before,
            count(*) OVER () AS remaining
     FROM rm_optimizations.rounds WHERE optimization_id = %(id)s AND round_index > %(after)s
-) r
+) r ON o.id = %(id)s AND o.owner = %(user)s AND o.direction IS NOT NULL
 LEFT JOIN LATERAL (  -- the open round's test inside: an ended round's trials are not read at all
     SELECT score, candidate FROM ({ROUND_TRIALS_IN_ORDER}) t
-    WHERE r.ended_at IS NULL AND score IS NOT NULL ORDER BY score {{order}}, trial_index LIMIT 1
+    WHERE r.ended_at IS NULL AND score IS NOT NULL
+    ORDER BY CASE o.direction WHEN 'minimize' THEN score ELSE -score END, trial_index LIMIT 1
 ) best ON true
 """
 # A round's fields as JSON text. An open round's best is its best trial so far (the first to reach it).
@@ -56,34 +60,28 @@ ROUND_FIELDS = """json_build_object(
     'stop_reason', r.stop_reason, 'stopped', r.stopped, 'best_so_far', r.best_so_far,
     'timestamp', r.started_at, 'ended_at', r.ended_at,
     'extra', r.start_extras || coalesce(r.end_extras, '{}'))::text"""
-ORDERS = {"maximize": "DESC", "minimize": "ASC"}
 
-# A page of rounds: each round's fields and its trials as one JSON array joined from the
-# entries the projection stored (nothing is built or parsed per trial here); the reply
-# passes both through unparsed. One statement, one snapshot: a round's trial_count and its
-# trial rows agree (the projection writes both in one transaction).
-HISTORY_PAGE = {
-    direction: f"""
-SELECT r.round_index, r.first_trial_index, r.trial_count, r.remaining, {ROUND_FIELDS} AS fields,
-    CASE WHEN %(with_trials)s THEN (
-        SELECT coalesce('[' || string_agg(t.entry, ',' ORDER BY t.trial_index) || ']', '[]')
-        FROM ({ROUND_TRIALS_IN_ORDER}) t) END AS trials
-{ROUNDS_AFTER.format(order=order)}
+# A page of rounds: each round's fields and its trials as one JSON array, the one the
+# projection joined when the round ended (an open round's is joined here from the entries
+# it stored): nothing is built or parsed per trial, and the reply passes both through
+# unparsed. One statement, one snapshot: a round's trial_count and its trial rows agree
+# (the projection writes both in one transaction).
+HISTORY_PAGE = f"""
+SELECT o.direction, r.round_index, r.first_trial_index, r.trial_count, r.remaining, {ROUND_FIELDS} AS fields,
+    CASE WHEN %(with_trials)s THEN coalesce(r.trials, (
+        SELECT '[' || coalesce(string_agg(t.entry, ',' ORDER BY t.trial_index), '') || ']'
+        FROM ({ROUND_TRIALS_IN_ORDER}) t)) END AS trials
+{ROUNDS_AFTER}
 WHERE r.trials_before < %(max_trials)s AND r.round_index <= %(until)s
 ORDER BY r.round_index LIMIT {MAX_ROUNDS_PER_PAGE}
 """
-    for direction, order in ORDERS.items()
-}
 # What each round after a cursor adds to a reply, in bytes (its trials' from the projection's
 # tally), enough rounds for the pages planned ahead.
-ROUND_SIZES = {
-    direction: f"""
-SELECT r.round_index, r.trial_count, octet_length({ROUND_FIELDS}) + r.trial_bytes + r.trial_count AS size
-{ROUNDS_AFTER.format(order=order)}
+ROUND_SIZES = f"""
+SELECT o.direction, r.round_index, r.trial_count, octet_length({ROUND_FIELDS}) + r.trial_bytes + r.trial_count AS size
+{ROUNDS_AFTER}
 ORDER BY r.round_index LIMIT {MAX_ROUNDS_PER_PAGE * (PAGES_PLANNED_AHEAD + 1)}
 """
-    for direction, order in ORDERS.items()
-}
 # The trials of one round after a trial index: for a round too big for one reply, sent
 # over several pages.
 ROUND_TRIALS = """
@@ -156,47 +154,55 @@ async def history(queries: Queries, user: str, q: o.OptimizationHistory) -> dict
     """A page of rounds that fits one reply. A round too big for a reply comes over several
     pages, its parts marked `complete: false` but the last (the client joins them). A page
     asked for without `until_round` also plans the pages after it (`planned`, cut by the
-    same rules from each round's size): a client fetches those at once, not one by one."""
-    optimization = await summary(queries, user, q.optimization_id)
-    direction = optimization["direction"]
+    same rules from each round's size): a client fetches those ahead, not one by one."""
     after_round = -1 if q.after_round is None else q.after_round
-    params = {"id": q.optimization_id, "after": after_round, "max_trials": q.max_trials}
-    reply = {"optimization_id": q.optimization_id, "direction": direction, "next_after_trial": None, "planned": []}
-    if q.after_trial is None:
-        until = q.until_round
-        if until is None:
-            sizes = await queries.fetch_all(ROUND_SIZES[direction], params)
-            pages = plan_pages(sizes, after_round, q.max_trials)
-            if len(pages) > 1 and q.after_round is None:  # the history's first page: small, to bring the plan sooner
-                pages = plan_pages(sizes, after_round, q.max_trials, first_budget=REPLY_BUDGET // 8)
-            if pages:
-                until = pages[0][1]
-                reply["planned"] = [{"after_round": start, "until_round": end} for start, end in pages[1:]]
-        rows = await queries.fetch_all(
-            HISTORY_PAGE[direction], {**params, "with_trials": True, "until": LAST_ROUND if until is None else until}
-        )
-        taken, size = [], 0
-        for row in rows:
-            row_size = size_of(row)
-            if taken and size + row_size > REPLY_BUDGET:
-                break
-            taken.append(row)
-            size += row_size
-        if not rows or size_of(rows[0]) <= REPLY_BUDGET:
-            more = bool(rows) and rows[0]["remaining"] > len(taken)
-            return {
-                **reply,
-                "rounds": [round_json(row["fields"], row["trials"], True) for row in taken],
-                "next_after_round": taken[-1]["round_index"] if more else None,
-            }
-    return {**reply, **await split_round(queries, direction, params, q.after_trial)}
+    params = {"id": q.optimization_id, "user": user, "after": after_round, "max_trials": q.max_trials}
+    reply = {"optimization_id": q.optimization_id, "next_after_trial": None, "planned": []}
+    if q.after_trial is not None:
+        return {**reply, **await split_round(queries, params, q.after_trial)}
+    until = q.until_round
+    if until is None:
+        sizes = await queries.fetch_all(ROUND_SIZES, params)
+        pages = plan_pages(sizes, after_round, q.max_trials)
+        if len(pages) > 1 and q.after_round is None:  # the history's first page: small, to bring the plan sooner
+            pages = plan_pages(sizes, after_round, q.max_trials, first_budget=REPLY_BUDGET // 8)
+        if pages:
+            until = pages[0][1]
+            reply["planned"] = [{"after_round": start, "until_round": end} for start, end in pages[1:]]
+    rows = await queries.fetch_all(
+        HISTORY_PAGE, {**params, "with_trials": True, "until": LAST_ROUND if until is None else until}
+    )
+    if not rows:  # not the caller's, or no rounds after the cursor
+        return {**reply, **await no_rounds(queries, user, q.optimization_id)}
+    if size_of(rows[0]) > REPLY_BUDGET:
+        return {**reply, **await split_round(queries, params, None)}
+    taken, size = [], 0
+    for row in rows:
+        row_size = size_of(row)
+        if taken and size + row_size > REPLY_BUDGET:
+            break
+        taken.append(row)
+        size += row_size
+    return {
+        **reply,
+        "direction": rows[0]["direction"],
+        "rounds": [round_json(row["fields"], row["trials"], True) for row in taken],
+        "next_after_round": taken[-1]["round_index"] if rows[0]["remaining"] > len(taken) else None,
+    }
 
 
-async def split_round(queries: Queries, direction: str, params: dict[str, Any], after_trial: int | None) -> dict[str, Any]:
+async def no_rounds(queries: Queries, user: str, optimization_id: UUID) -> dict[str, Any]:
+    """A page without rounds, once the optimization is known to be the caller's (else not_found)."""
+    return {"direction": (await summary(queries, user, optimization_id))["direction"], "rounds": [],
+            "next_after_round": None}
+
+
+async def split_round(queries: Queries, params: dict[str, Any], after_trial: int | None) -> dict[str, Any]:
     """The next part of the round after `params["after"]`: as many of its trials as fit."""
-    [meta] = (await queries.fetch_all(
-        HISTORY_PAGE[direction], {**params, "with_trials": False, "max_trials": 1, "until": LAST_ROUND}
-    ))[:1]
+    metas = await queries.fetch_all(HISTORY_PAGE, {**params, "with_trials": False, "max_trials": 1, "until": LAST_ROUND})
+    if not metas:  # not the caller's, or the round is gone (its owner erased)
+        return await no_rounds(queries, params["user"], params["id"])
+    meta = metas[0]
     start = meta["first_trial_index"] - 1 if after_trial is None else after_trial
     end = meta["first_trial_index"] + meta["trial_count"]
     trials = await queries.fetch_all(
@@ -213,6 +219,7 @@ async def split_round(queries: Queries, direction: str, params: dict[str, Any], 
     complete = last >= end - 1
     more_rounds = meta["remaining"] > 1
     return {
+        "direction": meta["direction"],
         "rounds": [round_json(meta["fields"], "[" + ",".join(row["entry"] for row in taken) + "]", complete)],
         "next_after_round": (meta["round_index"] if more_rounds else None) if complete else meta["round_index"] - 1,
         "next_after_trial": None if complete else last,

@@ -11,8 +11,8 @@ import pytest
 from projections.engine import rebuild
 from projections.lineage import LineageProjection
 from projections.optimizations import OptimizationsProjection
+from services import client_optimization, queries_optimization
 from services import contract_optimization as o
-from services import queries_optimization
 from services.bootstrap import Chronicle
 from services.client import ChronicleClient, ChronicleError
 from tests.conftest import ClientFactory
@@ -462,6 +462,67 @@ async def test_a_history_of_many_pages_is_planned_by_its_first_page(
     await state.start_round()  # an open round, planned like the others
     grown = await state.history()
     assert [r.round_index for r in grown] == list(range(8)) and grown[:7] == whole
+
+
+async def test_more_planned_pages_than_are_asked_for_at_once_join_up_in_order(
+    client: ChronicleClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = client.optimization(name="many pages", optimizer="grid", direction="minimize")
+    for r in range(12):
+        round = await state.start_round(extras={"r": r})
+        await state.record_trials(round, [{"candidate": {"r": r, "t": t}, "score": 10.0 - t} for t in range(3)])
+        await state.end_round(round)
+    open_round = await state.start_round()  # and an open one: its trials joined by the query, its best so far
+    await state.record_trials(open_round, [{"candidate": {"open": t}, "score": s} for t, s in enumerate([3.0, 1.0, 2.0, 1.0])])
+    whole = await state.history()
+    assert (whole[-1].best_score, whole[-1].best_candidate) == (1.0, {"open": 1})
+
+    monkeypatch.setattr(queries_optimization, "REPLY_BUDGET", 1_200)  # a round per reply
+    first = await client.optimizations.history_page(state.optimization_id)
+    assert len(first.planned) > client_optimization.PAGES_IN_FLIGHT, "more pages planned than asked for at once"
+    paged = await state.history()
+    assert [r.round_index for r in paged] == list(range(13))
+    assert [r.model_dump() for r in paged] == [r.model_dump() for r in whole], "the same shape and values"
+    assert [r.model_dump() for r in whole] == [
+        o.RoundEntry.model_validate(entry).model_dump() for entry in state.entries()
+    ], "the client's own record agrees with the service's"
+
+
+async def test_an_ended_rounds_trials_read_as_they_did_while_it_was_open(client: ChronicleClient) -> None:
+    state = client.optimization(name="open then ended", optimizer="evolutionary")
+    round = await state.start_round()
+    await state.record_trials(round, [
+        {"candidate": {"g": n, "text": "grüße \u2603"}, "score": n / 10, "metrics": {"n": n}, "dataset": "dev",
+         "extra": {"origin": "mutation"}} for n in range(5)
+    ])
+    [open_round] = await state.history()
+    await state.end_round(round)
+    [ended] = await state.history()
+    assert ended.trials == open_round.trials and ended.ended_at is not None
+    raw = await client.request(
+        "query.optimizations.history",
+        {"optimization_id": str(state.optimization_id), "min_position": client.last_position},
+    )
+    assert [set(trial) for trial in raw["rounds"][0]["trials"]] == [set(o.TrialEntry.model_fields)] * 5
+
+
+async def test_a_history_without_rounds_and_a_strangers_pages(client: ChronicleClient, connect: ClientFactory) -> None:
+    state = client.optimization(name="nothing yet", optimizer="grid", direction="minimize")
+    optimization_id = await state.start()
+    assert await state.history() == []
+    empty = await client.optimizations.history_page(optimization_id, after_round=3)
+    assert (empty.rounds, empty.next_after_round, empty.direction) == ([], None, "minimize")
+    round = await state.start_round()
+    await state.record_trial(round, candidate={"x": 1}, score=1.0)
+
+    stranger = await connect(f"stranger-{uuid.uuid4().hex[:8]}")
+    for cursor in ({}, {"after_round": -1, "until_round": 0}, {"after_round": -1, "after_trial": -1}, {"after_round": 7}):
+        with pytest.raises(ChronicleError) as hidden:
+            await stranger.optimizations.history_page(optimization_id, **cursor)
+        assert hidden.value.code == "not_found", cursor
+    with pytest.raises(ChronicleError) as missing:
+        await client.optimizations.history_page(uuid.uuid4())
+    assert missing.value.code == "not_found"
 
 
 async def test_a_population_is_recorded_in_one_request_in_order(client: ChronicleClient) -> None:
