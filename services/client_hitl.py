@@ -63,22 +63,7 @@ class RunHandle:
         js = self.client.nc.jetstream()
         taken = TakenMark(await self.client.hitl.answers_taken(), self.run_id)
         stream, durable = c.hitl_stream(prefix), f"hitl_{self.run_id}"
-        config = ConsumerConfig(
-            name=durable,
-            durable_name=durable,
-            # One wildcard filter rather than filter_subjects: NATS before 2.10 ignores the latter.
-            filter_subject=f"{prefix}.hitl.{self.run_id}.*",
-            deliver_policy=DeliverPolicy.NEW,
-            ack_policy=AckPolicy.EXPLICIT,
-            inactive_threshold=CONSUMER_IDLE_SECONDS,
-            mem_storage=True,
-        )
-        try:
-            await js.add_consumer(stream, config)  # the same config again: the same consumer
-        except APIError:  # one of another shape (an older client's): replace it
-            await js.delete_consumer(stream, durable)
-            await js.add_consumer(stream, config)
-        subscription = await js.pull_subscribe_bind(durable=durable, stream=stream)
+        subscription = await self._consumer_from_now(js, stream, durable)
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         try:
@@ -107,6 +92,25 @@ class RunHandle:
                 signals = [orjson.loads(message.data)]
         finally:
             await subscription.unsubscribe()
+
+    async def _consumer_from_now(self, js: Any, stream: str, durable: str) -> Any:
+        """The run's durable pull consumer, delivering what the stream gets from now on."""
+        config = ConsumerConfig(
+            name=durable,
+            durable_name=durable,
+            # One wildcard filter rather than filter_subjects: NATS before 2.10 ignores the latter.
+            filter_subject=f"{self.client.prefix}.hitl.{self.run_id}.*",
+            deliver_policy=DeliverPolicy.NEW,
+            ack_policy=AckPolicy.EXPLICIT,
+            inactive_threshold=CONSUMER_IDLE_SECONDS,
+            mem_storage=True,
+        )
+        try:
+            await js.add_consumer(stream, config)  # the same config again: the same consumer
+        except APIError:  # one of another shape (an older client's): replace it
+            await js.delete_consumer(stream, durable)
+            await js.add_consumer(stream, config)
+        return await js.pull_subscribe_bind(durable=durable, stream=stream)
 
     async def _last_signals(self, js: Any, stream: str) -> list[dict[str, Any]]:
         """The run's last signal of each kind in the stream. An answer older than the

@@ -49,8 +49,12 @@ class EventRelay(Background):
         return f"chronicle_{cls.name}"
 
     @classmethod
+    def relayed_topics(cls) -> list[str]:
+        return [get_topic(event_class) for event_class in cls.relayed]
+
+    @classmethod
     def topics_by_channel(cls) -> dict[str, list[str]]:
-        return {cls.channel(): [get_topic(event_class) for event_class in cls.relayed]}
+        return {cls.channel(): cls.relayed_topics()}
 
     def __init__(self, url: str, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
         super().__init__()
@@ -58,7 +62,7 @@ class EventRelay(Background):
         self.js = js
         self.prefix = prefix
         self.mapper = PydanticMapper(keys=keys)
-        [self.topics] = self.topics_by_channel().values()
+        self.topics = self.relayed_topics()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._published: set[int] = set()  # positions the fast path has published
         self._publishing: dict[int, asyncio.Task[None]] = {}  # positions it is publishing
