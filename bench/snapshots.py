@@ -18,15 +18,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID, uuid4
 
-from psycopg_pool import AsyncConnectionPool
-
 from adapters.event_store import EventStore
 from adapters.keys import KeyRing
 from adapters.postgres import PostgresTarget, migrate
 from bench.report import Report, percentile, timed, timed_async, under
 from bench.servers import bench_servers
 from domain.conversation import Conversation
-from services.queries import Queries
+from services.queries import Queries, query_pool
 from services.queries_audit import Audit
 from services.settings import Settings
 
@@ -61,7 +59,7 @@ def add(report: Report, name: str, times: list[float], aim: bool) -> None:
 
 
 async def measure_audit(url: str, keys: KeyRing, ids: dict[str, UUID], events: int, runs: int, report: Report) -> None:
-    async with AsyncConnectionPool(url, min_size=1, max_size=2, open=False) as pool:
+    async with query_pool(url, max_size=2) as pool:  # the service's own kind
         audit = Audit(Queries(pool), record_read=None, keys=keys)  # type: ignore[arg-type]
         for version in (events - 1, events // 2):
             for label, conversation_id in ids.items():

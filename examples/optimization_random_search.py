@@ -95,7 +95,7 @@ async def main() -> None:
 
         summary = await client.optimizations.get(state.optimization_id)
         history = await state.history()
-        print(render(summary.model_dump(), [r.model_dump() for r in history]))
+        print(render(summary.model_dump(), history))
         lineage = await client.optimizations.lineage(state.optimization_id, best[2])  # type: ignore[index]
         print("\nancestry of the best candidate:")
         for node in lineage.lineage:

@@ -10,9 +10,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from psycopg_pool import AsyncConnectionPool
-
-from services.queries import Queries
+from services.queries import Queries, query_pool
 from services.queries_artifacts import ANCESTORS, DESCENDANTS, MAX_DESCENDANTS
 
 DRAFT_LINES = 40
@@ -28,9 +26,7 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 @asynccontextmanager
 async def read_models(url: str) -> AsyncIterator[Queries]:
-    from services.bootstrap import read_json_with_orjson
-
-    async with AsyncConnectionPool(url, min_size=1, max_size=1, open=False, configure=read_json_with_orjson) as pool:
+    async with query_pool(url) as pool:
         yield Queries(pool)
 
 

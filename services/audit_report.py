@@ -7,13 +7,12 @@ from typing import Any
 from uuid import UUID
 
 import orjson
-from psycopg_pool import AsyncConnectionPool
 
 from adapters.keys import KeyRing
 from adapters.postgres import PostgresTarget
 from services import contract_audit as a
 from services.errors import ChronicleError
-from services.queries import Queries
+from services.queries import Queries, query_pool
 from services.queries_audit import EVENT_COLUMNS, Audit
 
 PAYLOAD_WIDTH = 100
@@ -22,12 +21,10 @@ PAYLOAD_WIDTH = 100
 async def replay(url: str, aggregate_id: UUID, at_version: int | None, at_time: datetime | None) -> str:
     """Every event of the aggregate (an operator at the CLI reads as its owner), then the
     state at the point asked for; raises ChronicleError(not_found) for an unknown id."""
-    from services.bootstrap import read_json_with_orjson
-
     async def no_record(*_: Any) -> None:  # never called: the owner reads their own stream
         raise AssertionError("an owner's read is not recorded")
 
-    async with AsyncConnectionPool(url, min_size=1, max_size=1, open=False, configure=read_json_with_orjson) as pool:
+    async with query_pool(url) as pool:
         audit = Audit(Queries(pool), no_record, KeyRing.shared(PostgresTarget(url)))
         owner = await owner_of(audit, aggregate_id)
         pages = []

@@ -14,10 +14,6 @@ from typing import IO
 from uuid import UUID
 
 import nats
-import orjson
-import psycopg
-from psycopg.types.json import set_json_loads
-from psycopg_pool import AsyncConnectionPool
 
 from adapters.agent_offline import OfflineAgent
 from adapters.agent_openai import OpenAIAgent
@@ -56,7 +52,7 @@ from services.jobs import Jobs
 from services.positions import ProjectionPositions
 from services.previews import Previews, ensure_upload_bucket
 from services.projection_process import ProjectionProcess
-from services.queries import Queries
+from services.queries import Queries, query_pool
 from services.retention import RetentionSweeper
 from services.retriever import FullTextRetriever
 from services.settings import Settings
@@ -97,12 +93,6 @@ def command_handlers() -> dict[str, object]:
 
 def build_projections(settings: Settings) -> list[Projection]:
     return [p(**projection_options(settings, p)) for p in PROJECTIONS]
-
-
-async def read_json_with_orjson(conn: psycopg.AsyncConnection) -> None:
-    # jsonb turns a float like 1e20 into the integer 100000000000000000000, which the
-    # orjson reply encoder refuses; orjson's own parser reads it back as the float it was.
-    set_json_loads(orjson.loads, conn)
 
 
 def generator_for(settings: Settings) -> Generator:
@@ -232,13 +222,7 @@ async def bootstrap(
             engine.start()
             stack.callback(engine.stop)
 
-        pool = AsyncConnectionPool(
-            target.url,
-            min_size=2,
-            max_size=settings.query_pool_size,
-            open=False,
-            configure=read_json_with_orjson,
-        )
+        pool = query_pool(target.url, min_size=2, max_size=settings.query_pool_size)
         await pool.open()
         stack.push_async_callback(pool.close)
         queries = Queries(pool, language=settings.search_language)

@@ -163,17 +163,30 @@ class ChronicleClient:
             self.last_position = position
 
     async def query(self, action: str, request: c.Query, reply: type[R]) -> R:
-        payload = request.model_dump(mode="json", exclude_unset=True)
-        if request.min_position is None and self.last_position is not None:
-            payload["min_position"] = self.last_position
         # Validated straight from the reply's bytes (pydantic's JSON parser): a history page
         # of a thousand trials is parsed once, not by orjson and then again by pydantic.
-        data = await self._send(f"query.{action}", payload)
+        data = await self._send(f"query.{action}", self._query_payload(request))
         with collector_paused(promote=len(data) >= PROMOTED_REPLY):
             envelope = Envelope[reply].model_validate_json(data)  # type: ignore[valid-type]
         if not envelope.ok or envelope.data is None:
             raise failure(envelope.error or {})
         return envelope.data
+
+    async def query_json(self, action: str, request: c.Query) -> dict[str, Any]:
+        """A query's reply data as plain JSON values, for bulk replies that a caller reads as
+        dicts (a history's rounds): parsed by orjson, without building a model per item."""
+        data = await self._send(f"query.{action}", self._query_payload(request))
+        with collector_paused(promote=len(data) >= PROMOTED_REPLY):
+            reply = orjson.loads(data)
+        if not reply.get("ok") or reply.get("data") is None:
+            raise failure(reply.get("error") or {})
+        return reply["data"]
+
+    def _query_payload(self, request: c.Query) -> dict[str, Any]:
+        payload = request.model_dump(mode="json", exclude_unset=True)
+        if request.min_position is None and self.last_position is not None:
+            payload["min_position"] = self.last_position
+        return payload
 
 
 class Sessions:

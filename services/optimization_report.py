@@ -8,11 +8,10 @@ from typing import Any
 from uuid import UUID
 
 import orjson
-from psycopg_pool import AsyncConnectionPool
 
 from services import contract_optimization as o
 from services import queries_optimization as qo
-from services.queries import Queries
+from services.queries import Queries, query_pool
 
 CURVE_WIDTH = 64
 CURVE_HEIGHT = 12
@@ -21,9 +20,7 @@ CURVE_HEIGHT = 12
 async def load(url: str, optimization_id: UUID) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
     """The summary and every round; None when there is no such optimization. An operator
     at the CLI reads as the optimization's owner, through the same scoped queries."""
-    from services.bootstrap import read_json_with_orjson
-
-    async with AsyncConnectionPool(url, min_size=1, max_size=1, open=False, configure=read_json_with_orjson) as pool:
+    async with query_pool(url) as pool:
         queries = Queries(pool)
         row = await queries.fetch_one(
             "SELECT owner FROM rm_optimizations.optimizations WHERE id = %s AND direction IS NOT NULL",

@@ -9,6 +9,7 @@ import orjson
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.sql import SQL, Composed, Identifier
+from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
 from services import contract as c
@@ -23,6 +24,22 @@ SESSIONS = "rm_history.sessions s LEFT JOIN rm_stats.sessions st ON st.session_i
 CONVERSATION_COLUMNS = (
     "id, title, tags, session_id, message_count, first_message, created_at, updated_at"
 )
+
+
+async def read_json_with_orjson(conn: psycopg.AsyncConnection) -> None:
+    # jsonb turns a float like 1e20 into the integer 100000000000000000000, which the
+    # orjson reply encoder refuses; orjson's own parser reads it back as the float it was.
+    set_json_loads(orjson.loads, conn)
+
+
+def query_pool(url: str, *, min_size: int = 1, max_size: int = 1) -> AsyncConnectionPool:
+    """The connections `Queries` reads through (open it before use). In autocommit: every
+    read is one statement, and in a transaction each took three round trips (BEGIN, the
+    query, the COMMIT as the pool took it back; a small query's p50 0.39 -> 0.19 ms)."""
+    return AsyncConnectionPool(
+        url, min_size=min_size, max_size=max_size, open=False, kwargs={"autocommit": True},
+        configure=read_json_with_orjson,
+    )
 
 
 def not_found(kind: str, ident: UUID) -> ChronicleError:

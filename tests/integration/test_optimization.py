@@ -45,17 +45,13 @@ async def test_rounds_and_trials_are_stamped_in_order(client: ChronicleClient) -
     await state.finalize_stop("budget exhausted")
 
     history = await state.history()
-    assert [r.round_index for r in history] == [0, 1]
-    assert [[t.trial_index for t in r.trials] for r in history] == [[0, 1, 2], [3, 4]]
-    assert [r.best_so_far for r in history] == [0.5, 0.7]
-    assert [(r.stopped, r.stop_reason) for r in history] == [(False, None), (True, "budget exhausted")]
-    assert history[1].best_score == 0.7 and history[1].best_candidate == params(9, 1)
-    assert history[0].extra == {"population": 3, "selection_meta": {"kept": 1}}
-    local = state.entries()
-    assert [r["round_index"] for r in local] == [0, 1]
-    assert [[t["trial_index"] for t in r["trials"]] for r in local] == [[0, 1, 2], [3, 4]]
-    assert [r["best_so_far"] for r in local] == [0.5, 0.7]
-    assert local[1]["stopped"] and local[1]["stop_reason"] == "budget exhausted"
+    assert [r["round_index"] for r in history] == [0, 1]
+    assert [[t["trial_index"] for t in r["trials"]] for r in history] == [[0, 1, 2], [3, 4]]
+    assert [r["best_so_far"] for r in history] == [0.5, 0.7]
+    assert [(r["stopped"], r["stop_reason"]) for r in history] == [(False, None), (True, "budget exhausted")]
+    assert history[1]["best_score"] == 0.7 and history[1]["best_candidate"] == params(9, 1)
+    assert history[0]["extra"] == {"population": 3, "selection_meta": {"kept": 1}}
+    assert state.entries() == history, "what the helper recorded is what the service gives back"
 
     summary = await client.optimizations.get(state.optimization_id)
     assert (summary.rounds, summary.trials, summary.best_score, summary.best_trial_index) == (2, 5, 0.7, 4)
@@ -87,9 +83,9 @@ async def test_candidate_payloads_of_every_kind_and_none(client: ChronicleClient
     for n, payload in enumerate(payloads):
         await state.record_trial(round, candidate=payload, score=n / 10, metrics={"latency_ms": 100 + n})
     [entry] = await state.history()
-    assert [t.candidate for t in entry.trials] == payloads
-    assert entry.trials[-1].candidate_id is None
-    ids = [t.candidate_id for t in entry.trials[:-1]]
+    assert [t["candidate"] for t in entry["trials"]] == payloads
+    assert entry["trials"][-1]["candidate_id"] is None
+    ids = [t["candidate_id"] for t in entry["trials"][:-1]]
     assert len(set(ids)) == 4 and all(ids)
     again = await state.record_trial(round, candidate=dict(payloads[3]), score=0.0)
     assert again.candidate_id == ids[3], "the same candidate keeps its id"
@@ -120,8 +116,8 @@ async def test_stop_is_stamped_on_the_last_round_when_missing(client: ChronicleC
     await state.record_trial(open_round, candidate={"shots": 4}, score=0.6)
     await state.finalize_stop("max rounds")
     history = await state.history()
-    assert [(r.stop_reason, r.stopped) for r in history] == [(None, False), ("max rounds", True)]
-    assert history[1].ended_at is not None and history[1].best_candidate == {"shots": 4}
+    assert [(r["stop_reason"], r["stopped"]) for r in history] == [(None, False), ("max rounds", True)]
+    assert history[1]["ended_at"] is not None and history[1]["best_candidate"] == {"shots": 4}
     with pytest.raises(ChronicleError) as refused:
         await state.record_trial(open_round, candidate={"shots": 8}, score=0.9)
     assert refused.value.code == "conflict" and refused.value.fields == ["round_id"]
@@ -130,7 +126,7 @@ async def test_stop_is_stamped_on_the_last_round_when_missing(client: ChronicleC
     only = await other.start_round()
     await other.end_round(only)
     await other.finalize_stop("done")
-    assert [(r.stop_reason, r.stopped) for r in await other.history()] == [("done", True)]
+    assert [(r["stop_reason"], r["stopped"]) for r in await other.history()] == [("done", True)]
     assert other.entries()[0]["stop_reason"] == "done"
 
 
@@ -172,7 +168,7 @@ async def test_lifecycle_rules_refuse_and_write_nothing(client: ChronicleClient,
         with pytest.raises(ChronicleError) as invisible:
             await call
         assert invisible.value.code == "not_found"
-    assert [r.round_index for r in await state.history()] == [0, 5]
+    assert [r["round_index"] for r in await state.history()] == [0, 5]
     assert (await client.optimizations.get(state.optimization_id)).trials == 0
 
 
@@ -206,7 +202,7 @@ async def test_concurrent_recorders_get_unique_gap_free_indices(
     for recorder in recorders:
         recorders[0].observed(recorder.last_position)
     [entry] = await recorders[0].optimizations.history(state.optimization_id)
-    assert [t.trial_index for t in entry.trials] == list(range(200))
+    assert [t["trial_index"] for t in entry["trials"]] == list(range(200))
     summary = await recorders[0].optimizations.get(state.optimization_id)
     assert summary.trials == 200 and summary.best_score == max(max(s) for s in scores)
 
@@ -233,7 +229,7 @@ async def test_overlapping_record_trial_calls_share_requests_and_each_gets_its_o
     assert [t.score for t in recorded] == [n / 100 for n in range(60)], "each caller gets its own trial"
     assert len(requests) < 60 and f"{client.prefix}.cmd.trial.record_many" in requests
     [entry] = await state.history()
-    by_index = {t.trial_index: t.candidate for t in entry.trials}
+    by_index = {t["trial_index"]: t["candidate"] for t in entry["trials"]}
     assert [by_index[t.trial_index] for t in recorded] == population
 
     lone = await state.record_trial(round, candidate={"gene": 60}, score=0.0)
@@ -290,8 +286,8 @@ async def test_history_pages_never_split_a_round(client: ChronicleClient) -> Non
     first = await client.optimizations.history_page(state.optimization_id, max_trials=7)
     assert [r.round_index for r in first.rounds] == [0, 1, 2] and first.next_after_round == 2
     everything = await client.optimizations.history(state.optimization_id, max_trials=4)
-    assert [r.round_index for r in everything] == [0, 1, 2, 3, 4]
-    assert [t.trial_index for r in everything for t in r.trials] == list(range(15))
+    assert [r["round_index"] for r in everything] == [0, 1, 2, 3, 4]
+    assert [t["trial_index"] for r in everything for t in r["trials"]] == list(range(15))
 
 
 async def test_replaying_the_events_gives_the_same_history(chronicle: Chronicle, client: ChronicleClient) -> None:
@@ -313,9 +309,7 @@ async def test_replaying_the_events_gives_the_same_history(chronicle: Chronicle,
         await asyncio.to_thread(rebuild, chronicle.target, projection, batch_size=3)
     assert await state.history() == before
     assert await client.optimizations.lineage(state.optimization_id, parent) == lineage_before
-    assert [r.model_dump() for r in before] == [
-        o.RoundEntry.model_validate(entry).model_dump() for entry in state.entries()
-    ], "the client's own record agrees with the service's"
+    assert before == state.entries(), "the client's own record agrees with the service's"
 
 
 async def test_pareto_front_of_the_last_round_and_of_all_trials(client: ChronicleClient) -> None:
@@ -400,7 +394,7 @@ async def test_a_retried_trial_with_its_idempotency_key_is_recorded_once(client:
     following = await client.optimizations.record_trial(round.round_id, candidate={"x": 2}, score=0.1)
     assert following.trial_index == first.trial_index + 1
     [entry] = await state.history()
-    assert [t.trial_index for t in entry.trials] == [0, 1]
+    assert [t["trial_index"] for t in entry["trials"]] == [0, 1]
 
 
 async def test_a_closed_optimization_session_takes_no_more_rounds(client: ChronicleClient) -> None:
@@ -433,10 +427,10 @@ async def test_a_round_too_big_for_one_reply_comes_in_parts(
     assert [r.round_index for r in second.rounds] == [1] and not second.rounds[0].complete
     assert second.next_after_round == 0 and second.next_after_trial == second.rounds[0].trials[-1].trial_index
     parts = await state.history()
-    assert [r.round_index for r in parts] == [0, 1, 2]
-    assert [t.trial_index for t in parts[1].trials] == list(range(1, 31))
-    assert parts[1].complete and parts[1].best_score == whole[1].best_score == 1.0
-    assert [r.trials for r in parts] == [r.trials for r in whole]
+    assert [r["round_index"] for r in parts] == [0, 1, 2]
+    assert [t["trial_index"] for t in parts[1]["trials"]] == list(range(1, 31))
+    assert parts[1]["best_score"] == whole[1]["best_score"] == 1.0
+    assert parts == whole
 
 
 async def test_a_history_of_many_pages_is_planned_by_its_first_page(
@@ -461,7 +455,7 @@ async def test_a_history_of_many_pages_is_planned_by_its_first_page(
 
     await state.start_round()  # an open round, planned like the others
     grown = await state.history()
-    assert [r.round_index for r in grown] == list(range(8)) and grown[:7] == whole
+    assert [r["round_index"] for r in grown] == list(range(8)) and grown[:7] == whole
 
 
 async def test_more_planned_pages_than_are_asked_for_at_once_join_up_in_order(
@@ -475,17 +469,15 @@ async def test_more_planned_pages_than_are_asked_for_at_once_join_up_in_order(
     open_round = await state.start_round()  # and an open one: its trials joined by the query, its best so far
     await state.record_trials(open_round, [{"candidate": {"open": t}, "score": s} for t, s in enumerate([3.0, 1.0, 2.0, 1.0])])
     whole = await state.history()
-    assert (whole[-1].best_score, whole[-1].best_candidate) == (1.0, {"open": 1})
+    assert (whole[-1]["best_score"], whole[-1]["best_candidate"]) == (1.0, {"open": 1})
 
     monkeypatch.setattr(queries_optimization, "REPLY_BUDGET", 1_200)  # a round per reply
     first = await client.optimizations.history_page(state.optimization_id)
     assert len(first.planned) > client_optimization.PAGES_IN_FLIGHT, "more pages planned than asked for at once"
     paged = await state.history()
-    assert [r.round_index for r in paged] == list(range(13))
-    assert [r.model_dump() for r in paged] == [r.model_dump() for r in whole], "the same shape and values"
-    assert [r.model_dump() for r in whole] == [
-        o.RoundEntry.model_validate(entry).model_dump() for entry in state.entries()
-    ], "the client's own record agrees with the service's"
+    assert [r["round_index"] for r in paged] == list(range(13))
+    assert paged == whole, "the same shape and values"
+    assert whole == state.entries(), "the client's own record agrees with the service's"
 
 
 async def test_an_ended_rounds_trials_read_as_they_did_while_it_was_open(client: ChronicleClient) -> None:
@@ -498,7 +490,7 @@ async def test_an_ended_rounds_trials_read_as_they_did_while_it_was_open(client:
     [open_round] = await state.history()
     await state.end_round(round)
     [ended] = await state.history()
-    assert ended.trials == open_round.trials and ended.ended_at is not None
+    assert ended["trials"] == open_round["trials"] and ended["ended_at"] is not None
     raw = await client.request(
         "query.optimizations.history",
         {"optimization_id": str(state.optimization_id), "min_position": client.last_position},
@@ -537,5 +529,5 @@ async def test_a_population_is_recorded_in_one_request_in_order(client: Chronicl
         await state.record_trials(first, [{"candidate": {"g": 9}, "score": 1.0}, {"candidate": {"g": 10}, "extra": {"parents": [1]}}])
     assert invalid.value.code == "invalid" and invalid.value.fields == ["extras.parents"]
     [entry] = await state.history()
-    assert [t.trial_index for t in entry.trials] == list(range(6)), "the refused batch wrote nothing"
+    assert [t["trial_index"] for t in entry["trials"]] == list(range(6)), "the refused batch wrote nothing"
     assert state.entries()[0]["trials"][-1]["candidate"] == {"g": 5}

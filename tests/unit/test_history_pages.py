@@ -49,10 +49,10 @@ class CannedPages(Optimizations):
         self.replies = replies
         self.asked: list[tuple[int | None, int | None]] = []
 
-    async def history_page(self, optimization_id: UUID, **fields: Any) -> o.History:
+    async def history_page_json(self, optimization_id: UUID, **fields: Any) -> dict[str, Any]:
         cursor = (fields.get("after_round"), fields.get("until_round"))
         self.asked.append(cursor)
-        return self.replies[cursor]
+        return self.replies[cursor].model_dump(mode="json")  # as the wire carries it
 
 
 def page(rounds: list[int], next_after_round: int | None, planned: tuple[tuple[int, int], ...] = ()) -> o.History:
@@ -72,5 +72,24 @@ async def test_the_client_fetches_planned_pages_and_goes_on_from_what_agrees(cha
     }
     api = CannedPages(replies)
     rounds = await api.history(uuid4())
-    assert [r.round_index for r in rounds] == [0, 1, 2, 3, 4, 5]
+    assert [r["round_index"] for r in rounds] == [0, 1, 2, 3, 4, 5]
     assert api.asked == [(None, None), (1, 3), (3, 5), *([(2, None)] if changed else [])]
+
+
+async def test_a_round_in_parts_is_joined_and_read_as_entries_shapes_it() -> None:
+    trial = {"score": 0.5, "candidate": {"x": 1}, "candidate_id": "c", "metrics": {}, "dataset": None, "extra": {},
+             "best_so_far": 0.5, "timestamp": datetime(2026, 3, 1, 12, 30, tzinfo=UTC)}
+    first_part, last_part = entry(7), entry(7)
+    first_part.complete, first_part.trials = False, [o.TrialEntry(trial_index=0, **trial)]
+    last_part.trials = [o.TrialEntry(trial_index=1, **trial)]
+    first = page([], 7)
+    first.rounds, first.next_after_trial = [first_part], 0
+    last = page([], None)
+    last.rounds = [last_part]
+    api = CannedPages({(None, None): first, (7, None): last})
+
+    [joined] = await api.history(uuid4())
+    assert [t["trial_index"] for t in joined["trials"]] == [0, 1]
+    assert "complete" not in joined, "a paging mark, not part of the normalized shape"
+    assert joined["round_id"] == last_part.round_id and joined["ended_at"] == datetime(2026, 3, 1, tzinfo=UTC)
+    assert joined["trials"][1]["timestamp"] == datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
