@@ -2,8 +2,10 @@
 
 Starts `chronicle serve` on a fresh database, then for each run: subscribes to the run's
 subjects, pauses, times the arrival of `<prefix>.hitl.<run_id>.paused` (in the
-subscription's callback), resumes, times `.resumed`. Also times an orchestrator's whole `wait_for_resume` (durable consumer
-included). Prints a table; the aim is p99 under 10 ms for each signal.
+subscription's callback), resumes, times `.resumed`. Also times an orchestrator's whole
+`wait_for_resume` (durable consumer included), and then the floor (bench/floor.py): a bare
+process that commits a row and publishes a message per request, timed the same way.
+Prints a table; the aim is p99 under 10 ms for each signal.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import nats
 
 from adapters.postgres import PostgresTarget, migrate
+from bench import floor
 from bench.report import Report, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess
@@ -91,6 +94,12 @@ def run(runs: int, database_url: str | None, nats_url: str | None) -> tuple[Repo
                     servers.nats_url, token, prefix=service.subject_prefix
                 ) as client:
                     await measure(client, runs, report)
+                    with floor.floor_process(url, servers.nats_url, service.subject_prefix):
+                        report.add_percentiles(
+                            "floor: bare request -> commit -> JetStream publish",
+                            await floor.measure(client.nc, service.subject_prefix, runs),
+                            note="no Chronicle code: what this machine gives at the least",
+                        )
 
             asyncio.run(drive())
         finally:
