@@ -22,31 +22,48 @@ def read_positions(payload: str) -> list[tuple[str, int]]:
 
 
 class ProjectionPositions(Background):
-    """Tracks each projection's committed position from NOTIFY, with a polling fallback."""
+    """Tracks each projection's committed position from NOTIFY, with a polling fallback,
+    while some request waits for one, and for `linger` seconds after. With nobody waiting
+    (a load of writes alone: trials recorded, HITL signals) it does not listen, since
+    every projection batch would wake the service for nothing (measured at 600 trials/s:
+    11% of the service's interpreter time, and a Postgres backend woken per batch)."""
 
     name = "projection-positions"
 
-    def __init__(self, target: PostgresTarget, names: list[str], poll_interval: float = 1.0):
+    def __init__(self, target: PostgresTarget, names: list[str], poll_interval: float = 1.0, linger: float = 10.0):
         super().__init__()
         self.target = target
         self.names = names
         self.poll_interval = poll_interval
-        self.positions: dict[str, int] = dict.fromkeys(names, 0)
+        self.linger = linger
+        self.positions: dict[str, int] = dict.fromkeys(names, 0)  # as last heard: never ahead of the truth
         self._changed = asyncio.Condition()
+        self._wanted = asyncio.Event()  # someone waits, or did within `linger`
+        self._waiting = 0
+        self._last_wait = 0.0
 
     async def wait_for(self, names: list[str], position: int | None, timeout: float) -> None:
-        if position is None or all(self.positions.get(n, 0) >= position for n in names):
+        if position is None or self._reached(names, position):
             return
+        loop = asyncio.get_running_loop()
+        self._waiting += 1
+        self._wanted.set()
         try:
             async with asyncio.timeout(timeout):
                 async with self._changed:
-                    await self._changed.wait_for(lambda: all(self.positions.get(n, 0) >= position for n in names))
+                    await self._changed.wait_for(lambda: self._reached(names, position))
         except TimeoutError:
             raise ChronicleError(
                 "unavailable",
                 f"read models have not reached position {position} yet; retry later",
                 [{"field": "min_position", "rule": "reached", "message": "not reached in time"}],
             ) from None
+        finally:
+            self._waiting -= 1
+            self._last_wait = loop.time()
+
+    def _reached(self, names: list[str], position: int) -> bool:
+        return all(self.positions.get(n, 0) >= position for n in names)
 
     async def _record(self, moved: list[tuple[str, int]]) -> None:
         changed = False
@@ -61,17 +78,28 @@ class ProjectionPositions(Background):
         cur = await conn.execute("SELECT name, position FROM chronicle.projections WHERE name = ANY(%s)", (self.names,))
         await self._record(await cur.fetchall())
 
+    def _still_wanted(self) -> bool:
+        if self._waiting or asyncio.get_running_loop().time() - self._last_wait < self.linger:
+            return True
+        self._wanted.clear()  # (no await since the check: a new waiter sets it again)
+        return False
+
     async def _run(self) -> None:
         backoff = 0.1
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(self.target.url, autocommit=True) as conn:
-                    await conn.execute(SQL("LISTEN {}").format(Identifier(PROGRESS_CHANNEL)))
                     backoff = 0.1
                     while True:
+                        await self._wanted.wait()
+                        # Listening first, then reading: no move is missed between the two.
+                        await conn.execute(SQL("LISTEN {}").format(Identifier(PROGRESS_CHANNEL)))
                         await self._poll(conn)
-                        async for notify in conn.notifies(timeout=self.poll_interval):
-                            await self._record(read_positions(notify.payload))
+                        while self._still_wanted():
+                            async for notify in conn.notifies(timeout=self.poll_interval):
+                                await self._record(read_positions(notify.payload))
+                            await self._poll(conn)
+                        await conn.execute(SQL("UNLISTEN {}").format(Identifier(PROGRESS_CHANNEL)))
             except psycopg.Error as error:
                 log.warning("positions listener lost; reconnecting", extra={"error_type": type(error).__name__})
                 await asyncio.sleep(backoff)
