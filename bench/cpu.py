@@ -53,6 +53,18 @@ def postgres_backends(database: str) -> list[int]:
     return found
 
 
+def processes_named(name: str) -> list[int]:
+    """Processes whose command name is `name` (nats-server, say)."""
+    found = []
+    for entry in PROC.glob("[0-9]*"):
+        try:
+            if (entry / "comm").read_text().strip() == name:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def children_of(pid: int) -> list[int]:
     """The processes `pid` started (the service's projection process, say)."""
     return [int(entry.name) for entry in PROC.glob("[0-9]*") if stat_fields(int(entry.name))[1:2] == [str(pid)]]
@@ -79,6 +91,7 @@ class CpuMeter:
         groups = {
             "service": process_cpu_seconds(self.service_pid),
             "bench": process_cpu_seconds(os.getpid()),
+            "nats": sum(process_cpu_seconds(pid) for pid in processes_named("nats-server")),
             "machine": machine_busy_seconds(),
         }
         return groups, backends, children
@@ -89,7 +102,7 @@ class CpuMeter:
 
     def stop(self) -> dict[str, float]:
         """Cores used by 'service', its child processes ('projections'), 'postgres' (this
-        database's backends), 'bench', and the whole 'machine'."""
+        database's backends), 'bench', 'nats' (every nats-server here) and the whole 'machine'."""
         if not self.available():
             return {}
         seconds = time.perf_counter() - self._started

@@ -23,7 +23,7 @@ from adapters.postgres import PostgresTarget, migrate
 from bench import floor
 from bench.report import Report, under
 from bench.servers import bench_servers
-from bench.service import ServiceProcess
+from bench.service import ServiceProcess, add_service_setting_option, service_settings
 from services.client import ChronicleClient
 
 SIGNAL_AIM_MS = 10.0
@@ -80,12 +80,13 @@ async def measure(client: ChronicleClient, runs: int, report: Report) -> None:
     report.add_percentiles("resume -> wait_for_resume returned", waited_ms, note="durable consumer fetch")
 
 
-def run(runs: int, database_url: str | None, nats_url: str | None) -> tuple[Report, Path]:
-    report = Report({"suite": "hitl", "runs": runs})
+def run(runs: int, database_url: str | None, nats_url: str | None,
+        settings: dict[str, str] | None = None) -> tuple[Report, Path]:
+    report = Report({"suite": "hitl", "runs": runs, "service_settings": settings or {}})
     with bench_servers(database_url, nats_url) as servers, servers.fresh_database(False) as url, \
             tempfile.TemporaryDirectory(prefix="chronicle-bench-hitl-") as workdir:
         migrate(PostgresTarget(url))
-        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir))
+        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir), settings)
         service.start()
         try:
             async def drive() -> None:
@@ -112,7 +113,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--runs", type=int, default=1000, help="pause/resume round trips (default 1,000)")
     p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
     p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    add_service_setting_option(p)
     args = p.parse_args(argv)
-    report, path = run(args.runs, args.database_url, args.nats_url)
+    report, path = run(args.runs, args.database_url, args.nats_url, service_settings(args.service_setting))
     print(report.table())
     print(f"\nsaved {path}")

@@ -24,7 +24,7 @@ import random
 import tempfile
 import time
 from contextlib import AsyncExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -35,7 +35,7 @@ from adapters.postgres import PostgresTarget, migrate
 from bench.cpu import CpuMeter
 from bench.report import Report, over, timed_async, under
 from bench.servers import bench_servers
-from bench.service import ServiceProcess, positions, wait_for_read_models
+from bench.service import ServiceProcess, add_service_setting_option, positions, service_settings, wait_for_read_models
 from services import contract_optimization as o
 from services.client import ChronicleClient
 from services.client_optimization import PAGES_IN_FLIGHT, OptimizationState, RoundHandle
@@ -61,6 +61,7 @@ class Plan:
     database_url: str | None = None
     nats_url: str | None = None
     keep: bool = False
+    service_settings: dict[str, str] = field(default_factory=dict)  # CHRONICLE_* variables
 
 
 QUICK = {"trials": 300, "trials_per_recorder": 100, "rounds": 20, "trials_per_round": 50, "history_runs": 5}
@@ -100,8 +101,17 @@ async def record_batches(client: ChronicleClient, round_id: UUID, count: int, ba
     return latencies
 
 
+def add_cpu_per_trial(report: Report, label: str, cores: dict[str, float], seconds: float, trials: int) -> None:
+    """Where a phase's CPU went, per trial: on two shared cores this is what bounds throughput."""
+    if cores:
+        per_trial = {name: used * seconds * 1000 / trials for name, used in cores.items()}
+        parts = ("service", "projections", "postgres", "nats", "bench")
+        report.add(f"{label}: CPU per trial, whole machine", per_trial["machine"], "ms",
+                   note=", ".join(f"{name} {per_trial[name]:.2f}" for name in parts))
+
+
 async def measure_recording(
-    clients: list[ChronicleClient], optimization_id: UUID, plan: Plan, report: Report
+    clients: list[ChronicleClient], optimization_id: UUID, plan: Plan, report: Report, meter: CpuMeter
 ) -> None:
     """One round per phase: the lone recorder, the concurrent recorders, then the same
     recorders each with `in_flight` trials outstanding (what the service can take)."""
@@ -119,32 +129,38 @@ async def measure_recording(
         round_id = (await lone.optimizations.start_round(optimization_id)).round_id
         await record(lone, round_id, min(100, per_recorder // 10), rng)  # warm-up: caches, connections
         per_task = per_recorder // in_flight
+        meter.start()
         started = time.perf_counter()
         latencies = await asyncio.gather(*(
             record(client, round_id, per_task, random.Random(rng.random()))
             for client in clients[:recorders] for _ in range(in_flight)
         ))
         elapsed = time.perf_counter() - started
+        cores = meter.stop()
         await lone.optimizations.end_round(round_id)
         total = recorders * in_flight * per_task
         report.add(f"{label}: throughput", total / elapsed, "trials/s", over(TRIALS_PER_SECOND_AIM),
                    note=f"{total:,} trials in {elapsed:.1f} s")
         report.add_percentiles(f"{label}: latency", [ms for part in latencies for ms in part])
+        add_cpu_per_trial(report, label, cores, elapsed, total)
     for recorders in (1, plan.recorders):
         label = f"trial.record_many ({plan.batch} per request), {recorders} recorder{'s' if recorders > 1 else ''}"
         round_id = (await lone.optimizations.start_round(optimization_id)).round_id
         per_recorder = plan.trials if recorders == 1 else plan.trials_per_recorder
+        meter.start()
         started = time.perf_counter()
         latencies = await asyncio.gather(*(
             record_batches(client, round_id, per_recorder, plan.batch, random.Random(rng.random()))
             for client in clients[:recorders]
         ))
         elapsed = time.perf_counter() - started
+        cores = meter.stop()
         await lone.optimizations.end_round(round_id)
         total = recorders * per_recorder
         report.add(f"{label}: throughput", total / elapsed, "trials/s", over(TRIALS_PER_SECOND_AIM),
                    note=f"{total:,} trials in {elapsed:.1f} s")
         report.add_percentiles(f"{label}: latency per request", [ms for part in latencies for ms in part])
+        add_cpu_per_trial(report, label, cores, elapsed, total)
 
 
 async def record_through_helper(
@@ -300,7 +316,7 @@ def run(plan: Plan) -> tuple[Report, Path]:
         report.details["server_settings"] = servers.server_settings()
         target = PostgresTarget(url)
         migrate(target)
-        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir))
+        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir), plan.service_settings)
         service.start()
         try:
             async def drive() -> None:
@@ -315,7 +331,8 @@ def run(plan: Plan) -> tuple[Report, Path]:
                     optimization_id = (await clients[0].optimizations.start(
                         name="record bench", optimizer="random_search", project="bench"
                     )).optimization_id
-                    await measure_recording(clients, optimization_id, plan, report)
+                    await measure_recording(clients, optimization_id, plan, report,
+                                            CpuMeter(service.pid, target.params["dbname"]))
                     if plan.helper_in_flight > 0:
                         await measure_helper(clients, optimization_id, plan, report)
                     await measure_history(clients, plan, target, service, report)
@@ -352,10 +369,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
     p.add_argument("--keep", action="store_true",
                    help="keep the bench database afterwards (for EXPLAIN ANALYZE); its URL is printed")
+    add_service_setting_option(p)
     args = p.parse_args(argv)
     chosen = {**(QUICK if args.quick else {}), **{
         name: value for name, value in vars(args).items() if name in asdict(defaults) and value is not None
-    }}
+    }, "service_settings": service_settings(args.service_setting)}
     report, path = run(Plan(**chosen))
     print(report.table())
     print(f"\nsaved {path}")

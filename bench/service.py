@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import concurrent.futures
 import contextlib
@@ -24,6 +25,24 @@ from adapters.postgres import PostgresTarget
 
 PROJECTION_POSITIONS = "SELECT name, position FROM chronicle.projections"
 HEAD = "SELECT coalesce(max(notification_id), 0) FROM chronicle.events"
+
+
+def service_settings(pairs: list[str] | None) -> dict[str, str]:
+    """`--service-setting name=value` arguments as CHRONICLE_* variables (a bench compares settings)."""
+    settings = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--service-setting: expected NAME=VALUE, got {pair!r}")
+        settings[f"CHRONICLE_{name.upper()}"] = value
+    return settings
+
+
+def add_service_setting_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--service-setting", action="append", metavar="NAME=VALUE",
+        help="a setting of the service under test, e.g. projection_nice=19 (repeatable)",
+    )
 
 
 def chronicle_command() -> list[str]:
