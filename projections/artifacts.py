@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
 from domain.artifact import Artifact
@@ -74,7 +73,7 @@ class ArtifactsProjection(Projection):
 
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
-        self.new_artifacts = Rows(self._copy_artifacts)
+        self.new_artifacts = Rows(self.copier("{schema}.artifacts", self.COLUMNS))
         self.sinks = [self.new_artifacts]
 
     COLUMNS = (
@@ -82,11 +81,6 @@ class ArtifactsProjection(Projection):
         " stats, tokens, rag_examples, refinement, variation_set_id, variation_index, tags, node_count, depth,"
         " size_bytes, component_types, created_at, updated_at"
     )
-
-    def _copy_artifacts(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
-        with cur.copy(self.sql("COPY {schema}.artifacts (" + self.COLUMNS + ") FROM STDIN")) as copy:
-            for row in rows:
-                copy.write_row(row)
 
     @handles(Artifact.Stored)
     def stored(self, batch: Batch, e: Artifact.Stored, _: int) -> None:

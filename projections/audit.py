@@ -66,8 +66,8 @@ class AuditProjection(Projection):
 
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
-        self.aggregates = Rows(self.copier("COPY {schema}.aggregates (id, type, owner, created_at) FROM STDIN"))
-        self.links = Rows(self.copier("COPY {schema}.links (aggregate_id, scope_id, field) FROM STDIN"))
+        self.aggregates = Rows(self.copier("{schema}.aggregates", "id, type, owner, created_at"))
+        self.links = Rows(self.copier("{schema}.links", "aggregate_id, scope_id, field"))
         self.sinks = [self.aggregates, self.links]
 
     @classmethod

@@ -45,9 +45,10 @@ class Projection:
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
-        cls.handlers = {
+        cls.handlers = {  # a subclass keeps its bases' handlers (and may replace them)
             member.handled_event: member
-            for member in vars(cls).values()
+            for klass in reversed(cls.__mro__)
+            for member in vars(klass).values()
             if callable(member) and hasattr(member, "handled_event")
         }
 
@@ -84,8 +85,9 @@ class Projection:
         """A statement with its schema (and any other named identifiers) filled in, cached."""
         return _compose(text, self.schema, tuple(sorted(names.items())))
 
-    def copier(self, statement: str) -> Callable[[Any, list[tuple[Any, ...]]], None]:
-        """A Rows writer that COPYs a batch's rows with `statement` (COPY ... FROM STDIN)."""
+    def copier(self, table: str, columns: str) -> Callable[[Any, list[tuple[Any, ...]]], None]:
+        """A Rows writer that COPYs a batch's rows into `table` ("{schema}.name")."""
+        statement = f"COPY {table} ({columns}) FROM STDIN"
 
         def copy_rows(cursor: Any, rows: list[tuple[Any, ...]]) -> None:
             with cursor.copy(self.sql(statement)) as copy:

@@ -75,15 +75,14 @@ class HistoryProjection(Projection):
         super().__init__(schema, **options)
         self.new_conversations = Rows(
             self.copier(
-                "COPY {schema}.conversations (id, owner, title, tags, session_id, document_context,"
-                " embedding_provider, created_at, updated_at) FROM STDIN"
+                "{schema}.conversations",
+                "id, owner, title, tags, session_id, document_context, embedding_provider, created_at, updated_at",
             )
         )
         self.conversations_per_session = Totals(lambda a, b: a + b, self._count_session_conversations)
         self.new_messages = Rows(
             self.copier(
-                "COPY {schema}.messages (conversation_id, seq, id, role, content, metadata, pinned,"
-                " message_type, created_at) FROM STDIN"
+                "{schema}.messages", "conversation_id, seq, id, role, content, metadata, pinned, message_type, created_at"
             )
         )
         # Per conversation: (messages added, first message's preview, latest time).

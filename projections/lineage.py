@@ -72,14 +72,11 @@ class LineageProjection(Projection):
         self.candidates = Rows(self._insert_candidates)
         self.parents = Rows(self._insert_parents)
         self.artifacts = Rows(
-            self.copier(
-                "COPY {schema}.artifacts (id, owner, parent_id, generation, variation_set_id, created_at) FROM STDIN"
-            )
+            self.copier("{schema}.artifacts", "id, owner, parent_id, generation, variation_set_id, created_at")
         )
         self.rag_links = Rows(
             self.copier(
-                "COPY {schema}.rag_links (artifact_id, example_id, owner, session_id, position, score, text,"
-                " created_at) FROM STDIN"
+                "{schema}.rag_links", "artifact_id, example_id, owner, session_id, position, score, text, created_at"
             )
         )
         self.sinks = [self.candidates, self.parents, self.artifacts, self.rag_links]

@@ -132,8 +132,9 @@ class OptimizationsProjection(Projection):
         super().__init__(schema, **options)
         self.new_trials = Rows(
             self.copier(
-                "COPY {schema}.trials (optimization_id, trial_index, id, round_index, candidate_id, candidate_kind,"
-                " candidate, score, metrics, dataset, extra, best_so_far, improved, created_at, entry) FROM STDIN"
+                "{schema}.trials",
+                "optimization_id, trial_index, id, round_index, candidate_id, candidate_kind, candidate, score,"
+                " metrics, dataset, extra, best_so_far, improved, created_at, entry",
             )
         )
         self.round_totals = Totals(later_totals, self._add_round_totals)

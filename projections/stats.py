@@ -59,7 +59,7 @@ class StatsProjection(Projection):
     def __init__(self, schema: str | None = None, **options: Any):
         super().__init__(schema, **options)
         self.conversations_started = Totals(lambda a, b: a + b, self._count_started)
-        self.new_conversations = Rows(self._copy_conversations)
+        self.new_conversations = Rows(self.copier("{schema}.conversations", "id, owner, tags, created_at"))
         self.tags_started = Totals(lambda a, b: a + b, self._count_started_tags)
         self.messages_added = Totals(lambda a, b: a + b, self._add_messages)
         # Per (session, owner): (artifacts added or removed, tokens).
@@ -94,11 +94,6 @@ class StatsProjection(Projection):
             columns(items, 2),
             prepare=True,
         )
-
-    def _copy_conversations(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
-        with cur.copy(self.sql("COPY {schema}.conversations (id, owner, tags, created_at) FROM STDIN")) as copy:
-            for row in rows:
-                copy.write_row(row)
 
     def _count_started_tags(self, cur: Cursor, items: list[tuple[tuple[str, str], int]]) -> None:
         cur.execute(

@@ -1,0 +1,133 @@
+"""The live projection engine: every read model follows the log batch by batch, and one
+that cannot apply an event holds back only itself, whether its Python or its SQL fails."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from adapters.event_store import EventStore, PydanticMapper
+from adapters.postgres import PostgresTarget
+from domain.session import Session
+from projections.base import Projection, handles
+from projections.batch import Batch, Rows
+from projections.engine import ProjectionEngine
+
+OWNER = "engine-test"
+
+
+class Names(Projection):
+    """Each session's name, stored through a copier."""
+
+    name = "test_names"
+    version = 1
+    tables = "CREATE TABLE {schema}.names (id uuid PRIMARY KEY, name text NOT NULL, at timestamptz NOT NULL)"
+
+    def __init__(self, schema: str | None = None, **options: Any):
+        super().__init__(schema, **options)
+        self.names = Rows(self.copier("{schema}.names", "id, name, at"))
+        self.sinks = [self.names]
+
+    @handles(Session.Created)
+    def created(self, batch: Batch, e: Session.Created, _: int) -> None:
+        batch.append(self.names, (e.originator_id, e.name, e.timestamp))
+
+
+class NamesFailingInPython(Names):
+    name = "test_names_python"
+
+    @handles(Session.Created)
+    def created(self, batch: Batch, e: Session.Created, position: int) -> None:
+        if e.name == "refused":
+            raise ValueError("this projection cannot apply this event")
+        super().created(batch, e, position)
+
+
+class NamesFailingInSql(Names):
+    name = "test_names_sql"
+    tables = (
+        "CREATE TABLE {schema}.names (id uuid PRIMARY KEY, name text NOT NULL CHECK (name <> 'refused'),"
+        " at timestamptz NOT NULL)"
+    )
+
+
+def record_session(store: EventStore, name: str) -> int:
+    """One session created, in a commit of its own (as a command would); its log position."""
+    session = Session.create(id=uuid.uuid4(), owner=OWNER, at=datetime.now(UTC), name=name)
+    mapper = PydanticMapper()
+    return store.recorder.record([mapper.to_stored_event(e) for e in session.collect_events()])[-1]
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def engine(target: PostgresTarget) -> Iterator[ProjectionEngine]:
+    running = ProjectionEngine(
+        target, [Names(), NamesFailingInPython(), NamesFailingInSql()], batch_size=500, vacuum_every=0, threads=1
+    )
+    running.start()
+    assert running.wait_prepared(30)
+    yield running
+    running.stop()
+
+
+def names_in(target: PostgresTarget, projection: type[Projection]) -> list[str]:
+    with target.connect() as conn:
+        rows = conn.execute(f"SELECT name FROM {projection.live_schema()}.names ORDER BY at").fetchall()
+    return [row[0] for row in rows]
+
+
+def position_of(target: PostgresTarget, projection: type[Projection]) -> int:
+    with target.connect() as conn:
+        row = conn.execute("SELECT position FROM chronicle.projections WHERE name = %s", (projection.name,)).fetchone()
+    return row[0] if row else -1
+
+
+def test_live_batches_reach_every_read_model_and_a_failing_one_holds_back_only_itself(
+    target: PostgresTarget, store: EventStore, engine: ProjectionEngine
+) -> None:
+    first = record_session(store, "first")
+    wait_for(lambda: all(position_of(target, p) >= first for p in (Names, NamesFailingInPython, NamesFailingInSql)),
+             "the first live batch")
+    refused = record_session(store, "refused")
+    last = record_session(store, "last")
+
+    wait_for(lambda: position_of(target, Names) >= last, "the healthy read model to pass the refused event")
+    assert names_in(target, Names) == ["first", "refused", "last"]
+    for failing in (NamesFailingInPython, NamesFailingInSql):
+        # Stopped just before the event it cannot apply, with nothing of it or after it.
+        wait_for(lambda f=failing: position_of(target, f) == refused - 1, f"{failing.name} to stop before it")
+        assert names_in(target, failing) == ["first"]
+
+
+def test_a_tail_behind_catches_up_in_long_batches_and_then_follows_live(
+    target: PostgresTarget, store: EventStore
+) -> None:
+    def engine() -> ProjectionEngine:
+        return ProjectionEngine(target, [Names()], batch_size=500, vacuum_every=0, threads=1)
+
+    first = engine()  # builds the read model, then stops
+    first.start()
+    assert first.wait_prepared(30)
+    first.stop()
+    behind = [record_session(store, f"early {n}") for n in range(1200)]  # more than two batches of 500
+    second = engine()
+    second.start()
+    try:
+        wait_for(lambda: position_of(target, Names) >= behind[-1], "the catch-up", timeout=60)
+        live = [record_session(store, f"live {n}") for n in range(3)]
+        wait_for(lambda: position_of(target, Names) >= live[-1], "the live batches")
+    finally:
+        second.stop()
+    assert names_in(target, Names) == [f"early {n}" for n in range(1200)] + [f"live {n}" for n in range(3)]
