@@ -8,6 +8,7 @@ import sys
 
 from bench.run import Plan, run
 from bench.seed import Scale
+from bench.service import add_service_setting_option, service_settings
 
 FULL = {"users": 100, "conversations": 20_000, "messages": 1_000_000, "samples": 1000, "duration": 30.0}
 QUICK = {"users": 10, "conversations": 1_000, "messages": 50_000, "samples": 200, "duration": 10.0}
@@ -63,6 +64,7 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument("--nats-url", help="NATS URL (default: 127.0.0.1:4222 when it answers, else embedded)")
     where.add_argument("--keep", action="store_true",
                        help="keep the bench database afterwards (for EXPLAIN ANALYZE); its URL is printed")
+    add_service_setting_option(p)
     return p
 
 
@@ -85,6 +87,7 @@ def plan_from(args: argparse.Namespace) -> Plan:
         database_url=args.database_url,
         nats_url=args.nats_url,
         keep=args.keep,
+        service_settings=service_settings(args.service_setting),
     )
 
 

@@ -8,7 +8,7 @@ import platform
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ class Plan:
     database_url: str | None
     nats_url: str | None
     keep: bool
+    service_settings: dict[str, str] = field(default_factory=dict)  # CHRONICLE_* variables
 
 
 def say(message: str) -> None:
@@ -271,7 +272,7 @@ def run(plan: Plan) -> tuple[Report, Path]:
             + ", ".join(f"{k}={v}" for k, v in postgres.items()))
         migrate(target)
         dataset = seed_history(target, plan, report)
-        with ServiceProcess.fresh(database_url, servers.nats_url, Path(workdir)).stopped_afterwards(say) as service:
+        with ServiceProcess.fresh(database_url, servers.nats_url, Path(workdir), plan.service_settings).stopped_afterwards(say) as service:
             build_read_models(service, target, report, plan.build_timeout)
             asyncio.run(measure(plan, service, target, dataset, report))
         rebuild_read_models(target, settings, report)

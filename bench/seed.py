@@ -169,7 +169,7 @@ def insert_all(
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-insert") as inserter:
             for stored in batches(store):
-                in_flight.append(inserter.submit(store.recorder.record, stored, lambda ids: []))
+                in_flight.append(inserter.submit(store.recorder.record, stored))
                 while len(in_flight) >= INSERTS_IN_FLIGHT:
                     in_flight.popleft().result()
                 inserted(len(stored))
