@@ -518,7 +518,7 @@ class ProjectionEngine:
         projections: list[Projection],
         batch_size: int,
         vacuum_every: int = 100_000,
-        threads: int = 2,
+        threads: int = 1,
     ):
         self.stop_event = threading.Event()
         self.wakeup = Wakeup(target, self.stop_event)

@@ -30,7 +30,7 @@ class Settings(BaseSettings):
     group_commit_max_batch: int = Field(default=512, ge=1)
     aggregate_cache_size: int = Field(default=20_000, ge=0)
     projection_batch_size: int = Field(default=2000, ge=1)
-    projection_threads: int = Field(default=2, ge=1, description="threads following the log for the read models")
+    projection_threads: int = Field(default=1, ge=1, description="threads following the log for the read models")
     read_model_vacuum_every: int = Field(
         default=100_000, ge=0, description="events between VACUUM ANALYZE of a read model when autovacuum is off; 0: never"
     )
