@@ -70,6 +70,11 @@ def children_of(pid: int) -> list[int]:
     return [int(entry.name) for entry in PROC.glob("[0-9]*") if stat_fields(int(entry.name))[1:2] == [str(pid)]]
 
 
+def milliseconds_each(cores: dict[str, float], seconds: float, count: int) -> dict[str, float]:
+    """CpuMeter.stop()'s cores over a phase of `seconds` as CPU milliseconds per unit of work."""
+    return {name: used * seconds * 1000 / count for name, used in cores.items()}
+
+
 @dataclass
 class CpuMeter:
     """Cores used per group between start() and stop(): CPU seconds / wall seconds."""

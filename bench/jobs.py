@@ -40,7 +40,7 @@ import orjson
 from adapters.agent_offline import OfflineAgent
 from adapters.postgres import PostgresTarget, migrate
 from bench.corpus import Corpus
-from bench.cpu import CpuMeter
+from bench.cpu import CpuMeter, milliseconds_each
 from bench.load import connect
 from bench.report import Report, percentile, under
 from bench.run import say
@@ -306,7 +306,7 @@ def add_rows(report: Report, measured: Measured, agent_ms: dict[int, float]) -> 
     report.add_percentiles(f"{label}: request→completed, all at once", [run.latency_ms for run in done],
                            note="includes the wait behind the jobs queued before")
     if measured.cores and done:
-        per_job = {name: cores * seconds * 1000 / len(done) for name, cores in measured.cores.items()}
+        per_job = milliseconds_each(measured.cores, seconds, len(done))
         agent_mean = statistics.mean(agent_ms[run.spec.options["bench_job"]] for run in done)
         report.add(f"{label}: service CPU per job", per_job["service"], "ms",
                    note=f"of which agent ~{agent_mean:.1f}; projections {per_job['projections']:.1f} ms"

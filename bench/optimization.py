@@ -32,7 +32,7 @@ from uuid import UUID
 import orjson
 
 from adapters.postgres import PostgresTarget, migrate
-from bench.cpu import CpuMeter
+from bench.cpu import CpuMeter, milliseconds_each
 from bench.report import Report, over, timed_async, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess, add_service_setting_option, positions, service_settings, wait_for_read_models
@@ -104,7 +104,7 @@ async def record_batches(client: ChronicleClient, round_id: UUID, count: int, ba
 def add_cpu_per_trial(report: Report, label: str, cores: dict[str, float], seconds: float, trials: int) -> None:
     """Where a phase's CPU went, per trial: on two shared cores this is what bounds throughput."""
     if cores:
-        per_trial = {name: used * seconds * 1000 / trials for name, used in cores.items()}
+        per_trial = milliseconds_each(cores, seconds, trials)
         parts = ("service", "projections", "postgres", "nats", "bench")
         report.add(f"{label}: CPU per trial, whole machine", per_trial["machine"], "ms",
                    note=", ".join(f"{name} {per_trial[name]:.2f}" for name in parts))
@@ -259,7 +259,7 @@ async def raw_history(client: ChronicleClient, optimization_id: UUID, max_trials
 
 
 async def measure_history(
-    clients: list[ChronicleClient], plan: Plan, target: PostgresTarget, service: ServiceProcess, report: Report
+    clients: list[ChronicleClient], plan: Plan, target: PostgresTarget, meter: CpuMeter, report: Report
 ) -> None:
     started = time.perf_counter()
     optimization_id = await seed_history(clients, plan)
@@ -281,7 +281,6 @@ async def measure_history(
         raise RuntimeError(f"history has {len(rounds)} rounds, {sum(len(r['trials']) for r in rounds)} trials")
     size, pages = await raw_history(reader, optimization_id, page)
     shape = f"{plan.rounds} rounds x {plan.trials_per_round} trials, {pages} page(s) of max_trials {page:,}"
-    meter = CpuMeter(service.pid, target.params["dbname"])
     meter.start()
     started = time.perf_counter()
     report.add_percentiles("optimizations.history (client, every page)", await timed_async(
@@ -289,7 +288,7 @@ async def measure_history(
         aim_p95=under(HISTORY_AIM_MS), note=shape)
     cores, seconds = meter.stop(), time.perf_counter() - started
     if cores:  # who spends what on one history: its parts run side by side on a few cores
-        per_call = {name: used * seconds * 1000 / plan.history_runs for name, used in cores.items()}
+        per_call = milliseconds_each(cores, seconds, plan.history_runs)
         report.add("optimizations.history CPU per call, client", per_call["bench"], "ms",
                    note=f"service {per_call['service']:.0f} ms, Postgres {per_call['postgres']:.0f} ms,"
                         f" whole machine {per_call['machine']:.0f} ms (NATS and anything else too)")
@@ -331,11 +330,11 @@ def run(plan: Plan) -> tuple[Report, Path]:
                     optimization_id = (await clients[0].optimizations.start(
                         name="record bench", optimizer="random_search", project="bench"
                     )).optimization_id
-                    await measure_recording(clients, optimization_id, plan, report,
-                                            CpuMeter(service.pid, target.params["dbname"]))
+                    meter = CpuMeter(service.pid, target.params["dbname"])
+                    await measure_recording(clients, optimization_id, plan, report, meter)
                     if plan.helper_in_flight > 0:
                         await measure_helper(clients, optimization_id, plan, report)
-                    await measure_history(clients, plan, target, service, report)
+                    await measure_history(clients, plan, target, meter, report)
 
             asyncio.run(drive())
         finally:

@@ -272,7 +272,8 @@ def run(plan: Plan) -> tuple[Report, Path]:
             + ", ".join(f"{k}={v}" for k, v in postgres.items()))
         migrate(target)
         dataset = seed_history(target, plan, report)
-        with ServiceProcess.fresh(database_url, servers.nats_url, Path(workdir), plan.service_settings).stopped_afterwards(say) as service:
+        service_process = ServiceProcess.fresh(database_url, servers.nats_url, Path(workdir), plan.service_settings)
+        with service_process.stopped_afterwards(say) as service:
             build_read_models(service, target, report, plan.build_timeout)
             asyncio.run(measure(plan, service, target, dataset, report))
         rebuild_read_models(target, settings, report)
