@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jwt
 
 from domain.base import SYSTEM_OWNER
-from services.errors import ChronicleError
+from services.contract.errors import ChronicleError
 
 
 class Caller(str):
@@ -31,12 +32,14 @@ AUDITOR = "auditor"
 class TokenAuthority:
     """HS256 with a shared secret, or RS256 with a public key (verification only)."""
 
-    def __init__(self, *, secret: str | None = None, public_key: str | None = None):
-        if not secret and not public_key:
+    def __init__(self, *, secret: str | None = None, public_key: str | None = None, clock: Callable[[], float] = time.time):
+        key = public_key or secret
+        if not key:
             raise ValueError("a JWT secret or public key is required")
         self.secret = secret
-        self.key = public_key or secret
+        self.key = key
         self.algorithms = ["RS256"] if public_key else ["HS256"]
+        self.clock = clock  # seconds since the epoch: when tokens are issued and expire
 
     @classmethod
     def local(cls, data_dir: Path) -> TokenAuthority:
@@ -51,7 +54,7 @@ class TokenAuthority:
     def issue(self, user_id: str, *, ttl_seconds: int = 30 * 24 * 3600, claims: dict | None = None) -> str:
         if not self.secret:
             raise ValueError("tokens can only be issued with a shared secret")
-        now = int(time.time())
+        now = int(self.clock())
         payload = {"sub": user_id, "iat": now, "exp": now + ttl_seconds, **(claims or {})}
         return jwt.encode(payload, self.secret, algorithm="HS256")
 
@@ -62,7 +65,7 @@ class TokenAuthority:
         if scheme.lower() != "bearer" or not token:
             raise ChronicleError("unauthorized", "missing bearer token")
         caller, expires = self._verified(token.strip())
-        if expires is not None and expires <= time.time():
+        if expires is not None and expires <= self.clock():
             raise ChronicleError("unauthorized", "invalid or expired token")
         return caller
 

@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class EmbeddedPostgres:
 
     def __init__(self, data_dir: Path):
         self.data_dir = data_dir / "postgres"
-        self.server = None
+        self.server: Any = None  # a pgserver.PostgresServer once started
 
     def start(self) -> str:
         import pgserver  # imported here: it is only needed when no URL is configured

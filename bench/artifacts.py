@@ -30,9 +30,9 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 from nats.aio.client import Client as NATS
 
-from adapters.event_store import PydanticMapper
-from adapters.generator_offline import OfflineGenerator
-from adapters.postgres import PostgresTarget, migrate
+from adapters.generation.generator_offline import OfflineGenerator
+from adapters.store.mapper import PydanticMapper
+from adapters.store.postgres import PostgresTarget, migrate
 from bench.corpus import Corpus
 from bench.load import SEARCH_KINDS, Samples, connect, search_words, sequential
 from bench.report import Report, percentile, under
@@ -43,8 +43,8 @@ from bench.service import ServiceProcess
 from domain.artifact import Artifact, GenerationStats, RagExample
 from domain.layout import shape_of
 from domain.session import Session
-from services.client import ChronicleClient
-from services.generator import GenerationRequest
+from services.client.connection import ChronicleClient
+from services.ports.generator import GenerationRequest
 
 GET_AIM_MS = 10.0  # the old design asked for 100 ms
 VARIATIONS_AIM_MS = 200.0  # the old design asked for 5 s
@@ -61,7 +61,7 @@ CHAIN_OWNER = "bench-chain-owner"
 REQUEST_TIMEOUT = 30.0
 # Seeding transactions close at this many bytes whatever their event count, so they stay
 # the size of a busy group commit. (Found here: psycopg's pipeline mode hung for good on an
-# insert of ~10 MB; the recorder no longer uses it, see adapters/event_store.py.)
+# insert of ~10 MB; the recorder no longer uses it, see adapters/store/event_store.py.)
 MAX_INSERT_BYTES = 4 * 1024 * 1024
 QUERY_OPENERS = ("Landing page for", "Dashboard showing", "Signup form about", "Report page on",
                  "Settings screen for", "Product page with", "Checkout flow for", "Help center on")

@@ -10,15 +10,17 @@ line per event, to /dev/null). Issue 7's aims: both above 50,000 events/s. Repla
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from pathlib import Path
 
-from adapters.audit import verify_chains
-from adapters.postgres import PostgresTarget, migrate
+from adapters.store.hash_chains import verify_chains
+from adapters.store.keys import KeyRing
+from adapters.store.postgres import PostgresTarget, migrate
 from bench.report import Report, over
 from bench.seed import Scale, seed
 from bench.servers import bench_servers
-from services.audit_export import ExportScope, export_events
+from services.audit.export import ExportScope, export_events
 
 RATE_AIM = 50_000.0
 
@@ -42,8 +44,8 @@ def run(events: int, database_url: str | None, keep: bool) -> tuple[Report, Path
                    note=f"{chains.events:,} events, {chains.streams:,} streams in {elapsed:.1f} s")
 
         started = time.perf_counter()
-        with open("/dev/null", "wb") as sink:
-            written = export_events(target, ExportScope(), sink)
+        with open("/dev/null", "wb") as sink, contextlib.closing(KeyRing(target)) as keys:
+            written = export_events(target, keys, ExportScope(), sink)
         elapsed = time.perf_counter() - started
         assert written == dataset.events
         report.add("export --all", written / elapsed, "events/s", over(RATE_AIM),

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 import nats
 import psycopg
 
-from adapters.jetstream import ensure_stream
+from adapters.messaging.jetstream import ensure_stream
 
 SIGNAL_BYTES = 1_000  # about a paused signal with a short history
 

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import nats
 
-from adapters.postgres import PostgresTarget, migrate
+from adapters.store.postgres import PostgresTarget, migrate
 from bench import floor
 from bench.report import Report, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess, add_service_setting_option, service_settings
-from services.client import ChronicleClient
+from services.client.connection import ChronicleClient
 
 SIGNAL_AIM_MS = 10.0
 RUNS_PER_CONVERSATION = 10

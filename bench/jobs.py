@@ -37,8 +37,8 @@ from uuid import UUID
 
 import orjson
 
-from adapters.agent_offline import OfflineAgent
-from adapters.postgres import PostgresTarget, migrate
+from adapters.generation.agent_offline import OfflineAgent
+from adapters.store.postgres import PostgresTarget, migrate
 from bench.corpus import Corpus
 from bench.cpu import CpuMeter, milliseconds_each
 from bench.load import connect
@@ -47,8 +47,8 @@ from bench.run import say
 from bench.servers import BenchServers, bench_servers
 from bench.service import ServiceProcess
 from domain.job_results import ARTIFACT_TYPES
-from services.agent import JobSpec
-from services.client import ChronicleClient
+from services.client.connection import ChronicleClient
+from services.ports.agent import JobSpec
 
 OVERHEAD_AIM_MS = 20.0
 AGENT_RUNS = 3  # per job; the median is kept

@@ -19,7 +19,7 @@ from nats.aio.client import Client as NATS
 from adapters.auth import TokenAuthority
 from bench.corpus import Corpus
 from bench.seed import Dataset
-from services.client import ChronicleClient
+from services.client.connection import ChronicleClient
 
 Operation = Callable[[], Awaitable[object]]
 SEARCH_KINDS = ("common word", "two common words", "rare word", "common and rare word")

@@ -31,18 +31,18 @@ from uuid import UUID
 
 import orjson
 
-from adapters.postgres import PostgresTarget, migrate
+from adapters.store.postgres import PostgresTarget, migrate
 from bench.cpu import CpuMeter, milliseconds_each
 from bench.report import Report, over, timed_async, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess, add_service_setting_option, positions, service_settings, wait_for_read_models
-from services import contract_optimization as o
-from services.client import ChronicleClient
-from services.client_optimization import PAGES_IN_FLIGHT, OptimizationState, RoundHandle
+from services.client.connection import ChronicleClient
+from services.client.optimizations import PAGES_IN_FLIGHT, OptimizationState, RoundHandle
+from services.contract.optimizations import OptimizationHistory
 
 TRIALS_PER_SECOND_AIM = 1_000.0
 HISTORY_AIM_MS = 100.0
-DEFAULT_PAGE_TRIALS: int = o.OptimizationHistory.model_fields["max_trials"].default
+DEFAULT_PAGE_TRIALS: int = OptimizationHistory.model_fields["max_trials"].default
 READ_MODELS = ["optimizations", "lineage"]
 PARAMETERS = ("learning_rate", "temperature", "top_p", "dropout", "weight_decay")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from adapters.postgres import PostgresTarget
+from adapters.store.postgres import PostgresTarget
 from projections.engine import rebuild, rebuild_all
-from services.bootstrap import PROJECTIONS, projection_options
-from services.settings import Settings
+from services.entrypoints.read_models import PROJECTIONS, projection_options
+from services.entrypoints.settings import Settings
 
 
 @dataclass(frozen=True)

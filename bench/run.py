@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.auth import TokenAuthority
-from adapters.postgres import PostgresTarget, migrate
+from adapters.store.postgres import PostgresTarget, migrate
 from bench.cpu import CpuMeter
 from bench.lag import ProgressListener
 from bench.load import SEARCH_KINDS, Samples, Workload, connect, sequential, sustained
@@ -22,8 +22,8 @@ from bench.report import Report, over, percentile, under
 from bench.seed import Dataset, Scale, seed
 from bench.servers import bench_servers
 from bench.service import ServiceProcess, positions, wait_for_read_models
-from services.bootstrap import PROJECTIONS
-from services.settings import Settings
+from services.entrypoints.read_models import PROJECTIONS
+from services.entrypoints.settings import Settings
 
 READ_MODELS = [p.name for p in PROJECTIONS]
 QUERY_AIM_MS = 20

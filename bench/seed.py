@@ -22,9 +22,9 @@ from typing import Any
 
 from eventsourcing.persistence import StoredEvent
 
-from adapters.event_store import EventStore
-from adapters.keys import KeyRing
-from adapters.postgres import PostgresTarget
+from adapters.store.event_store import EventStore
+from adapters.store.keys import KeyRing
+from adapters.store.postgres import PostgresTarget
 from bench.corpus import Corpus
 from domain.conversation import Conversation
 

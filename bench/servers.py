@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 
 from adapters.embedded import local_or_embedded
-from adapters.postgres import scratch_database
+from adapters.store.postgres import scratch_database
 
 REPORTED_SETTINGS = [
     "server_version", "autovacuum", "fsync", "synchronous_commit", "shared_buffers", "work_mem", "max_connections",

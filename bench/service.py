@@ -20,8 +20,8 @@ import nats
 import orjson
 
 from adapters.auth import TokenAuthority
-from adapters.jetstream import remove_streams
-from adapters.postgres import PostgresTarget
+from adapters.messaging.jetstream import remove_streams
+from adapters.store.postgres import PostgresTarget
 
 PROJECTION_POSITIONS = "SELECT name, position FROM chronicle.projections"
 HEAD = "SELECT coalesce(max(notification_id), 0) FROM chronicle.events"
@@ -48,7 +48,7 @@ def add_service_setting_option(parser: argparse.ArgumentParser) -> None:
 def chronicle_command() -> list[str]:
     """The `chronicle` script of this virtualenv (what ./dev serve runs), or the module behind it."""
     script = Path(sys.executable).parent / "chronicle"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "services.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "services.entrypoints.cli"]
 
 
 @dataclass

@@ -18,15 +18,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID, uuid4
 
-from adapters.event_store import EventStore
-from adapters.keys import KeyRing
-from adapters.postgres import PostgresTarget, migrate
+from adapters.store.event_store import EventStore
+from adapters.store.keys import KeyRing
+from adapters.store.postgres import PostgresTarget, migrate
 from bench.report import Report, percentile, timed, timed_async, under
 from bench.servers import bench_servers
 from domain.conversation import Conversation
-from services.queries import Queries, query_pool
-from services.queries_audit import Audit
-from services.settings import Settings
+from services.audit.queries import Audit
+from services.entrypoints.settings import Settings
+from services.runtime.read_models import Queries, query_pool
 
 REPLAY_AIM_MS = 50.0
 WRITE_BATCH = 1_000

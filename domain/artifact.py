@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from domain.base import Aggregate, check_text, normalise_tags
 from domain.errors import InvalidCommand
 from domain.layout import check_layout
-from domain.snapshot import AggregateState
+from domain.snapshot import state_of
 
 MAX_QUERY = 10_000
 MAX_DRAFT = 1_000_000
@@ -80,22 +80,26 @@ def check_examples(examples: tuple[RagExample, ...]) -> None:
             check_text(f"rag_examples[{n}].text", example.text, max_length=MAX_EXAMPLE_TEXT, min_length=0)
 
 
-class Artifact(Aggregate):
+class ArtifactAttributes:
+    # What its events set; the snapshot's State model is made from these.
+    session_id: UUID
+    parent_id: UUID | None
+    generation: int
+    query: str
+    draft: str
+    layout: dict[str, Any]
+    tags: tuple[str, ...]
+    variation_set_id: UUID | None
+    variation_index: int | None
+    previews: tuple[Preview, ...]
+    removed: bool
+
+
+class Artifact(ArtifactAttributes, Aggregate):
     """State: owner, session_id, parent_id, generation (0 for a root), query, draft, layout,
     tags, variation_set_id, variation_index, previews, removed."""
 
-    class State(AggregateState):
-        session_id: UUID
-        parent_id: UUID | None
-        generation: int
-        query: str
-        draft: str
-        layout: dict[str, Any]
-        tags: tuple[str, ...]
-        variation_set_id: UUID | None
-        variation_index: int | None
-        previews: tuple[Preview, ...]
-        removed: bool
+    State = state_of(ArtifactAttributes)
 
     class Stored(Aggregate.Created):
         session_id: UUID

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggregate
@@ -28,6 +29,9 @@ class DomainEvent(BaseModel):
 class Aggregate(BaseAggregate[UUID]):
     """Base for Chronicle aggregates: every aggregate has an owner user id (`owner`)."""
 
+    if TYPE_CHECKING:  # set by Created.apply; an annotation at runtime would make every aggregate a dataclass
+        owner: str
+
     class Event(DomainEvent, CanMutateAggregate[UUID]):
         pass
 
@@ -35,15 +39,15 @@ class Aggregate(BaseAggregate[UUID]):
         originator_topic: str
         owner: str
 
-        def apply(self, aggregate: Aggregate) -> None:
+        def apply(self, aggregate: Any) -> None:
             aggregate.owner = self.owner
 
-    def trigger_event(self, event_class: type, **kwargs: object) -> None:  # type: ignore[override]
+    def trigger_event(self, event_class: type, **kwargs: object) -> None:
         # An aggregate's events never go back in time, even if two instances' clocks differ.
         at = kwargs.get("timestamp")
         if isinstance(at, datetime) and at < self.modified_on:
             kwargs["timestamp"] = self.modified_on
-        super().trigger_event(event_class, **kwargs)  # type: ignore[arg-type]
+        super().trigger_event(event_class, **kwargs)
 
     def check_visible_to(self, user_id: str) -> None:
         """Another user's aggregate is reported exactly like a missing one."""

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from domain.base import Aggregate, check_text, normalise_tags
 from domain.hitl import Checkpoint, HumanInTheLoop
-from domain.snapshot import AggregateState
+from domain.snapshot import state_of
 
 MAX_TITLE = 500
 MAX_CONTENT = 10_000
@@ -30,23 +30,26 @@ def derive_title(content: str) -> str:
     return cut.rstrip() + "…"
 
 
-class Conversation(HumanInTheLoop, Aggregate):
+class ConversationAttributes:
+    """What a snapshot keeps (domain/snapshot.py): every attribute the events set."""
+
+    title: str
+    title_derived: bool
+    tags: tuple[str, ...]
+    session_id: UUID | None
+    message_count: int
+    deleted: bool
+    checkpoints: dict[str, Checkpoint]
+
+
+class Conversation(ConversationAttributes, HumanInTheLoop, Aggregate):
     """State: owner, title, title_derived, tags, session_id, message_count, deleted, checkpoints.
 
     (Plain attributes set by the events' apply methods: class-level annotations would
     make eventsourcing generate an __init__ that expects them.)
     """
 
-    class State(AggregateState):
-        """What a snapshot keeps (domain/snapshot.py): every attribute the events set."""
-
-        title: str
-        title_derived: bool
-        tags: tuple[str, ...]
-        session_id: UUID | None
-        message_count: int
-        deleted: bool
-        checkpoints: dict[str, Checkpoint]
+    State = state_of(ConversationAttributes)
 
     class Started(Aggregate.Created):
         title: str

@@ -11,16 +11,20 @@ from datetime import datetime
 from uuid import UUID
 
 from domain.base import Aggregate
-from domain.snapshot import AggregateState
+from domain.snapshot import state_of
 
 CURRENT_SESSION_NAMESPACE = UUID("5d0c7f2e-1b9a-4c3d-8e6f-2a4b6c8d0e1f")
 
 
-class CurrentSession(Aggregate):
+class CurrentSessionAttributes:
+    # What its events set; the snapshot's State model is made from these.
+    session_id: UUID
+
+
+class CurrentSession(CurrentSessionAttributes, Aggregate):
     """State: owner, session_id."""
 
-    class State(AggregateState):
-        session_id: UUID
+    State = state_of(CurrentSessionAttributes)
 
     class Chosen(Aggregate.Created):
         session_id: UUID

@@ -14,8 +14,14 @@ DIGEST_ID = UUID("0c8e7f4a-3d52-4b6e-9a1f-6d2c0b9e7a15")
 ROOT_PATTERN = re.compile(r"[0-9a-f]{64}")
 
 
-class AuditDigest(Aggregate):
+class AuditDigestAttributes:
+    # What its events set (declared here, not on the aggregate: see domain/snapshot.py state_of).
+    position: int
+
+
+class AuditDigest(AuditDigestAttributes, Aggregate):
     """State: `position`, the notification id the latest digest was taken at (0: none yet)."""
+
 
     class Opened(Aggregate.Created):
         def apply(self, digest: AuditDigest) -> None:

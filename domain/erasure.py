@@ -15,8 +15,15 @@ from domain.base import SYSTEM_OWNER, Aggregate
 SUBJECT_NAMESPACE = UUID("9a3e6d1c-4b7f-4e2a-8c5d-0f1e2d3c4b5a")
 
 
-class DataSubject(Aggregate):
+class DataSubjectAttributes:
+    # What its events set (declared here, not on the aggregate: see domain/snapshot.py state_of).
+    user_id: str
+    erased: bool
+
+
+class DataSubject(DataSubjectAttributes, Aggregate):
     """State: owner (the system), user_id, erased."""
+
 
     class Registered(Aggregate.Created):
         user_id: str

@@ -200,8 +200,15 @@ def is_due(checkpoint: Checkpoint, at: datetime) -> bool:
     return checkpoint.expires_at is not None and checkpoint.expires_at <= at
 
 
-class HitlRun(Aggregate):
+class HitlRunAttributes:
+    # What its events set (declared here, not on the aggregate: see domain/snapshot.py state_of).
+    run_id: str
+    conversation_id: UUID
+
+
+class HitlRun(HitlRunAttributes, Aggregate):
     """Finds a run's conversation from its run id (run ids are global: they name NATS subjects)."""
+
 
     class Opened(Aggregate.Created):
         run_id: str

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from domain.base import Aggregate, check_text
 from domain.errors import Conflict, InvalidCommand
-from domain.snapshot import AggregateState
+from domain.snapshot import state_of
 
 Status = Literal["pending", "planning", "generating", "validating", "completed", "failed"]
 Phase = Literal["planning", "generating", "validating"]
@@ -62,23 +62,27 @@ def request_fingerprint(
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-class Job(Aggregate):
-    class State(AggregateState):
-        session_id: UUID
-        artifact_type: str
-        content: str
-        options: dict[str, Any]
-        source_ids: tuple[str, ...]
-        fingerprint: str
-        snapshot: tuple[Chunk, ...]
-        status: Status
-        progress: int
-        attempt: int
-        worker: str | None
-        plan: dict[str, Any] | None
-        result: dict[str, Any] | None
-        error: str | None
-        artifact_id: UUID | None
+class JobAttributes:
+    # What its events set; the snapshot's State model is made from these.
+    session_id: UUID
+    artifact_type: str
+    content: str
+    options: dict[str, Any]
+    source_ids: tuple[str, ...]
+    fingerprint: str
+    snapshot: tuple[Chunk, ...]
+    status: Status
+    progress: int
+    attempt: int
+    worker: str | None
+    plan: dict[str, Any] | None
+    result: dict[str, Any] | None
+    error: str | None
+    artifact_id: UUID | None
+
+
+class Job(JobAttributes, Aggregate):
+    State = state_of(JobAttributes)
 
     class Requested(Aggregate.Created):
         session_id: UUID

@@ -9,17 +9,21 @@ from datetime import datetime
 from uuid import UUID
 
 from domain.base import Aggregate
-from domain.snapshot import AggregateState
+from domain.snapshot import state_of
 
 SLOT_NAMESPACE = UUID("3f6b1c2d-7e8a-4b9c-a1d2-e3f4a5b6c7d8")
 
 
-class JobSlot(Aggregate):
+class JobSlotAttributes:
+    # What its events set; the snapshot's State model is made from these.
+    fingerprint: str
+    active_job_id: UUID | None
+
+
+class JobSlot(JobSlotAttributes, Aggregate):
     """State: owner, fingerprint, active_job_id (None once that job ended)."""
 
-    class State(AggregateState):
-        fingerprint: str
-        active_job_id: UUID | None
+    State = state_of(JobSlotAttributes)
 
     class Opened(Aggregate.Created):
         fingerprint: str

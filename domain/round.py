@@ -9,30 +9,33 @@ from uuid import UUID
 from domain.base import Aggregate, check_text
 from domain.errors import Conflict
 from domain.optimization import MAX_STOP_REASON, Direction, improves
-from domain.snapshot import AggregateState
+from domain.snapshot import state_of
 
 
 class RoundEnded(Conflict):
     pass
 
 
-class Round(Aggregate):
+class RoundAttributes:
+    """What a snapshot keeps (domain/snapshot.py): every attribute the events set."""
+
+    optimization_id: UUID
+    round_index: int
+    direction: Direction
+    first_trial_index: int
+    best_so_far: float | None
+    trial_count: int
+    best_score: float | None
+    best_trial_id: UUID | None
+    ended: bool
+    stop_reason: str | None
+
+
+class Round(RoundAttributes, Aggregate):
     """State: owner, optimization_id, round_index, direction, first_trial_index,
     trial_count, best_so_far, best_score, best_trial_id, ended, stop_reason."""
 
-    class State(AggregateState):
-        """What a snapshot keeps (domain/snapshot.py): every attribute the events set."""
-
-        optimization_id: UUID
-        round_index: int
-        direction: Direction
-        first_trial_index: int
-        best_so_far: float | None
-        trial_count: int
-        best_score: float | None
-        best_trial_id: UUID | None
-        ended: bool
-        stop_reason: str | None
+    State = state_of(RoundAttributes)
 
     class Started(Aggregate.Created):
         optimization_id: UUID

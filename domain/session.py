@@ -3,37 +3,41 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, get_args
 from uuid import UUID
 
 from domain.base import Aggregate, check_text, normalise_tags
 from domain.errors import Conflict
 from domain.optimization import OptimizationState, Optimizing
-from domain.snapshot import AggregateState
+from domain.snapshot import state_of
 
 MAX_SESSION_NAME = 500
 MAX_SESSION_DESCRIPTION = 10_000
-SESSION_KINDS = ("general", "chat", "generation", "optimization")
+SessionKind = Literal["general", "chat", "generation", "optimization"]
+SESSION_KINDS: tuple[str, ...] = get_args(SessionKind)
 
 
 class SessionClosed(Conflict):
     pass
 
 
-class Session(Optimizing, Aggregate):
+class SessionAttributes:
+    """What a snapshot keeps (domain/snapshot.py): every attribute the events set."""
+
+    name: str
+    description: str
+    kind: str
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    closed: bool
+    optimization: OptimizationState | None
+
+
+class Session(SessionAttributes, Optimizing, Aggregate):
     """State: owner, name, description, kind, tags, metadata, closed, optimization (set by
     apply methods; `optimization` only for kind `optimization`, see domain/optimization.py)."""
 
-    class State(AggregateState):
-        """What a snapshot keeps (domain/snapshot.py): every attribute the events set."""
-
-        name: str
-        description: str
-        kind: str
-        tags: tuple[str, ...]
-        metadata: dict[str, Any]
-        closed: bool
-        optimization: OptimizationState | None
+    State = state_of(SessionAttributes)
 
     class Created(Aggregate.Created):
         name: str

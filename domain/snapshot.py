@@ -1,7 +1,7 @@
 """Snapshots of aggregate state through explicit, typed models (never pickle).
 
-An aggregate class that declares `class State(AggregateState)` (every attribute its events
-set, with its type) can be snapshotted: `capture` validates `vars(aggregate)` through that
+An aggregate class that declares `State = state_of(ItsAttributes)` (every attribute its
+events set, with its type) can be snapshotted: `capture` validates `vars(aggregate)` through that
 model, `restore` builds a fresh instance from a validated model. A class without one is
 simply never snapshotted, and neither is an instance whose attributes the model does not
 cover exactly (an attribute added without updating the model must not be lost).
@@ -13,10 +13,10 @@ import hashlib
 import json
 from datetime import datetime
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_type_hints
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, create_model
 
 from domain.base import Aggregate
 
@@ -30,6 +30,14 @@ class AggregateState(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     owner: str
+
+
+def state_of(attributes: type) -> type[AggregateState]:
+    """The State model of an aggregate whose events set the names `attributes` annotates
+    (declared once, on a plain class the aggregate inherits, so that the type checker sees
+    them and eventsourcing does not make the aggregate a dataclass)."""
+    fields: dict[str, Any] = {name: (hint, ...) for name, hint in get_type_hints(attributes).items()}
+    return create_model("State", __base__=AggregateState, __doc__=attributes.__doc__, **fields)
 
 
 class Unsnapshottable(Exception):

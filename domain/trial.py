@@ -87,8 +87,18 @@ def make_candidate(payload: Any, candidate_id: str | None, extras: dict[str, Any
     )
 
 
-class Trial(Aggregate):
+class TrialAttributes:
+    # What its events set (declared here, not on the aggregate: see domain/snapshot.py state_of).
+    optimization_id: UUID
+    round_id: UUID
+    trial_index: int
+    candidate: Candidate | None
+    score: float | None
+
+
+class Trial(TrialAttributes, Aggregate):
     """State: owner, optimization_id, round_id, trial_index, candidate, score."""
+
 
     class Recorded(Aggregate.Created):
         optimization_id: UUID

@@ -30,8 +30,17 @@ class Member(BaseModel):
     error: str | None = None
 
 
-class VariationSet(Aggregate):
+class VariationSetAttributes:
+    # What its events set (declared here, not on the aggregate: see domain/snapshot.py state_of).
+    session_id: UUID
+    members: tuple[Member, ...]
+    diversity: float
+    rankings: dict[str, list[int]]
+
+
+class VariationSet(VariationSetAttributes, Aggregate):
     """State: owner, session_id, members, diversity, rankings."""
+
 
     class Created(Aggregate.Created):
         session_id: UUID

@@ -115,4 +115,4 @@ class Projection:
 @cache
 def _compose(text: str, schema: str, names: tuple[tuple[str, str], ...]) -> Composed:
     identifiers = {key: Identifier(value) for key, value in names}
-    return SQL(text).format(schema=Identifier(schema), **identifiers)  # type: ignore[arg-type]
+    return SQL(text).format(schema=Identifier(schema), **identifiers)

@@ -10,18 +10,22 @@ projection's Batcher.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import psycopg
 from eventsourcing.persistence import StoredEvent
 from psycopg.sql import SQL, Identifier
 
-from adapters.event_store import EVENTS_CHANNEL, ErasedContent, PydanticMapper
-from adapters.keys import KeyRing
-from adapters.postgres import PostgresTarget
+from adapters.store.event_store import EVENTS_CHANNEL
+from adapters.store.keys import KeyRing
+from adapters.store.mapper import ErasedContent, PydanticMapper
+from adapters.store.postgres import PostgresTarget
 from projections.base import Projection
 
 log = logging.getLogger(__name__)
@@ -125,15 +129,13 @@ class Batcher:
                 return 0, position
             events = [row[2:] for row in found if row[2] is not None]
             batch = self.projection.batch(cur)
-            for notification_id, originator_id, version, topic, state in events:
-                try:
-                    event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
-                except ErasedContent:
-                    continue  # its owner was erased: nothing of it belongs in a read model
+
+            def apply(_: object, event: Any, notification_id: int) -> None:
                 self.projection.apply(batch, event, notification_id)
+
+            apply_rows(self.mapper, events, lambda notification_id, topic: (self,), apply)
             batch.flush()
-            # A short batch means nothing else this projection cares about exists up to head.
-            new_position = events[-1][0] if len(events) == self.batch_size else head
+            new_position = reached_position(events, self.batch_size, head)
             cur.execute(
                 SET_TRACKING_AND_NOTIFY,
                 {
@@ -145,6 +147,35 @@ class Batcher:
                 prepare=True,
             )
             return len(events), new_position
+
+
+Reader = TypeVar("Reader")
+
+
+def apply_rows(
+    mapper: PydanticMapper,
+    rows: Sequence[Sequence[Any]],
+    readers: Callable[[int, str], Sequence[Reader]],
+    apply: Callable[[Reader, Any, int], None],
+) -> None:
+    """Each (notification id, originator id, version, topic, state) row decoded once, if any
+    reader wants it, and applied by each of them; an event whose owner was erased is skipped:
+    nothing of it belongs in a read model."""
+    for notification_id, originator_id, version, topic, state in rows:
+        wanting = readers(notification_id, topic)
+        if not wanting:
+            continue
+        try:
+            event = mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
+        except ErasedContent:
+            continue
+        for reader in wanting:
+            apply(reader, event, notification_id)
+
+
+def reached_position(rows: Sequence[Sequence[Any]], batch_size: int, head: int) -> int:
+    """A full batch ends at its last event; a short one means nothing else wanted exists up to head."""
+    return int(rows[-1][0]) if len(rows) == batch_size else head
 
 
 def head_position(conn: psycopg.Connection) -> int:
@@ -172,7 +203,8 @@ def rebuild(
     batch_size: int = 2000,
     progress: Callable[[int, int], None] = lambda done, total: None,
     only_if_outdated: bool = False,
-    **options: object,
+    keys: KeyRing | None = None,
+    **options: Any,
 ) -> int:
     """Rebuild a read model from the first event into fresh tables, then swap them in.
 
@@ -181,12 +213,29 @@ def rebuild(
     (GIN) indexes are built once after loading, and the tables are vacuumed and analysed
     before they go live. One rebuild per read model at a time, fleet-wide; with
     `only_if_outdated`, a rebuild that finds the read model current (another process just
-    built it) does nothing. Returns the number of events applied.
+    built it) does nothing. Returns the number of events applied. Without `keys`, a key
+    ring of its own reads the sealed content.
     """
+    with contextlib.ExitStack() as owned:
+        if keys is None:
+            keys = KeyRing(target)
+            owned.callback(keys.close)
+        return _rebuild(target, projection_class, batch_size, progress, only_if_outdated, keys, options)
+
+
+def _rebuild(
+    target: PostgresTarget,
+    projection_class: type[Projection],
+    batch_size: int,
+    progress: Callable[[int, int], None],
+    only_if_outdated: bool,
+    keys: KeyRing,
+    options: dict[str, Any],
+) -> int:
     name = projection_class.name
     live = projection_class(**options)
     scratch = projection_class(schema=f"{live.schema}__rebuild", **options)
-    batcher = Batcher(scratch, f"{name}__rebuild", batch_size, KeyRing.shared(target))
+    batcher = Batcher(scratch, f"{name}__rebuild", batch_size, keys)
     applied = 0
     with target.connect(autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"rebuild:{name}",))
@@ -226,25 +275,27 @@ def rebuild(
 
 def rebuild_all(
     target: PostgresTarget,
-    projections: list[tuple[type[Projection], dict[str, object]]],
+    projections: list[tuple[type[Projection], dict[str, Any]]],
     *,
     batch_size: int = 2000,
     progress: Callable[[str, int, int], None] = lambda name, done, total: None,
 ) -> dict[str, int]:
     """Rebuild several read models side by side (one thread each: while one waits on
-    Postgres another runs Python); returns events applied per read model."""
+    Postgres another runs Python), sharing one key ring; returns events applied per read model."""
     applied: dict[str, int] = {}
 
-    def one(projection_class: type[Projection], options: dict[str, object]) -> None:
+    def one(keys: KeyRing, projection_class: type[Projection], options: dict[str, Any]) -> None:
         applied[projection_class.name] = rebuild(
             target,
             projection_class,
             batch_size=batch_size,
             progress=lambda done, total: progress(projection_class.name, done, total),
+            keys=keys,
             **options,
         )
 
-    side_by_side({f"rebuild-{cls.name}": (lambda c=cls, o=options: one(c, o)) for cls, options in projections})
+    with contextlib.closing(KeyRing(target)) as keys:
+        side_by_side({f"rebuild-{cls.name}": functools.partial(one, keys, cls, options) for cls, options in projections})
     return applied
 
 
@@ -331,10 +382,10 @@ class Wakeup:
 class Runner:
     """One live projection as the engine keeps it: its batcher and what it has applied."""
 
-    def __init__(self, target: PostgresTarget, projection: Projection, batch_size: int):
+    def __init__(self, target: PostgresTarget, projection: Projection, batch_size: int, keys: KeyRing):
         self.target = target
         self.projection = projection
-        self.batcher = Batcher(projection, projection.name, batch_size, KeyRing.shared(target))
+        self.batcher = Batcher(projection, projection.name, batch_size, keys)
         self.topics = frozenset(self.batcher.topics)
         self.applied = 0  # events applied, read by the janitor
 
@@ -363,7 +414,7 @@ class Tail:
     """
 
     def __init__(self, target: PostgresTarget, runners: list[Runner], wake: threading.Event, stop: threading.Event,
-                 batch_size: int, poll_interval: float = 2.0):
+                 batch_size: int, keys: KeyRing, poll_interval: float = 2.0):
         self.target = target
         self.runners = runners
         self.wake = wake
@@ -372,7 +423,7 @@ class Tail:
         self.poll_interval = poll_interval
         self.names = [r.projection.name for r in runners]
         self.topics = sorted(set().union(*(r.topics for r in runners)))
-        self.mapper = PydanticMapper(keys=KeyRing.shared(target))
+        self.mapper = PydanticMapper(keys=keys)
         self.thread = threading.Thread(
             target=self._run, name="projections-" + "+".join(self.names), daemon=True
         )
@@ -432,21 +483,18 @@ class Tail:
             if not wanting:
                 return 0
             batches = {r.projection.name: r.projection.batch(cur) for r in wanting}
-            for notification_id, originator_id, version, topic, state in events:
-                readers = [r for r in wanting if topic in r.topics and notification_id > position[r.projection.name]]
-                if not readers:
-                    continue
-                try:
-                    event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, state))
-                except ErasedContent:
-                    continue  # its owner was erased: nothing of it belongs in a read model
-                for runner in readers:
-                    runner.projection.apply(batches[runner.projection.name], event, notification_id)
-                    runner.applied += 1
+
+            def readers(notification_id: int, topic: str) -> list[Runner]:
+                return [r for r in wanting if topic in r.topics and notification_id > position[r.projection.name]]
+
+            def apply(runner: Runner, event: Any, notification_id: int) -> None:
+                runner.projection.apply(batches[runner.projection.name], event, notification_id)
+                runner.applied += 1
+
+            apply_rows(self.mapper, events, readers, apply)
             for batch in batches.values():
                 batch.flush()
-            # A short batch means nothing any projection wants exists up to head.
-            reached = events[-1][0] if len(events) == self.batch_size else head
+            reached = reached_position(events, self.batch_size, head)
             cur.execute(
                 SET_TRACKINGS_AND_NOTIFY,
                 {
@@ -519,12 +567,17 @@ class ProjectionEngine:
         batch_size: int,
         vacuum_every: int = 100_000,
         threads: int = 1,
+        keys: KeyRing | None = None,
     ):
+        """`keys`: the service's own ring when the engine runs in its process (an erasure then
+        evicts the one cache); without it, the engine opens one of its own."""
         self.stop_event = threading.Event()
+        self.owned_keys = keys is None
+        self.keys = keys if keys is not None else KeyRing(target)
         self.wakeup = Wakeup(target, self.stop_event)
-        self.runners = [Runner(target, p, batch_size) for p in projections]
+        self.runners = [Runner(target, p, batch_size, self.keys) for p in projections]
         self.tails = [
-            Tail(target, group, self.wakeup.subscribe(), self.stop_event, batch_size)
+            Tail(target, group, self.wakeup.subscribe(), self.stop_event, batch_size, self.keys)
             for group in share_out(self.runners, threads)
         ]
         self.janitor = Janitor(target, self.runners, self.stop_event, vacuum_every) if vacuum_every else None
@@ -549,6 +602,8 @@ class ProjectionEngine:
         self.wakeup.thread.join(timeout=5)
         if self.janitor is not None:
             self.janitor.thread.join(timeout=60)
+        if self.owned_keys:
+            self.keys.close()
 
 
 def share_out(runners: list[Runner], threads: int) -> list[list[Runner]]:

@@ -7,6 +7,7 @@ read. Comparison is in SQL, one `EXCEPT ALL` each way per table, so duplicates c
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,8 +18,8 @@ from uuid import UUID
 import psycopg
 from psycopg.sql import SQL, Identifier
 
-from adapters.keys import KeyRing
-from adapters.postgres import PostgresTarget
+from adapters.store.keys import KeyRing
+from adapters.store.postgres import PostgresTarget
 from projections.base import Projection
 from projections.compare import TableComparison, compare
 from projections.engine import Batcher, create_schema
@@ -53,14 +54,15 @@ def verify(
     *,
     batch_size: int = 2000,
     progress: Callable[[int, int], None] = lambda done, total: None,
-    **options: object,
+    **options: Any,
 ) -> Verification:
     """Rebuild a read model into scratch tables up to the live read model's position and
     compare; the scratch tables are dropped afterwards, whatever happens."""
     live = projection_class(**options)
     scratch = projection_class(schema=f"{live.schema}__verify", **options)
-    batcher = Batcher(scratch, f"{projection_class.name}__verify", batch_size, KeyRing.shared(target))
-    with target.connect(autocommit=True) as conn:
+    keys = KeyRing(target)
+    batcher = Batcher(scratch, f"{projection_class.name}__verify", batch_size, keys)
+    with contextlib.closing(keys), target.connect(autocommit=True) as conn:
         conn.execute(LOCK_READ_MODEL, (projection_class.name,))
         try:
             return _build_and_compare(conn, live, scratch, batcher, progress)

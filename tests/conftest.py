@@ -11,12 +11,12 @@ import nats
 import pytest
 
 from adapters.auth import TokenAuthority
-from adapters.event_store import EventStore
-from adapters.jetstream import remove_streams
-from adapters.postgres import PostgresTarget, migrate
-from services.bootstrap import Chronicle, bootstrap
-from services.client import ChronicleClient
-from services.settings import Settings
+from adapters.messaging.jetstream import remove_streams
+from adapters.store.event_store import EventStore
+from adapters.store.postgres import PostgresTarget, migrate
+from services.client.connection import ChronicleClient
+from services.entrypoints.bootstrap import Chronicle, bootstrap
+from services.entrypoints.settings import Settings
 from tests.servers import TestServers, test_servers
 
 JWT_SECRET = "chronicle-test-secret-that-is-long-enough-for-hs256"
@@ -34,23 +34,18 @@ def new_prefix(kind: str = "t") -> str:
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestServers]:
     with test_servers(tmp_path_factory.mktemp("servers")) as found:
         yield found
+        # JetStream keeps streams for days: the session's own go when it ends, so test
+        # runs do not pile them up on the machine's NATS.
+        asyncio.run(remove_streams_of_this_session(found.nats_url))
 
 
-@pytest.fixture(scope="session", autouse=True)
-def remove_streams_afterwards(servers: TestServers) -> Iterator[None]:
-    """JetStream keeps streams for days: the session's own go when it ends, so test runs do
-    not pile them up on the machine's NATS."""
-    yield
-
-    async def remove() -> None:
-        nc = await nats.connect(servers.nats_url)
-        try:
-            for prefix in PREFIXES_USED:
-                await remove_streams(nc.jetstream(), prefix)
-        finally:
-            await nc.close()
-
-    asyncio.run(remove())
+async def remove_streams_of_this_session(nats_url: str) -> None:
+    nc = await nats.connect(nats_url)
+    try:
+        for prefix in PREFIXES_USED:
+            await remove_streams(nc.jetstream(), prefix)
+    finally:
+        await nc.close()
 
 
 @pytest.fixture(scope="session")
@@ -66,6 +61,7 @@ def make_settings(database_url: str, nats_url: str, data_dir: Path, **overrides:
         data_dir=data_dir,
         subject_prefix=new_prefix(),
         jwt_secret=JWT_SECRET,
+        check_replies=True,  # a reply that breaks its contract model fails the test that sent it
         **overrides,  # type: ignore[arg-type]
     )
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.embedded import local_or_embedded
-from adapters.postgres import scratch_database
+from adapters.store.postgres import scratch_database
 
 
 @dataclass

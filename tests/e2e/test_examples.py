@@ -31,6 +31,7 @@ async def test_hitl_error_recovery_story(servers: TestServers, tmp_path: Path) -
             {
                 "CHRONICLE_DATABASE_URL": url,
                 "CHRONICLE_NATS_URL": servers.nats_url,
+                "CHRONICLE_CHECK_REPLIES": "true",
                 "CHRONICLE_SUBJECT_PREFIX": new_prefix("ex"),
                 "CHRONICLE_DATA_DIR": str(tmp_path),
             },
@@ -46,6 +47,7 @@ async def test_optimization_random_search_example(servers: TestServers, tmp_path
         env = {
             "CHRONICLE_DATABASE_URL": url,
             "CHRONICLE_NATS_URL": servers.nats_url,
+            "CHRONICLE_CHECK_REPLIES": "true",
             "CHRONICLE_SUBJECT_PREFIX": new_prefix("ex"),
             "CHRONICLE_DATA_DIR": str(tmp_path),
         }
@@ -65,14 +67,14 @@ async def test_optimization_random_search_example(servers: TestServers, tmp_path
             [(optimization_id,)] = conn.execute("SELECT id FROM rm_optimizations.optimizations").fetchall()
         shown = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "services.cli", "optimizations", "show", str(optimization_id)],
+            [sys.executable, "-m", "services.entrypoints.cli", "optimizations", "show", str(optimization_id)],
             env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
         )
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.splitlines()[:len(rounds) + 4] == lines[:len(rounds) + 4]
         missing = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "services.cli", "optimizations", "show", str(uuid.uuid4())],
+            [sys.executable, "-m", "services.entrypoints.cli", "optimizations", "show", str(uuid.uuid4())],
             env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
         )
         assert missing.returncode != 0 and "not found" in missing.stderr

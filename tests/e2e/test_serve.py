@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from services.client import ChronicleClient
+from services.client.connection import ChronicleClient
 
 READY_TIMEOUT = 120
 
@@ -23,10 +23,10 @@ class Served:
 
     def __init__(self, data_dir: Path, prefix: str):
         env = {k: v for k, v in os.environ.items() if not k.startswith("CHRONICLE_")}
-        env.update({"CHRONICLE_DATA_DIR": str(data_dir), "CHRONICLE_SUBJECT_PREFIX": prefix})
+        env.update({"CHRONICLE_DATA_DIR": str(data_dir), "CHRONICLE_SUBJECT_PREFIX": prefix, "CHRONICLE_CHECK_REPLIES": "true"})
         self.env = env
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "serve"], env=env, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-m", "services.entrypoints.cli", "serve"], env=env, stderr=subprocess.PIPE, text=True
         )
         self.lines: list[dict[str, object]] = []
         try:
@@ -47,7 +47,7 @@ class Served:
 
     def token(self, user: str) -> str:
         return subprocess.run(
-            [sys.executable, "-m", "services.cli", "token", user],
+            [sys.executable, "-m", "services.entrypoints.cli", "token", user],
             env=self.env, capture_output=True, text=True, check=True,
         ).stdout.strip()
 

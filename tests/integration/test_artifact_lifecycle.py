@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from adapters.auth import TokenAuthority
-from adapters.generator_offline import OfflineGenerator
-from services.bootstrap import Chronicle, bootstrap
-from services.client import ChronicleClient
-from services.generator import Generation, GenerationFailed, GenerationRequest
+from adapters.generation.generator_offline import OfflineGenerator
+from services.client.connection import ChronicleClient
+from services.entrypoints.bootstrap import Chronicle, bootstrap
+from services.ports.generator import Generation, GenerationFailed, GenerationRequest
 from tests.conftest import JWT_SECRET, make_settings
 from tests.servers import TestServers
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from services.client import ChronicleClient, ChronicleError
+from services.client.connection import ChronicleClient, ChronicleError
 from tests.conftest import ClientFactory
 
 

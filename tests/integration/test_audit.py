@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from domain.audit import AuditTrail
-from services.bootstrap import Chronicle
-from services.client import ChronicleClient, ChronicleError
+from services.client.connection import ChronicleClient, ChronicleError
+from services.entrypoints.bootstrap import Chronicle
 from tests.conftest import ClientFactory
 
 
@@ -135,7 +135,7 @@ async def test_replay_command_prints_events_and_a_past_state(
     }
 
     def replay(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "services.cli", "replay", *args]
+        command = [sys.executable, "-m", "services.entrypoints.cli", "replay", *args]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
 
     shown = await asyncio.to_thread(replay, str(conversation_id), "--at-version", "3")

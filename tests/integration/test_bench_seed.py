@@ -3,9 +3,9 @@ once when the recorder's signature changed and nothing ran it)."""
 
 from __future__ import annotations
 
-from adapters.event_store import EventStore
-from adapters.keys import KeyRing
-from adapters.postgres import PostgresTarget
+from adapters.store.event_store import EventStore
+from adapters.store.keys import KeyRing
+from adapters.store.postgres import PostgresTarget
 from bench.seed import Scale, seed
 
 

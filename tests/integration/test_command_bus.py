@@ -8,15 +8,19 @@ import uuid
 from typing import Any
 
 from domain.conversation import Conversation
-from services import contract as c
-from services.bootstrap import Chronicle
-from services.command_bus import CommandBus
-from services.commands import COMMANDS
-from services.errors import ChronicleError
-from services.unit_of_work import UnitOfWork
+from services.contract.conversations import AddMessage, StartConversation
+from services.contract.errors import ChronicleError
+from services.entrypoints.bootstrap import Chronicle
+from services.entrypoints.routes import command_handlers
+from services.runtime.command_bus import CommandBus
+from services.runtime.unit_of_work import UnitOfWork
 
 
-def add_then_fail(cmd: c.AddMessage, uow: UnitOfWork) -> dict[str, Any]:
+class BuggyAddMessage(AddMessage, action="buggy.add_message"):
+    """Decided by a handler with a bug."""
+
+
+def add_then_fail(cmd: AddMessage, uow: UnitOfWork) -> dict[str, Any]:
     """A handler with a bug: it changes the conversation, then raises."""
     uow.get(Conversation, cmd.conversation_id).add_message(
         message_id=uow.new_id(), at=uow.now, role="user", content="must never be saved"
@@ -25,26 +29,20 @@ def add_then_fail(cmd: c.AddMessage, uow: UnitOfWork) -> dict[str, Any]:
 
 
 async def test_a_failing_command_after_a_change_leaves_its_batch_mates_intact(chronicle: Chronicle) -> None:
-    handlers = {name: handler for name, (_, handler) in COMMANDS.items()} | {"buggy": add_then_fail}
+    handlers = command_handlers() | {BuggyAddMessage: add_then_fail}
     bus = CommandBus(chronicle.store, handlers)
     user = f"bus-{uuid.uuid4().hex}"
     try:
         # Queued before the writer starts, so all of them form one batch.
-        start = asyncio.ensure_future(bus.execute("conversation.start", c.StartConversation(title="batch"), user))
+        start = asyncio.ensure_future(bus.execute(StartConversation(title="batch"), user))
         bus.start()
         conversation_id = uuid.UUID((await start)["conversation_id"])
         bus.stop()
         bus = CommandBus(chronicle.store, handlers)
-        commands = [
-            ("conversation.add_message", "before"),
-            ("buggy", "ignored"),
-            ("conversation.add_message", "after"),
-        ]
+        commands = [(AddMessage, "before"), (BuggyAddMessage, "ignored"), (AddMessage, "after")]
         futures = [
-            asyncio.ensure_future(
-                bus.execute(name, c.AddMessage(conversation_id=conversation_id, role="user", content=text), user)
-            )
-            for name, text in commands
+            asyncio.ensure_future(bus.execute(kind(conversation_id=conversation_id, role="user", content=text), user))
+            for kind, text in commands
         ]
         await asyncio.sleep(0)  # every submission reaches the queue
         bus.start()
@@ -63,15 +61,14 @@ async def test_a_failing_command_after_a_change_leaves_its_batch_mates_intact(ch
 
 async def test_a_group_commit_of_tens_of_megabytes_is_saved(chronicle: Chronicle) -> None:
     # psycopg's pipeline mode hangs for good sending a statement over ~10 MB; the recorder
-    # must not use it (adapters/event_store.py). 30 artifacts of ~0.9 MB, sent at once.
-    from services import contract_artifacts as a
-    from services.bootstrap import command_handlers
+    # must not use it (adapters/store/event_store.py). 30 artifacts of ~0.9 MB, sent at once.
+    from services.contract.artifacts import StoreArtifact
 
     bus = CommandBus(chronicle.store, command_handlers())
     bus.start()
     try:
         big = {"type": "page", "label": "x" * 900_000}
-        stores = [bus.execute("artifact.store", a.StoreArtifact(layout=big), f"big-{uuid.uuid4().hex}") for _ in range(30)]
+        stores = [bus.execute(StoreArtifact(layout=big), f"big-{uuid.uuid4().hex}") for _ in range(30)]
         replies = await asyncio.wait_for(asyncio.gather(*stores), 60)
     finally:
         bus.stop()

@@ -7,7 +7,7 @@ import uuid
 import orjson
 import pytest
 
-from services.client import ChronicleClient, ChronicleError
+from services.client.connection import ChronicleClient, ChronicleError
 from tests.conftest import ClientFactory
 
 

@@ -7,27 +7,27 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from adapters.audit import GENESIS, event_hash, verify_chains
 from adapters.auth import TokenAuthority
-from adapters.digest import compute_digest, leaf_hash, node_hash
-from adapters.event_store import EventStore
-from adapters.postgres import PostgresTarget
+from adapters.store.digest import compute_digest, leaf_hash, node_hash
+from adapters.store.event_store import EventStore
+from adapters.store.hash_chains import GENESIS, event_hash, verify_chains
+from adapters.store.postgres import PostgresTarget
 from domain.digest import DIGEST_ID
-from services import contract as c
-from services import contract_audit as a
-from services.bootstrap import Chronicle, bootstrap
-from services.client import ChronicleClient
+from services.client.connection import ChronicleClient
+from services.contract.audit import Digest, PublishDigest
+from services.contract.sessions import CreateSession
+from services.entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import JWT_SECRET, make_settings
 from tests.servers import TestServers
+from tests.waiting import eventually
 
 TOPIC = "tests:Happened"
 
@@ -62,7 +62,7 @@ def tamper(target: PostgresTarget, statement: str, params: tuple[object, ...]) -
 def digest_cli(url: str, data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CHRONICLE_DATABASE_URL": url, "CHRONICLE_DATA_DIR": str(data_dir)}
     return subprocess.run(
-        [sys.executable, "-m", "services.cli", "audit", "digest", *args],
+        [sys.executable, "-m", "services.entrypoints.cli", "audit", "digest", *args],
         env=env, capture_output=True, text=True, timeout=120,
     )
 
@@ -133,13 +133,6 @@ def test_check_catches_what_the_chains_cannot(target: PostgresTarget, store: Eve
     assert "streams 2  events 5" in found.stdout
 
 
-async def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await condition():  # type: ignore[misc]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
 
 @pytest.fixture
 async def instances(servers: TestServers, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[list[Chronicle]]:
@@ -157,7 +150,7 @@ async def instances(servers: TestServers, tmp_path: Path, request: pytest.Fixtur
                 await instance.stop()
 
 
-async def digests_of(instance: Chronicle) -> list[a.Digest]:
+async def digests_of(instance: Chronicle) -> list[Digest]:
     client = await ChronicleClient.connect(
         instance.nats_url, TokenAuthority(secret=JWT_SECRET).issue(f"anyone-{uuid.uuid4().hex[:8]}"),
         prefix=instance.settings.subject_prefix,
@@ -176,21 +169,21 @@ async def test_publisher_records_one_digest_per_change(instances: list[Chronicle
 
     async def ticks_pass(count: int = 3) -> None:
         marks = [p.checks for p in publishers]  # type: ignore[union-attr]
-        await until(lambda: asyncio.sleep(0, all(p.checks >= m + count for p, m in zip(publishers, marks, strict=True))),  # type: ignore[union-attr]
-                    "publisher ticks")
+        await eventually(lambda: all(p.checks >= m + count for p, m in zip(publishers, marks, strict=True)),  # type: ignore[union-attr]
+                         "publisher ticks")
 
     await ticks_pass()
     assert await digests_of(first) == []  # nothing written yet: nothing published
 
     for expected in (1, 2):
         # One command a round: two could fall either side of a tick and make two digests.
-        at = (await first.bus.execute("session.create", c.CreateSession(name=f"s{expected}"), "alice"))["position"]
+        at = (await first.bus.execute(CreateSession(name=f"s{expected}"), "alice"))["position"]
 
         async def covered(at: int = at) -> bool:
             found = await digests_of(second)
             return bool(found) and found[0].position >= at
 
-        await until(covered, "a digest covering the new events")
+        await eventually(covered, "a digest covering the new events")
         await ticks_pass()  # both publishers looked again and found nothing new
         found = await digests_of(first)
         assert len(found) == expected
@@ -206,11 +199,11 @@ async def test_publisher_records_one_digest_per_change(instances: list[Chronicle
 async def test_concurrent_publications_record_one(instances: list[Chronicle]) -> None:
     first, second = instances
     assert first.digest_publisher is None and second.digest_publisher is None  # interval 0: off
-    await first.bus.execute("session.create", c.CreateSession(name="s"), "alice")
+    await first.bus.execute(CreateSession(name="s"), "alice")
     digest = await asyncio.to_thread(compute_digest, first.target)
-    command = a.PublishDigest(position=digest.position, root=digest.root_hex, streams=digest.streams, events=digest.events)
+    command = PublishDigest(position=digest.position, root=digest.root_hex, streams=digest.streams, events=digest.events)
     replies = await asyncio.gather(
-        *(i.bus.execute("audit.publish_digest", command, "chronicle") for i in (first, second, first, second))
+        *(i.bus.execute(command, "chronicle") for i in (first, second, first, second))
     )
     assert sorted(r["published"] for r in replies) == [False, False, False, True]
     with psycopg.connect(first.target.url) as conn:

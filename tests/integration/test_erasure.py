@@ -8,10 +8,11 @@ import uuid
 import psycopg
 import pytest
 
-from adapters.audit import verify_chains
+from adapters.store.hash_chains import verify_chains
 from projections.verify import verify
-from services.bootstrap import PROJECTIONS, Chronicle
-from services.client import ChronicleClient, ChronicleError
+from services.client.connection import ChronicleClient, ChronicleError
+from services.entrypoints.bootstrap import Chronicle
+from services.entrypoints.read_models import PROJECTIONS
 from tests.conftest import ClientFactory
 
 SECRET = "my secret diagnosis: tulip allergy"

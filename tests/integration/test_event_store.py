@@ -7,8 +7,8 @@ import asyncio
 import psycopg
 import pytest
 
-from services.bootstrap import Chronicle
-from services.client import ChronicleClient
+from services.client.connection import ChronicleClient
+from services.entrypoints.bootstrap import Chronicle
 
 
 @pytest.mark.parametrize(

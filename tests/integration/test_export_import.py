@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import uuid
 from collections.abc import AsyncIterator
@@ -18,14 +19,15 @@ import psycopg
 import pytest
 from psycopg.sql import SQL, Identifier
 
-from adapters.audit import ChainBreak, verify_chains
 from adapters.auth import TokenAuthority
-from adapters.event_store import EventStore
-from adapters.keys import KeyRing, UserErased
-from adapters.postgres import PostgresTarget
-from services.audit_export import ExportScope, export_events, verify_export
-from services.bootstrap import PROJECTIONS, Chronicle, bootstrap
-from services.client import ChronicleClient, ChronicleError
+from adapters.store.event_store import EventStore
+from adapters.store.hash_chains import ChainBreak, verify_chains
+from adapters.store.keys import KeyRing, UserErased
+from adapters.store.postgres import PostgresTarget
+from services.audit.export import ExportScope, export_events, verify_export
+from services.client.connection import ChronicleClient, ChronicleError
+from services.entrypoints.bootstrap import Chronicle, bootstrap
+from services.entrypoints.read_models import PROJECTIONS
 from tests.conftest import make_settings
 from tests.integration.test_rebuild import chronicle_cli
 from tests.servers import TestServers
@@ -215,10 +217,12 @@ def test_an_export_in_small_batches_writes_the_same_bytes(source: Source) -> Non
     # Each line's owner and type come from its stream's creation event, met in the same
     # batch or an earlier one (or looked up when the scope leaves it out): batch bounds
     # must not change a line.
-    for batch_size in (1, 7):
-        out = io.BytesIO()
-        written = export_events(PostgresTarget(source.url), ExportScope(), out, batch_size=batch_size)
-        assert written == len(source.lines) and out.getvalue() == source.export.read_bytes()
+    target = PostgresTarget(source.url)
+    with contextlib.closing(KeyRing(target)) as keys:
+        for batch_size in (1, 7):
+            out = io.BytesIO()
+            written = export_events(target, keys, ExportScope(), out, batch_size=batch_size)
+            assert written == len(source.lines) and out.getvalue() == source.export.read_bytes()
 
 
 def test_user_session_and_since_exports_hold_exactly_their_events(source: Source) -> None:

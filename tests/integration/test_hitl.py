@@ -13,10 +13,10 @@ from nats.js.errors import NotFoundError
 
 from adapters.auth import TokenAuthority
 from domain.hitl import HitlRun
-from services import contract as c
-from services.bootstrap import Chronicle, bootstrap
-from services.client import ChronicleClient, ChronicleError
-from services.client_hitl import Expired
+from services.client.connection import ChronicleClient, ChronicleError
+from services.client.hitl import Expired
+from services.contract.hitl import ResumeSignal, hitl_stream
+from services.entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import ClientFactory, make_settings
 from tests.servers import TestServers
 
@@ -33,7 +33,7 @@ async def next_signal(client: ChronicleClient, run_id: str, event: str, timeout:
     js = client.nc.jetstream()
     subscription = await js.pull_subscribe(
         f"{client.prefix}.hitl.{run_id}.{event}",
-        stream=c.hitl_stream(client.prefix),
+        stream=hitl_stream(client.prefix),
         config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
     )
     try:
@@ -111,12 +111,12 @@ async def test_concurrent_waiters_take_an_answer_once_and_leave_no_consumer(
         outcomes = await asyncio.gather(
             *(o.hitl.run(run_id).wait_for_resume(timeout=2) for o in orchestrators), return_exceptions=True
         )
-        answers = [o for o in outcomes if isinstance(o, c.ResumeSignal)]
+        answers = [o for o in outcomes if isinstance(o, ResumeSignal)]
         assert [a.feedback for a in answers] == ["ship it"]
         assert sum(isinstance(o, TimeoutError) for o in outcomes) == 1
         js = client.nc.jetstream()
         with pytest.raises(NotFoundError):
-            await js.consumer_info(c.hitl_stream(client.prefix), f"hitl_{run_id}")
+            await js.consumer_info(hitl_stream(client.prefix), f"hitl_{run_id}")
     finally:
         for o in orchestrators:
             await o.close()
@@ -130,10 +130,11 @@ async def test_an_answer_to_an_earlier_checkpoint_is_not_the_answer_to_the_next(
     await client.hitl.pause(conversation_id, step="draft", prompt="Draft ok?", run_id=run_id)
     await next_signal(client, run_id, "paused")
 
+    # The earlier answer is on the stream already (its signal came before this pause's), and
+    # a wait with no time left looks only at what is there: it must not take that one.
     with pytest.raises(TimeoutError):
-        await client.hitl.run(run_id).wait_for_resume(timeout=0.5)
+        await client.hitl.run(run_id).wait_for_resume(timeout=0)
     waiting = asyncio.create_task(client.hitl.run(run_id).wait_for_resume(timeout=10))
-    await asyncio.sleep(0.2)
     await client.hitl.resume(run_id, approved=False, feedback="draft too long")
     assert (await waiting).feedback == "draft too long"
 

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from services.bootstrap import Chronicle
-from services.client import ChronicleClient, ChronicleError
+from services.client.connection import ChronicleClient, ChronicleError
+from services.entrypoints.bootstrap import Chronicle
 from tests.conftest import ClientFactory
 
 

@@ -11,12 +11,12 @@ from typing import Any
 import orjson
 import pytest
 
-from adapters.agent_offline import OfflineAgent
 from adapters.auth import TokenAuthority
+from adapters.generation.agent_offline import OfflineAgent
 from domain.job import Chunk
-from services.agent import JobSpec
-from services.bootstrap import Chronicle, bootstrap
-from services.client import ChronicleClient
+from services.client.connection import ChronicleClient
+from services.entrypoints.bootstrap import Chronicle, bootstrap
+from services.ports.agent import JobSpec
 from tests.conftest import JWT_SECRET, make_settings, new_prefix
 from tests.servers import TestServers
 

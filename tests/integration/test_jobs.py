@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from adapters.auth import TokenAuthority
-from services import contract_jobs as j
-from services.bootstrap import Chronicle, bootstrap
-from services.client import ChronicleClient, ChronicleError
+from services.client.connection import ChronicleClient, ChronicleError
+from services.contract.jobs import DescribeJob, FailJob, RecordOutcomes, StartPhase
+from services.entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import JWT_SECRET, ClientFactory, make_settings
 from tests.servers import TestServers
 
@@ -47,9 +47,9 @@ async def manual(servers: TestServers, tmp_path: Path) -> AsyncIterator[tuple[Ch
 
 
 async def step(chronicle: Chronicle, owner: str, name: str, **fields: Any) -> dict[str, Any]:
-    model = {"job.start_phase": j.JobStep, "job.describe": j.JobStep, "job.record_outcomes": j.RecordOutcomes,
-             "job.fail": j.FailJob}[name]
-    return await chronicle.bus.execute(name, model(**fields), owner)
+    model = {"job.start_phase": StartPhase, "job.describe": DescribeJob, "job.record_outcomes": RecordOutcomes,
+             "job.fail": FailJob}[name]
+    return await chronicle.bus.execute(model(**fields), owner)
 
 
 async def run_to_validation(chronicle: Chronicle, owner: str, job_id: Any, worker: str = "w1") -> None:
@@ -156,7 +156,7 @@ async def test_outcomes_recorded_together_keep_every_transition_in_one_commit(
         await step(chronicle, user, "job.record_outcomes", job_id=requested.job_id, worker="w1", result=QUIZ)
     assert refused.value.code == "conflict"
     with pytest.raises(ValueError, match="at least one"):
-        j.RecordOutcomes(job_id=requested.job_id, worker="w1")
+        RecordOutcomes(job_id=requested.job_id, worker="w1")
 
     done = await step(chronicle, user, "job.record_outcomes", job_id=requested.job_id, worker="w1",
                       plan={"outline": ["bloom"]}, result=QUIZ, problems=[])

@@ -11,10 +11,11 @@ import pytest
 from projections.engine import rebuild
 from projections.lineage import LineageProjection
 from projections.optimizations import OptimizationsProjection
-from services import client_optimization, queries_optimization
-from services import contract_optimization as o
-from services.bootstrap import Chronicle
-from services.client import ChronicleClient, ChronicleError
+from services.client import optimizations as client_optimization
+from services.client.connection import ChronicleClient, ChronicleError
+from services.contract.optimizations import TrialEntry
+from services.entrypoints.bootstrap import Chronicle
+from services.optimizations import queries as queries_optimization
 from tests.conftest import ClientFactory
 
 ROUND_KEYS = {
@@ -495,7 +496,7 @@ async def test_an_ended_rounds_trials_read_as_they_did_while_it_was_open(client:
         "query.optimizations.history",
         {"optimization_id": str(state.optimization_id), "min_position": client.last_position},
     )
-    assert [set(trial) for trial in raw["rounds"][0]["trials"]] == [set(o.TrialEntry.model_fields)] * 5
+    assert [set(trial) for trial in raw["rounds"][0]["trials"]] == [set(TrialEntry.model_fields)] * 5
 
 
 async def test_a_history_without_rounds_and_a_strangers_pages(client: ChronicleClient, connect: ClientFactory) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path
 
@@ -12,10 +11,11 @@ import pytest
 
 from adapters.auth import TokenAuthority
 from adapters.embedded import EmbeddedNats
-from services.bootstrap import bootstrap
-from services.client import ChronicleClient, ChronicleError
+from services.client.connection import ChronicleClient, ChronicleError
+from services.entrypoints.bootstrap import bootstrap
 from tests.conftest import make_settings
 from tests.servers import TestServers
+from tests.waiting import eventually
 
 
 def terminate_connections(admin_url: str, database_url: str) -> int:
@@ -82,15 +82,14 @@ async def test_service_and_client_reconnect_when_nats_restarts(
             await client.conversations.add_message(started.conversation_id, "user", "lost in the void")
         nats_server.start()
 
-        async def works_again() -> None:
-            while True:
-                try:
-                    await client.conversations.add_message(started.conversation_id, "user", "back")
-                    return
-                except Exception:
-                    await asyncio.sleep(0.1)
+        async def works_again() -> bool:
+            try:
+                await client.conversations.add_message(started.conversation_id, "user", "back")
+            except Exception:  # unavailable, or a timeout while the service reconnects
+                return False
+            return True
 
-        await asyncio.wait_for(works_again(), timeout=30)
+        await eventually(works_again, "a command to succeed once Postgres is back")
         conversation = await client.conversations.get(started.conversation_id)
         assert [m.content for m in conversation.messages][-1] == "back"
         assert "lost in the void" not in [m.content for m in conversation.messages]

@@ -6,10 +6,11 @@ import asyncio
 
 import pytest
 
-from adapters.postgres import PostgresTarget
+from adapters.store.postgres import PostgresTarget
 from projections.engine import PROGRESS_CHANNEL
-from services.errors import ChronicleError
-from services.positions import ProjectionPositions
+from services.contract.errors import ChronicleError
+from services.runtime.positions import ProjectionPositions
+from tests.waiting import eventually
 
 NAME = "history"
 
@@ -32,16 +33,14 @@ async def test_a_wait_is_answered_by_the_notification_and_later_ones_after_an_id
     await positions.start()
     try:
         waiting = asyncio.create_task(positions.wait_for([NAME], 5, timeout=5))
-        await asyncio.sleep(0.1)
+        await eventually(lambda: positions.listening, "the listener to start for the waiter")
         assert not waiting.done()
         await asyncio.to_thread(move, target, 5)
         await asyncio.wait_for(waiting, 5)
 
-        await asyncio.sleep(0.5)  # past the linger: it stops listening
-        heard = positions.positions[NAME]
-        await asyncio.to_thread(move, target, 9)
-        await asyncio.sleep(0.2)
-        assert positions.positions[NAME] == heard == 5, "not listening: the move went unheard"
+        await eventually(lambda: not positions.listening, "the listener to stop after the linger")
+        await asyncio.to_thread(move, target, 9)  # nobody hears it: nobody listens
+        assert positions.positions[NAME] == 5
         await positions.wait_for([NAME], 9, timeout=5)  # but a new wait reads where things are
         await positions.wait_for([NAME], 9, timeout=0.01)  # and then it is known at once
     finally:
@@ -72,8 +71,9 @@ async def test_the_listener_comes_back_after_its_connection_is_killed(target: Po
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()"
                 " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
             )
+        listens = positions.listens
         waiting = asyncio.create_task(positions.wait_for([NAME], 2, timeout=10))
-        await asyncio.sleep(0.3)
+        await eventually(lambda: positions.listens > listens, "the listener to listen again on a new connection")
         await asyncio.to_thread(move, target, 2)
         await asyncio.wait_for(waiting, 10)
     finally:

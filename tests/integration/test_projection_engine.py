@@ -3,20 +3,21 @@ that cannot apply an event holds back only itself, whether its Python or its SQL
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from adapters.event_store import EventStore, PydanticMapper
-from adapters.postgres import PostgresTarget
+from adapters.store.event_store import EventStore
+from adapters.store.mapper import PydanticMapper
+from adapters.store.postgres import PostgresTarget
 from domain.session import Session
 from projections.base import Projection, handles
 from projections.batch import Batch, Rows
 from projections.engine import ProjectionEngine
+from tests.waiting import wait_until
 
 OWNER = "engine-test"
 
@@ -63,13 +64,6 @@ def record_session(store: EventStore, name: str) -> int:
     return store.recorder.record([mapper.to_stored_event(e) for e in session.collect_events()])[-1]
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
 
 @pytest.fixture
 def engine(target: PostgresTarget) -> Iterator[ProjectionEngine]:
@@ -98,16 +92,16 @@ def test_live_batches_reach_every_read_model_and_a_failing_one_holds_back_only_i
     target: PostgresTarget, store: EventStore, engine: ProjectionEngine
 ) -> None:
     first = record_session(store, "first")
-    wait_for(lambda: all(position_of(target, p) >= first for p in (Names, NamesFailingInPython, NamesFailingInSql)),
+    wait_until(lambda: all(position_of(target, p) >= first for p in (Names, NamesFailingInPython, NamesFailingInSql)),
              "the first live batch")
     refused = record_session(store, "refused")
     last = record_session(store, "last")
 
-    wait_for(lambda: position_of(target, Names) >= last, "the healthy read model to pass the refused event")
+    wait_until(lambda: position_of(target, Names) >= last, "the healthy read model to pass the refused event")
     assert names_in(target, Names) == ["first", "refused", "last"]
     for failing in (NamesFailingInPython, NamesFailingInSql):
         # Stopped just before the event it cannot apply, with nothing of it or after it.
-        wait_for(lambda f=failing: position_of(target, f) == refused - 1, f"{failing.name} to stop before it")
+        wait_until(lambda f=failing: position_of(target, f) == refused - 1, f"{failing.name} to stop before it")
         assert names_in(target, failing) == ["first"]
 
 
@@ -125,9 +119,9 @@ def test_a_tail_behind_catches_up_in_long_batches_and_then_follows_live(
     second = engine()
     second.start()
     try:
-        wait_for(lambda: position_of(target, Names) >= behind[-1], "the catch-up", timeout=60)
+        wait_until(lambda: position_of(target, Names) >= behind[-1], "the catch-up", timeout=60)
         live = [record_session(store, f"live {n}") for n in range(3)]
-        wait_for(lambda: position_of(target, Names) >= live[-1], "the live batches")
+        wait_until(lambda: position_of(target, Names) >= live[-1], "the live batches")
     finally:
         second.stop()
     assert names_in(target, Names) == [f"early {n}" for n in range(1200)] + [f"live {n}" for n in range(3)]

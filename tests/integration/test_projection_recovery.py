@@ -6,25 +6,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from services.bootstrap import Chronicle, bootstrap
-from services.client import ChronicleClient
+from services.client.connection import ChronicleClient
+from services.entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import make_settings
 from tests.servers import TestServers
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+from tests.waiting import wait_until
 
 
 def projection_position(url: str, name: str) -> int:
@@ -47,7 +39,7 @@ def start_projection_worker(url: str, data_dir: Path, batch_size: int) -> subpro
         "CHRONICLE_PROJECTION_BATCH_SIZE": str(batch_size),
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "projections", "run"], env=env, stdout=subprocess.DEVNULL
+        [sys.executable, "-m", "services.entrypoints.cli", "projections", "run"], env=env, stdout=subprocess.DEVNULL
     )
 
 
@@ -71,7 +63,7 @@ async def test_killed_mid_batch_then_restarted_read_model_is_exact(
     blocker = await client.conversations.start(title="blocker")
     worker = start_projection_worker(url, tmp_path, batch_size=10_000)
     try:
-        wait_until(lambda: projection_position(url, "history") >= head(url), what="first catch-up")
+        wait_until(lambda: projection_position(url, "history") >= head(url), "first catch-up")
 
         # Hold a lock on one read-model row, then write events around it: the worker's next
         # batch applies the earlier events and then waits on that row, mid-transaction.
@@ -97,7 +89,7 @@ async def test_killed_mid_batch_then_restarted_read_model_is_exact(
                     ).fetchone()[0]
                 )
 
-        wait_until(worker_blocked_on_lock, what="the worker to block mid-batch")
+        wait_until(worker_blocked_on_lock, "the worker to block mid-batch")
         worker.send_signal(signal.SIGKILL)
         worker.wait()
         lock.rollback()
@@ -110,8 +102,8 @@ async def test_killed_mid_batch_then_restarted_read_model_is_exact(
 
     restarted = start_projection_worker(url, tmp_path, batch_size=7)
     try:
-        wait_until(lambda: projection_position(url, "history") >= head(url), what="recovery")
-        wait_until(lambda: projection_position(url, "stats") >= head(url), what="stats recovery")
+        wait_until(lambda: projection_position(url, "history") >= head(url), "recovery")
+        wait_until(lambda: projection_position(url, "stats") >= head(url), "stats recovery")
         for conversation_id, contents in expected.items():
             conversation = await client.conversations.get(conversation_id)
             assert [m.content for m in conversation.messages] == contents

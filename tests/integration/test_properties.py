@@ -26,9 +26,9 @@ from adapters.auth import TokenAuthority
 from domain.base import MAX_TAG_LENGTH
 from domain.conversation import DERIVED_TITLE_MAX, derive_title
 from projections.history import FIRST_MESSAGE_PREVIEW
-from services import contract as c
-from services.bootstrap import bootstrap
-from services.client import ChronicleClient, ChronicleError
+from services.client.connection import ChronicleClient, ChronicleError
+from services.contract.conversations import ConversationSummaryView, ConversationView, MessageView
+from services.entrypoints.bootstrap import bootstrap
 from tests.conftest import ClientFactory, make_settings
 from tests.servers import TestServers
 
@@ -183,7 +183,7 @@ async def create_all(client: ChronicleClient, plans: list[Planned]) -> list[UUID
     return [(await create(client, plan))[0] for plan in plans]
 
 
-async def fetch_all(client: ChronicleClient, conversation_ids: list[UUID]) -> list[c.Conversation]:
+async def fetch_all(client: ChronicleClient, conversation_ids: list[UUID]) -> list[ConversationView]:
     return [await client.conversations.get(conversation_id) for conversation_id in conversation_ids]
 
 
@@ -212,7 +212,7 @@ async def observed_stats(client: ChronicleClient) -> tuple[int, int, list[tuple[
     return stats.total_conversations, stats.total_messages, [(t.tag, t.count) for t in stats.top_tags]
 
 
-def expected_hits(conversations: list[c.Conversation], word: str) -> set[tuple[UUID, UUID | None]]:
+def expected_hits(conversations: list[ConversationView], word: str) -> set[tuple[UUID, UUID | None]]:
     """(conversation, message) pairs that mention the word; a title hit has no message."""
     hits: set[tuple[UUID, UUID | None]] = set()
     for conversation in conversations:
@@ -222,7 +222,7 @@ def expected_hits(conversations: list[c.Conversation], word: str) -> set[tuple[U
     return hits
 
 
-async def assert_search_finds_exactly(client: ChronicleClient, conversations: list[c.Conversation]) -> None:
+async def assert_search_finds_exactly(client: ChronicleClient, conversations: list[ConversationView]) -> None:
     """Every vocabulary word finds exactly what mentions it: nothing else, nothing twice, nothing missed.
 
     A word nobody wrote therefore has to find nothing.
@@ -421,10 +421,10 @@ async def test_json_export_round_trips_to_what_get_returns(connect: ClientFactor
 
     exported = orjson.loads((await client.conversations.export(conversation_id, format="json")).content)
     got = await client.conversations.get(conversation_id)
-    assert c.Conversation.model_validate(exported) == got
+    assert ConversationView.model_validate(exported) == got
     # Nothing beyond what get describes leaks into an export (an owner, say).
-    assert set(exported) == set(c.Conversation.model_fields)
-    assert all(set(message) == set(c.Message.model_fields) for message in exported["messages"])
+    assert set(exported) == set(ConversationView.model_fields)
+    assert all(set(message) == set(MessageView.model_fields) for message in exported["messages"])
 
 
 @PROPERTIES
@@ -458,7 +458,7 @@ async def test_message_count_is_the_number_of_messages_stored(connect: ClientFac
     assert (await client.conversations.stats()).total_messages == sum(len(plan.messages) for plan in plans)
 
 
-def sort_key(summary: c.ConversationSummary, sort_by: str) -> tuple[Any, UUID]:
+def sort_key(summary: ConversationSummaryView, sort_by: str) -> tuple[Any, UUID]:
     # The service breaks ties by id, in the same direction as the sort.
     return getattr(summary, sort_by), summary.id
 

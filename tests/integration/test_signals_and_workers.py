@@ -14,12 +14,13 @@ import orjson
 import pytest
 
 from adapters.auth import TokenAuthority
-from services.bootstrap import Chronicle
-from services.client import ChronicleClient
-from services.event_relay import BACKSTOP_DELAY
-from services.projection_process import ProjectionProcess
+from services.client.connection import ChronicleClient
+from services.entrypoints.bootstrap import Chronicle
+from services.entrypoints.projection_process import ProjectionProcess
+from services.hitl.coordinator import SignalRelay
 from tests.conftest import ClientFactory
 from tests.integration.test_hitl import conversation_with_history
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -44,21 +45,30 @@ async def signals_of(client: ChronicleClient, run_id: str) -> tuple[list[dict[st
     return seen, subscription
 
 
-async def settle(seen: list[dict[str, Any]], count: int) -> None:
-    """Wait for `count` messages, then long enough for the relay to have published any repeat."""
-    async with asyncio.timeout(10):
-        while len(seen) < count:
-            await asyncio.sleep(0.01)
-    await asyncio.sleep(BACKSTOP_DELAY + 0.5)
+def relayed_up_to(chronicle: Chronicle) -> int:
+    """The log position the signal relay has dealt with (published, or found published)."""
+    with chronicle.target.connect() as conn:
+        row = conn.execute("SELECT position FROM chronicle.projections WHERE name = %s", (SignalRelay.name,)).fetchone()
+    return int(row[0]) if row else 0
 
 
-async def test_each_signal_is_published_once_though_two_paths_could(client: ChronicleClient) -> None:
+async def settle(seen: list[dict[str, Any]], count: int, chronicle: Chronicle, client: ChronicleClient) -> None:
+    """Wait for `count` messages, then until the relay has passed them: whatever it was going
+    to publish again it has published by then, and a round trip on the client's connection
+    brings anything the server routed to it before."""
+    await eventually(lambda: len(seen) >= count, f"{count} signals", timeout=10)
+    last = max(s["position"] for s in seen)
+    await eventually(lambda: relayed_up_to(chronicle) >= last, "the relay to pass the signals", timeout=10)
+    await client.nc.flush()
+
+
+async def test_each_signal_is_published_once_though_two_paths_could(chronicle: Chronicle, client: ChronicleClient) -> None:
     conversation_id = await conversation_with_history(client)
     run_id = "fast-path-once"
     seen, subscription = await signals_of(client, run_id)
     await client.hitl.pause(conversation_id, step="check", prompt="Go on?", run_id=run_id)
     await client.hitl.resume(run_id, approved=True, feedback="go on")
-    await settle(seen, 2)
+    await settle(seen, 2, chronicle, client)
     await subscription.unsubscribe()
     assert [(s["subject"], s["run_id"]) for s in seen] == [("paused", run_id), ("resumed", run_id)]
     assert seen[0]["position"] < seen[1]["position"]
@@ -74,7 +84,7 @@ async def test_the_relay_publishes_what_the_fast_path_did_not(own: tuple[Chronic
     waiting = asyncio.create_task(handle.wait_for_resume(timeout=10))
     await client.hitl.resume(run_id, approved=False, feedback="stop here")
     assert (await waiting).approved is False
-    await settle(seen, 2)
+    await settle(seen, 2, chronicle, client)
     await subscription.unsubscribe()
     assert [s["subject"] for s in seen] == ["paused", "resumed"]
     assert seen[1]["history"][-1]["content"] == "stop here"

@@ -4,22 +4,22 @@ passed over when unreadable, and dead with their owner's key."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import psycopg
 import pytest
 
 from adapters.auth import TokenAuthority
-from adapters.event_store import EventStore
-from adapters.keys import KeyRing
-from services.bootstrap import Chronicle, bootstrap
-from services.client import ChronicleClient, ChronicleError
-from services.queries_audit import Audit
+from adapters.store.event_store import EventStore
+from adapters.store.keys import KeyRing
+from services.audit.queries import Audit
+from services.client.connection import ChronicleClient, ChronicleError
+from services.entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import make_settings
 from tests.servers import TestServers
+from tests.waiting import eventually
 
 EVERY = 5
 KEEP = 3
@@ -71,14 +71,22 @@ def snapshot_rows(url: str, aggregate_id: uuid.UUID) -> list[tuple[int, bytes]]:
     return [(v, bytes(s)) for v, s in rows]
 
 
-async def wait_for_snapshots(url: str, aggregate_id: uuid.UUID, versions: list[int]) -> list[tuple[int, bytes]]:
-    deadline = time.monotonic() + 10
-    while True:
+async def snapshots_when(
+    url: str, aggregate_id: uuid.UUID, ready: Callable[[list[tuple[int, bytes]]], bool], what: str
+) -> list[tuple[int, bytes]]:
+    """The aggregate's snapshot rows once `ready` says they are what the test waits for."""
+
+    async def rows_if_ready() -> list[tuple[int, bytes]] | None:
         rows = await asyncio.to_thread(snapshot_rows, url, aggregate_id)
-        if [v for v, _ in rows] == versions or time.monotonic() > deadline:
-            assert [v for v, _ in rows] == versions
-            return rows
-        await asyncio.sleep(0.02)
+        return rows if ready(rows) else None
+
+    found = await eventually(rows_if_ready, what, timeout=10)
+    assert found is not None
+    return found
+
+
+async def wait_for_snapshots(url: str, aggregate_id: uuid.UUID, versions: list[int]) -> list[tuple[int, bytes]]:
+    return await snapshots_when(url, aggregate_id, lambda rows: [v for v, _ in rows] == versions, f"snapshots {versions}")
 
 
 def url_of(instance: Chronicle) -> str:
@@ -102,21 +110,18 @@ async def test_snapshots_are_taken_at_the_threshold_sealed_and_pruned(snapping: 
 
     # Commands decided together cross the threshold once, at the batch's last version.
     await asyncio.gather(*(client.conversations.add_message(conversation_id, "user", f"m{n}") for n in range(6)))
-    rows = await asyncio.to_thread(snapshot_rows, url_of(snapping), conversation_id)
-    deadline = time.monotonic() + 10
-    while [v for v, _ in rows][-1:] == [10] and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-        rows = await asyncio.to_thread(snapshot_rows, url_of(snapping), conversation_id)
+    rows = await snapshots_when(
+        url_of(snapping), conversation_id, lambda rows: [v for v, _ in rows][-1:] != [10], "a snapshot past version 10"
+    )
     versions = [v for v, _ in rows]
     assert len(versions) == 3 and versions[:2] == [5, 10] and 15 <= versions[2] <= 18  # versions 13..18
 
     # Only the latest KEEP are kept.
     for n in range(5):
         await client.conversations.add_message(conversation_id, "user", f"more {n}")  # to version 23
-    deadline = time.monotonic() + 10
-    while len(rows := await asyncio.to_thread(snapshot_rows, url_of(snapping), conversation_id)) != KEEP or rows[-1][0] < 20:
-        assert time.monotonic() < deadline, rows
-        await asyncio.sleep(0.02)
+    rows = await snapshots_when(
+        url_of(snapping), conversation_id, lambda rows: len(rows) == KEEP and rows[-1][0] >= 20, "pruned to the latest"
+    )
     assert [v for v, _ in rows] == [10, versions[2], 20]
 
 

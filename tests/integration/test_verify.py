@@ -11,12 +11,13 @@ import pytest
 from psycopg.sql import SQL, Identifier
 
 from adapters.auth import TokenAuthority
-from adapters.postgres import PostgresTarget
+from adapters.store.postgres import PostgresTarget
 from projections.compare import compare
 from projections.verify import Verification, report, verify
-from services import cli
-from services.bootstrap import PROJECTIONS, Chronicle
-from services.client import ChronicleClient
+from services.client.connection import ChronicleClient
+from services.entrypoints import cli
+from services.entrypoints.bootstrap import Chronicle
+from services.entrypoints.read_models import PROJECTIONS
 from tests.integration.test_rebuild import chronicle_cli, fill
 
 

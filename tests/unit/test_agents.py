@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.agent_offline import OfflineAgent
-from adapters.agent_openai import OpenAIAgent
+from adapters.generation.agent_offline import OfflineAgent
+from adapters.generation.agent_openai import OpenAIAgent
 from domain.job import Chunk
 from domain.job_results import ARTIFACT_TYPES, problems_with
-from services.agent import AgentFailed, JobSpec
+from services.ports.agent import AgentFailed, JobSpec
 from tests.unit.chat_endpoint import ScriptedEndpoint, completion
 from tests.unit.chat_endpoint import scripted_endpoint as scripted_endpoint  # the `endpoint` fixture
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from adapters.digest import EMPTY_ROOT, MerkleRoot, leaf_hash, node_hash
+from adapters.store.digest import EMPTY_ROOT, MerkleRoot, leaf_hash, node_hash
 from domain.digest import DIGEST_ID, SYSTEM_OWNER, AuditDigest
 from domain.errors import InvalidCommand
 

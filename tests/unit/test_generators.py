@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from adapters.generator_offline import OfflineGenerator
-from adapters.generator_openai import OpenAICompatibleGenerator
+from adapters.generation.generator_offline import OfflineGenerator
+from adapters.generation.generator_openai import OpenAICompatibleGenerator
 from domain.errors import InvalidCommand
 from domain.layout import MAX_NODES, check_layout, diversity, shape_of, similarity, walk
-from services.generator import GenerationFailed, GenerationRequest, draft_of
+from services.ports.generator import GenerationFailed, GenerationRequest, draft_of
 from tests.unit.chat_endpoint import HANG, ScriptedEndpoint, completion
 from tests.unit.chat_endpoint import scripted_endpoint as scripted_endpoint  # the `endpoint` fixture
 

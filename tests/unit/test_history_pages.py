@@ -8,9 +8,9 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from services import contract_optimization as o
-from services import queries_optimization as qo
-from services.client_optimization import Optimizations
+from services.client.optimizations import Optimizations
+from services.contract.optimizations import HistoryPage, RoundEntry, TrialEntry
+from services.optimizations import queries as optimization_queries
 
 KIB = 1024
 
@@ -20,23 +20,23 @@ def sizes(*kib: int, trials: int = 10) -> list[dict[str, Any]]:
 
 
 def test_pages_are_cut_by_bytes_and_stop_before_a_round_too_big_for_one_reply() -> None:
-    assert qo.REPLY_BUDGET == 768 * KIB
-    assert qo.plan_pages(sizes(300, 300, 300, 100, 900, 10), -1, 2_000) == [(-1, 1), (1, 3)]
-    assert qo.plan_pages(sizes(900, 10), -1, 2_000) == [], "a huge first round comes in parts, unplanned"
-    assert qo.plan_pages(sizes(10, 10, 10), 4, 2_000) == [(4, 2)], "cursors carry on from where the page starts"
-    assert qo.plan_pages(sizes(50, 50, 300, 300), -1, 2_000, first_budget=96 * KIB) == [(-1, 0), (0, 3)]
+    assert optimization_queries.REPLY_BUDGET == 768 * KIB
+    assert optimization_queries.plan_pages(sizes(300, 300, 300, 100, 900, 10), -1, 2_000) == [(-1, 1), (1, 3)]
+    assert optimization_queries.plan_pages(sizes(900, 10), -1, 2_000) == [], "a huge first round comes in parts, unplanned"
+    assert optimization_queries.plan_pages(sizes(10, 10, 10), 4, 2_000) == [(4, 2)], "cursors carry on from where the page starts"
+    assert optimization_queries.plan_pages(sizes(50, 50, 300, 300), -1, 2_000, first_budget=96 * KIB) == [(-1, 0), (0, 3)]
 
 
 def test_pages_hold_at_most_max_trials_but_always_one_round_and_only_so_many_are_planned() -> None:
-    assert qo.plan_pages(sizes(1, 1, 1, 1, trials=600), -1, 1_000) == [(-1, 1), (1, 3)]
-    assert qo.plan_pages(sizes(1, 1, trials=5_000), -1, 1_000) == [(-1, 0), (0, 1)]
-    many = qo.plan_pages(sizes(*[500] * 40), -1, 2_000)
-    assert len(many) == qo.PAGES_PLANNED_AHEAD + 1 and many[:2] == [(-1, 0), (0, 1)]
+    assert optimization_queries.plan_pages(sizes(1, 1, 1, 1, trials=600), -1, 1_000) == [(-1, 1), (1, 3)]
+    assert optimization_queries.plan_pages(sizes(1, 1, trials=5_000), -1, 1_000) == [(-1, 0), (0, 1)]
+    many = optimization_queries.plan_pages(sizes(*[500] * 40), -1, 2_000)
+    assert len(many) == optimization_queries.PAGES_PLANNED_AHEAD + 1 and many[:2] == [(-1, 0), (0, 1)]
 
 
-def entry(index: int) -> o.RoundEntry:
+def entry(index: int) -> RoundEntry:
     at = datetime(2026, 3, 1, tzinfo=UTC)
-    return o.RoundEntry(
+    return RoundEntry(
         round_index=index, round_id=uuid4(), trials=[], candidates=[], best_score=None, best_candidate=None,
         stop_reason=None, stopped=False, best_so_far=None, timestamp=at, ended_at=at, extra={},
     )
@@ -45,7 +45,7 @@ def entry(index: int) -> o.RoundEntry:
 class CannedPages(Optimizations):
     """The service's replies by cursor (after_round, until_round)."""
 
-    def __init__(self, replies: dict[tuple[int | None, int | None], o.History]):
+    def __init__(self, replies: dict[tuple[int | None, int | None], HistoryPage]):
         self.replies = replies
         self.asked: list[tuple[int | None, int | None]] = []
 
@@ -55,8 +55,8 @@ class CannedPages(Optimizations):
         return self.replies[cursor].model_dump(mode="json")  # as the wire carries it
 
 
-def page(rounds: list[int], next_after_round: int | None, planned: tuple[tuple[int, int], ...] = ()) -> o.History:
-    return o.History(
+def page(rounds: list[int], next_after_round: int | None, planned: tuple[tuple[int, int], ...] = ()) -> HistoryPage:
+    return HistoryPage(
         optimization_id=uuid4(), direction="maximize", rounds=[entry(n) for n in rounds],
         next_after_round=next_after_round, planned=[{"after_round": a, "until_round": u} for a, u in planned],
     )
@@ -80,8 +80,8 @@ async def test_a_round_in_parts_is_joined_and_read_as_entries_shapes_it() -> Non
     trial = {"score": 0.5, "candidate": {"x": 1}, "candidate_id": "c", "metrics": {}, "dataset": None, "extra": {},
              "best_so_far": 0.5, "timestamp": datetime(2026, 3, 1, 12, 30, tzinfo=UTC)}
     first_part, last_part = entry(7), entry(7)
-    first_part.complete, first_part.trials = False, [o.TrialEntry(trial_index=0, **trial)]
-    last_part.trials = [o.TrialEntry(trial_index=1, **trial)]
+    first_part.complete, first_part.trials = False, [TrialEntry(trial_index=0, **trial)]
+    last_part.trials = [TrialEntry(trial_index=1, **trial)]
     first = page([], 7)
     first.rounds, first.next_after_trial = [first_part], 0
     last = page([], None)

@@ -1,4 +1,4 @@
-"""How parsing a big reply leaves Python's garbage collector (services/client.py)."""
+"""How parsing a big reply leaves Python's garbage collector (services/client/connection.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from services.client import collector_paused
+from services.client.connection import collector_paused
 
 
 def made_in_block(promote: bool = True) -> list[dict[str, list[int]]]:
@@ -46,7 +46,9 @@ def test_objects_someone_froze_stay_frozen() -> None:
     try:
         frozen = gc.get_freeze_count()
         made = made_in_block()
-        assert gc.get_freeze_count() == frozen and gc.isenabled()
+        # Frozen objects that die meanwhile (other threads run) lower the count; an unfreeze
+        # would empty it and a freeze would raise it by the block's thousand objects.
+        assert 0 < gc.get_freeze_count() <= frozen and gc.isenabled()
         assert id(made) not in oldest_generation(), "only paused: nothing was moved"
     finally:
         gc.unfreeze()

@@ -13,15 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.event_store import ErasedContent, PydanticMapper
-from adapters.snapshots import SnapshotCodec, SnapshotUnreadable
+from adapters.store.mapper import ErasedContent, PydanticMapper
+from adapters.store.snapshots import SnapshotCodec, SnapshotUnreadable
 from domain.base import SYSTEM_OWNER, Aggregate
 from domain.conversation import Conversation
 from domain.hitl import HistoryWindow, HitlRun
 from domain.round import Round
 from domain.session import Session
 from domain.snapshot import Unsnapshottable, capture, restore
-from services.snapshots import crossed
+from services.runtime.snapshots import crossed
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 texts = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=30).filter(str.strip)
@@ -30,7 +30,7 @@ scores = st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False), st.integers
 
 
 class FakeKeys:
-    """A key ring in memory: the same calls as adapters.keys.KeyRing."""
+    """A key ring in memory: the same calls as adapters.store.keys.KeyRing."""
 
     def __init__(self) -> None:
         self.keys: dict[str, bytes | None] = {}

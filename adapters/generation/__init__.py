@@ -1,0 +1,1 @@
+"""What generates: the offline and OpenAI-compatible generators and agents."""

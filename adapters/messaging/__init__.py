@@ -1,0 +1,1 @@
+"""NATS: the micro-service endpoints and the JetStream streams Chronicle owns."""

@@ -1,0 +1,159 @@
+"""The NATS edge: one micro-service endpoint per command and query subject.
+
+nats-py runs a subscription's callback one message at a time, so each request is handed
+to its own task (bounded by max_in_flight); that is what lets commands that arrive
+together reach the group commit together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import nats.errors
+import orjson
+from nats.aio.client import Client as NATS
+from nats.micro import add_service
+from nats.micro.request import Request
+from nats.micro.service import Service
+from pydantic import BaseModel, ValidationError
+
+from adapters.auth import TokenAuthority
+from adapters.errors import translate
+from services.contract.errors import ChronicleError
+
+log = logging.getLogger(__name__)
+
+QUEUE_GROUP = "chronicle"
+Action = Callable[[str, Any, str | None], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Route:
+    subject: str
+    model: type[BaseModel]
+    reply: type[BaseModel]  # what `action`'s data must validate as (checked when check_replies is on)
+    action: Action  # (user_id, request, idempotency_key) -> reply data
+
+
+def envelope_ok(data: Any) -> bytes:
+    return orjson.dumps({"ok": True, "data": data}, option=orjson.OPT_NON_STR_KEYS)
+
+
+def envelope_error(error: ChronicleError) -> bytes:
+    return orjson.dumps({"ok": False, "error": error.to_wire()})
+
+
+def parse(model: type[BaseModel], data: bytes) -> BaseModel:
+    # pydantic's own JSON parser keeps big integers exact (orjson would turn them into
+    # floats), so the model's validators can refuse them instead of storing a changed value.
+    try:
+        return model.model_validate_json(data if data.strip() else b"{}")
+    except ValidationError as error:
+        raise translate(error) from None
+
+
+def check_reply(route: Route, data: Any) -> None:
+    """The data a handler answered must be what the contract promises: a reply that breaks
+    it is a bug, answered `internal` (and logged) rather than sent."""
+    try:  # as the wire carries it: some replies hold pre-encoded JSON (orjson.Fragment)
+        route.reply.model_validate_json(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS))
+    except ValidationError as error:
+        fields = [".".join(str(part) for part in e["loc"]) for e in error.errors(include_input=False)]
+        log.error("reply breaks its contract", extra={"subject": route.subject, "fields": fields})
+        raise ChronicleError("internal", f"the reply of {route.subject} breaks its contract") from None
+
+
+class NatsService:
+    def __init__(
+        self,
+        nc: NATS,
+        routes: list[Route],
+        authority: TokenAuthority,
+        *,
+        name: str = "chronicle",
+        version: str = "0.1.0",
+        max_in_flight: int = 2048,
+        check_replies: bool = False,
+    ):
+        self.nc = nc
+        self.routes = routes
+        self.authority = authority
+        self.name = name
+        self.version = version
+        self.max_in_flight = max_in_flight
+        self.check_replies = check_replies
+        self.in_flight: set[asyncio.Task[None]] = set()
+        self.service: Service | None = None
+
+    async def start(self) -> None:
+        self.service = await add_service(
+            self.nc, name=self.name, version=self.version, description="Chronicle commands and queries",
+            queue_group=QUEUE_GROUP,
+        )
+        for route in self.routes:
+            await self.service.add_endpoint(
+                name=route.subject.replace(".", "_"),
+                subject=route.subject,
+                handler=self._dispatcher(route),
+                queue_group=QUEUE_GROUP,
+                metadata={"request": route.model.__name__, "reply": route.reply.__name__},
+            )
+        # A round trip: the server has every subscription before anyone is told we are ready.
+        await self.nc.flush()
+
+    async def stop(self) -> None:
+        """Stop taking requests, answer those already delivered, then let them all finish.
+
+        Service.stop() would unsubscribe, dropping requests already delivered to this
+        process but not yet dispatched; draining each endpoint's subscription answers them.
+        The service's own $SRV subscriptions go when the connection drains.
+        """
+        if self.service is not None:
+            for endpoint in self.service._endpoints:  # nats.micro has no public drain
+                if endpoint._subscription is not None:
+                    with contextlib.suppress(nats.errors.Error):
+                        await endpoint._subscription.drain()
+        while self.in_flight:
+            await asyncio.gather(*self.in_flight, return_exceptions=True)
+
+    def _dispatcher(self, route: Route) -> Callable[[Request], Awaitable[None]]:
+        async def dispatch(request: Request) -> None:
+            if len(self.in_flight) >= self.max_in_flight:
+                error = ChronicleError("rate_limited", "too many requests in flight; retry shortly")
+                await request.respond(envelope_error(error))
+                return
+            task = asyncio.create_task(self._handle(route, request))
+            self.in_flight.add(task)
+            task.add_done_callback(self.in_flight.discard)
+
+        return dispatch
+
+    async def _handle(self, route: Route, request: Request) -> None:
+        started = time.perf_counter()
+        code = "ok"
+        try:
+            user = self.authority.user_of(request.headers)
+            payload = parse(route.model, request.data)
+            key = (request.headers or {}).get("Idempotency-Key") or None
+            data = await route.action(user, payload, key)
+            if self.check_replies:
+                check_reply(route, data)
+            body = envelope_ok(data)
+        except Exception as error:  # every failure leaves as one envelope
+            failure = translate(error)
+            code = failure.code
+            body = envelope_error(failure)
+        try:
+            await request.respond(body)
+        except Exception as error:
+            log.warning("reply not sent", extra={"subject": route.subject, "error_type": type(error).__name__})
+        log.debug(
+            "request",
+            extra={"subject": route.subject, "code": code, "ms": round((time.perf_counter() - started) * 1000, 2)},
+        )

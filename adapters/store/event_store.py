@@ -1,0 +1,239 @@
+"""The event store: eventsourcing's Postgres recorder with a pydantic/orjson mapper.
+
+The recorder also writes idempotency records in the same statement as the events, so a
+command's reply exists exactly when its events do.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import orjson
+from eventsourcing.persistence import (
+    InterfaceError,
+    OperationalError,
+    StoredEvent,
+)
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.utils import retry
+from psycopg.sql import SQL
+
+from adapters.store.keys import KeyRing
+from adapters.store.mapper import ErasedContent, PydanticMapper
+from adapters.store.postgres import PostgresTarget
+from adapters.store.snapshots import SnapshotCodec, SnapshotRecorder, SnapshotUnreadable
+from domain.base import Aggregate, DomainEvent
+
+log = logging.getLogger(__name__)
+
+EVENTS_SCHEMA = "chronicle"
+EVENTS_TABLE = "events"
+EVENTS_CHANNEL = "chronicle_events"
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    owner: str
+    key: str
+    fingerprint: str
+    reply: bytes
+    # Where the command's last event is among the events saved with it (0 for the
+    # first): the notification id it gets is the reply's position, stored beside the
+    # reply and merged into it when the reply is read.
+    last_event: int | None = None
+
+
+class ChronicleRecorder(PostgresApplicationRecorder):
+    """Saves a group commit's events and idempotency records in one statement, and reads
+    many streams at once."""
+
+    def __init__(self, datastore: PostgresDatastore, relay_channels: Mapping[str, Iterable[str]] | None = None):
+        super().__init__(datastore, events_table_name=EVENTS_TABLE)
+        self.channel_name = EVENTS_CHANNEL
+        # {channel: topics}: a statement holding one of these topics also notifies that
+        # channel, so a listener that relays only them is not woken by every other event.
+        self.channel_of_topic = {
+            topic: channel for channel, topics in (relay_channels or {}).items() for topic in topics
+        }
+        replies = (
+            "INSERT INTO chronicle.idempotency (owner, key, fingerprint, reply, position)"
+            " SELECT r.owner, r.key, r.fingerprint, r.reply, {position}"
+            " FROM unnest(%b::text[], %b::text[], %b::text[], %b::bytea[], %b::int4[])"
+            " AS r(owner, key, fingerprint, reply, last_event)"
+        )
+        self.insert_replies = replies.format(position="NULL")
+        # One statement, so one round trip and its own transaction (migration 0006): the
+        # lock is taken before the first notification id is drawn, ids are drawn in the
+        # order of the rows, and a version or key conflict anywhere fails the whole
+        # statement (IntegrityError) with nothing saved.
+        self.append = (
+            "WITH appended AS ("
+            " INSERT INTO chronicle.events (originator_id, originator_version, topic, state)"
+            " SELECT * FROM unnest(%b::uuid[], %b::int8[], %b::text[], %b::bytea[])"
+            " WHERE (SELECT chronicle.begin_append(%b::text[]))"
+            " RETURNING notification_id"
+            "), positions AS (SELECT array_agg(notification_id ORDER BY notification_id) AS ids FROM appended"
+            "), replied AS ("
+            + replies.format(position="positions.ids[r.last_event]")
+            + ", positions) SELECT unnest(ids) AS notification_id FROM positions"
+        )
+        self.select_streams = SQL(
+            "SELECT e.originator_id, e.originator_version, e.topic, e.state"
+            " FROM unnest(%s::uuid[], %s::bigint[]) AS s(id, after)"
+            " JOIN chronicle.events e ON e.originator_id = s.id AND e.originator_version > s.after"
+            " ORDER BY e.originator_id, e.originator_version"
+        )
+        self.select_idempotency = SQL(
+            "SELECT owner, key, fingerprint, reply, position FROM chronicle.idempotency"
+            " WHERE (owner, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
+        )
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        # Never the library's insert: it runs in pipeline mode, where psycopg 3.3 hangs for
+        # good sending a statement of more than ~10 MB (psycopg issue 685).
+        return self.record(stored_events)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def record(self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = ()) -> list[int]:
+        """One transaction: the events and the commands' replies; returns the events'
+        notification ids, in the order of `stored_events`."""
+        reply_columns = (
+            [r.owner for r in replies],
+            [r.key for r in replies],
+            [r.fingerprint for r in replies],
+            [r.reply for r in replies],
+            [None if r.last_event is None else r.last_event + 1 for r in replies],
+        )
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            if not stored_events:
+                # Commands that changed nothing still keep their replies (if they have any).
+                if replies:
+                    curs.execute(self.insert_replies, reply_columns, prepare=True)
+                return []
+            relays = {self.channel_of_topic[e.topic] for e in stored_events if e.topic in self.channel_of_topic}
+            curs.execute(
+                self.append,
+                (
+                    [e.originator_id for e in stored_events],
+                    [e.originator_version for e in stored_events],
+                    [e.topic for e in stored_events],
+                    [e.state for e in stored_events],
+                    [EVENTS_CHANNEL, *sorted(relays)],
+                    *reply_columns,
+                ),
+                prepare=True,
+            )
+            return [row["notification_id"] for row in curs.fetchall()]
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def streams(self, after: Mapping[UUID, int]) -> list[StoredEvent]:
+        """The events of each stream after the version given for it (0: the whole stream)."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self.select_streams, (list(after), list(after.values())), prepare=True)
+            return [
+                StoredEvent(
+                    originator_id=row["originator_id"],
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=bytes(row["state"]),
+                )
+                for row in curs.fetchall()
+            ]
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, bytes]]:
+        if not keys:
+            return {}
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self.select_idempotency, ([k[0] for k in keys], [k[1] for k in keys]))
+            return {(r["owner"], r["key"]): (r["fingerprint"], with_position(r)) for r in curs.fetchall()}
+
+
+def with_position(row: Mapping[str, Any]) -> bytes:
+    """A stored reply as it was sent: its position kept beside it goes back in."""
+    reply = bytes(row["reply"])
+    if row["position"] is None:
+        return reply
+    return orjson.dumps({**orjson.loads(reply), "position": row["position"]})
+
+
+class EventStore:
+    """Saves aggregates' pending events and rebuilds aggregates from their streams.
+
+    Connections are not pinged before use (a round trip per transaction); a dropped one
+    fails its statement, the pool discards it, and the recorder's retry takes another.
+    """
+
+    def __init__(
+        self,
+        target: PostgresTarget,
+        *,
+        pool_size: int = 4,
+        relay_channels: Mapping[str, Iterable[str]] | None = None,
+        keys: KeyRing | None = None,
+    ):
+        params = target.params
+        self.datastore = PostgresDatastore(
+            dbname=params["dbname"],
+            host=params["host"],
+            port=params["port"],
+            user=params["user"],
+            password=params["password"],
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            schema=EVENTS_SCHEMA,
+        )
+        self.recorder = ChronicleRecorder(self.datastore, relay_channels)
+        self.mapper = PydanticMapper(keys=keys)
+        self.snapshots = SnapshotRecorder(self.datastore)
+        self.snapshot_codec = SnapshotCodec(self.mapper)
+
+    def load_many(self, ids: Iterable[UUID], *, use_snapshots: bool = True) -> dict[UUID, Aggregate]:
+        """The aggregates with these ids; one whose owner was erased is as good as missing.
+
+        Each starts from its latest snapshot and folds only the events after it (one query
+        for all); an unreadable snapshot is passed over for the whole stream (one more)."""
+        ids = list(ids)
+        aggregates: dict[UUID, Any] = {}
+        erased: set[UUID] = set()
+        if use_snapshots:
+            snapshots, events = self.snapshots.latest_and_after(ids)
+        else:
+            snapshots, events = {}, self.recorder.streams(dict.fromkeys(ids, 0))
+        unreadable: set[UUID] = set()
+        for snapshot in snapshots.values():
+            try:
+                aggregates[snapshot.originator_id] = self.snapshot_codec.decode(snapshot)
+            except ErasedContent:
+                erased.add(snapshot.originator_id)
+            except SnapshotUnreadable as error:
+                unreadable.add(snapshot.originator_id)
+                log.warning(
+                    "snapshot unreadable, loading the whole stream",
+                    extra={"aggregate_id": str(snapshot.originator_id), "version": snapshot.originator_version,
+                           "reason": str(error)},
+                )
+        if unreadable:
+            events = [e for e in events if e.originator_id not in unreadable]
+            events += self.recorder.streams(dict.fromkeys(unreadable, 0))
+        for stored in events:
+            if stored.originator_id in erased:
+                continue
+            try:
+                event = self.mapper.to_domain_event(stored)
+            except ErasedContent:
+                erased.add(stored.originator_id)
+                aggregates.pop(stored.originator_id, None)
+                continue
+            aggregates[event.originator_id] = event.mutate(aggregates.get(event.originator_id))
+        return aggregates
+
+    def events_of(self, originator_id: UUID) -> list[DomainEvent]:
+        return [self.mapper.to_domain_event(s) for s in self.recorder.select_events(originator_id)]
+
+    def close(self) -> None:
+        self.datastore.close()

@@ -1,0 +1,123 @@
+"""Per-user data keys for crypto-shredding: AES-256-GCM keys in `chronicle.data_keys`.
+
+A user's key is made on their first write. Erasing the user destroys the key (the row
+keeps only the time of erasure), which makes the content of every event they ever wrote
+unreadable while the events, their ids, timestamps and hash chains stay. Keys never
+leave this module except into the cipher; they are never logged.
+
+Keys are cached per process for a short time; erasure evicts its own process's cache at
+once, and other processes' caches within KEY_CACHE_SECONDS.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+
+import psycopg
+
+from adapters.store.postgres import PostgresTarget
+from domain.errors import Conflict
+
+KEY_CACHE_SECONDS = 30.0
+KEY_BYTES = 32
+
+
+class UserErased(Conflict):
+    """The user was erased: nothing more is written for them."""
+
+
+class KeyRing:
+    """The data keys of one database. The composition root makes one per process and hands
+    it to everything that seals or opens content, so an erasure evicts the one cache."""
+
+    def __init__(self, target: PostgresTarget):
+        self.target = target
+        self._lock = threading.Lock()
+        self._conn: psycopg.Connection | None = None
+        self._cache: dict[str, tuple[bytes | None, float]] = {}
+
+    def key_for_writing(self, owner: str) -> bytes:
+        """The owner's key, made on first use; UserErased once the owner was erased."""
+        key = self._cached(owner)
+        if key is None:
+            key = self._load_or_create(owner)
+        if key is None:
+            raise UserErased(f"user {owner} was erased; nothing more is recorded for them", field="owner", rule="not_erased")
+        return key
+
+    def key_for_reading(self, owner: str) -> bytes | None:
+        """The owner's key, or None when it was destroyed (or never made)."""
+        cached = self._cache.get(owner)
+        if cached is not None and cached[1] > time.monotonic():
+            return cached[0]
+        return self._fetch(owner)
+
+    def destroy(self, owner: str) -> None:
+        """Destroy the owner's key for good (idempotent); the row remembers when."""
+        with self._lock, self._connection() as conn:
+            conn.execute(
+                "INSERT INTO chronicle.data_keys (owner, key, erased_at) VALUES (%s, NULL, now())"
+                " ON CONFLICT (owner) DO UPDATE SET key = NULL, erased_at = coalesce(data_keys.erased_at, now())",
+                (owner,),
+            )
+            self._cache[owner] = (None, time.monotonic() + KEY_CACHE_SECONDS)
+
+    def is_erased(self, owner: str) -> bool:
+        with self._lock, self._connection() as conn:
+            row = conn.execute("SELECT erased_at IS NOT NULL FROM chronicle.data_keys WHERE owner = %s", (owner,)).fetchone()
+        return bool(row and row[0])
+
+    def _cached(self, owner: str) -> bytes | None:
+        cached = self._cache.get(owner)
+        return cached[0] if cached is not None and cached[1] > time.monotonic() else None
+
+    def _fetch(self, owner: str) -> bytes | None:
+        with self._lock, self._connection() as conn:
+            row = conn.execute("SELECT key FROM chronicle.data_keys WHERE owner = %s", (owner,)).fetchone()
+            # No row yet is not cached: the owner's first write is about to make one.
+            if row is None:
+                return None
+            key = bytes(row[0]) if row[0] is not None else None
+            self._cache[owner] = (key, time.monotonic() + KEY_CACHE_SECONDS)
+        return key
+
+    def _load_or_create(self, owner: str) -> bytes | None:
+        with self._lock, self._connection() as conn:
+            conn.execute(
+                "INSERT INTO chronicle.data_keys (owner, key) VALUES (%s, %s) ON CONFLICT (owner) DO NOTHING",
+                (owner, secrets.token_bytes(KEY_BYTES)),
+            )
+            row = conn.execute("SELECT key FROM chronicle.data_keys WHERE owner = %s", (owner,)).fetchone()
+            key = bytes(row[0]) if row and row[0] is not None else None
+            self._cache[owner] = (key, time.monotonic() + KEY_CACHE_SECONDS)
+        return key
+
+    def evict(self, owner: str) -> None:
+        self._cache.pop(owner, None)
+
+    def _connection(self) -> _Borrowed:
+        # One autocommit connection per ring, used under the lock; re-opened when it drops.
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = self.target.connect(autocommit=True)
+        return _Borrowed(self._conn)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+
+
+class _Borrowed:
+    """The ring's connection as a context manager that does not close it."""
+
+    def __init__(self, conn: psycopg.Connection):
+        self.conn = conn
+
+    def __enter__(self) -> psycopg.Connection:
+        return self.conn
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is not None and self.conn.broken:
+            self.conn.close()

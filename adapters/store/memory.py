@@ -1,0 +1,74 @@
+"""An event store in memory, for unit tests: what the command bus asks of adapters/store/event_store.py,
+with the same optimistic concurrency (a version already taken fails the whole record) and
+the same idempotency records, and no server.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+from uuid import UUID
+
+import orjson
+from eventsourcing.domain import DomainEvent
+from eventsourcing.persistence import IntegrityError, StoredEvent
+
+from adapters.store.event_store import IdempotencyRecord
+from adapters.store.mapper import PydanticMapper
+
+
+class InMemoryRecorder:
+    def __init__(self) -> None:
+        self.events: list[StoredEvent] = []  # notification id = index + 1
+        self.versions: set[tuple[UUID | str, int]] = set()
+        self.stored_replies: dict[tuple[str, str], tuple[str, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = ()) -> list[int]:
+        with self._lock:
+            taken = {(e.originator_id, e.originator_version) for e in stored_events}
+            if len(taken) < len(stored_events) or taken & self.versions:
+                raise IntegrityError("an aggregate version is already taken")
+            if {(r.owner, r.key) for r in replies} & set(self.stored_replies):
+                raise IntegrityError("an idempotency key is already taken")
+            first = len(self.events) + 1
+            self.events.extend(stored_events)
+            self.versions |= taken
+            positions = list(range(first, first + len(stored_events)))
+            for reply in replies:
+                data = reply.reply
+                if reply.last_event is not None:
+                    data = orjson.dumps({**orjson.loads(data), "position": positions[reply.last_event]})
+                self.stored_replies[(reply.owner, reply.key)] = (reply.fingerprint, data)
+            return positions
+
+    def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, bytes]]:
+        with self._lock:
+            return {key: self.stored_replies[key] for key in keys if key in self.stored_replies}
+
+    def stream(self, originator_id: UUID) -> list[StoredEvent]:
+        with self._lock:
+            return [e for e in self.events if e.originator_id == originator_id]
+
+
+class InMemoryEventStore:
+    """Events kept as the Postgres store keeps them (mapped by the same mapper), unsealed."""
+
+    def __init__(self) -> None:
+        self.recorder = InMemoryRecorder()
+        self.mapper = PydanticMapper()
+
+    def load_many(self, ids: Iterable[UUID], *, use_snapshots: bool = True) -> dict[UUID, Any]:
+        aggregates: dict[UUID, Any] = {}
+        for originator_id in ids:
+            for stored in self.recorder.stream(originator_id):
+                event = self.mapper.to_domain_event(stored)
+                aggregates[originator_id] = event.mutate(aggregates.get(originator_id))
+        return aggregates
+
+    def events_of(self, originator_id: UUID) -> list[DomainEvent]:
+        return [self.mapper.to_domain_event(s) for s in self.recorder.stream(originator_id)]
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,104 @@
+"""Postgres connection settings and the versioned schema migrations under infra/."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS_LOCK = 0x43485231  # "CHR1": one migrator at a time across the fleet
+
+
+@dataclass(frozen=True)
+class PostgresTarget:
+    """Where the database is; built once from a URL, used by every connection."""
+
+    url: str
+
+    @property
+    def params(self) -> dict[str, str]:
+        info = conninfo_to_dict(self.url)
+        return {
+            "dbname": str(info.get("dbname", "postgres")),
+            "host": str(info.get("host", "127.0.0.1")),
+            "port": str(info.get("port", "5432")),
+            "user": str(info.get("user", "postgres")),
+            "password": str(info.get("password", "")),
+        }
+
+    def describe(self) -> str:
+        """Host, port and database without credentials, safe for logs."""
+        p = self.params
+        return f"{p['host']}:{p['port']}/{p['dbname']}"
+
+    def connect(self, **kwargs: object) -> psycopg.Connection:
+        return psycopg.connect(self.url, **kwargs)  # type: ignore[arg-type]
+
+
+def database_url(server_url: str, name: str) -> str:
+    """The URL of database `name` on the server of `server_url`."""
+    info = conninfo_to_dict(server_url)
+    info["dbname"] = name
+    return make_conninfo("", **info)
+
+
+@contextlib.contextmanager
+def scratch_database(server_url: str, prefix: str, *, keep: bool = False) -> Iterator[str]:
+    """A new, empty database `<prefix>_<random>` for tests and benchmarks; dropped on exit
+    unless `keep`. `server_url` is any database on that server we may CREATE DATABASE from."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield database_url(server_url, name)
+    finally:
+        if not keep:
+            with psycopg.connect(server_url, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def pending_migrations(applied: set[int]) -> list[tuple[int, str, str]]:
+    folder = resources.files("infra") / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            version = int(entry.name.split("_", 1)[0])
+            if version not in applied:
+                found.append((version, entry.name, entry.read_text()))
+    return sorted(found)
+
+
+def migrate(target: PostgresTarget) -> list[str]:
+    """Apply every migration not yet applied, each in its own transaction; return their names."""
+    applied_now: list[str] = []
+    with target.connect(autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATIONS_LOCK,))
+        try:
+            conn.execute("CREATE SCHEMA IF NOT EXISTS chronicle")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS chronicle.schema_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            applied = {row[0] for row in conn.execute("SELECT version FROM chronicle.schema_migrations")}
+            for version, name, text in pending_migrations(applied):
+                with conn.transaction():
+                    conn.execute(text)  # a trusted file shipped with the package
+                    conn.execute(
+                        "INSERT INTO chronicle.schema_migrations (version, name) VALUES (%s, %s)",
+                        (version, name),
+                    )
+                log.info("migration applied", extra={"migration": name})
+                applied_now.append(name)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATIONS_LOCK,))
+    return applied_now

@@ -1,0 +1,1 @@
+"""Generated artifacts: store, generate, refine, variations, previews, retention; their queries and report."""

@@ -1,0 +1,143 @@
+"""artifact.cache_preview and artifacts.preview: preview bytes in, preview bytes out.
+
+NATS carries at most 1 MiB a message, so bytes travel in pieces: a client puts a large
+preview in the upload object store (JetStream chunks it) and names it in the command;
+readers fetch 512 KiB chunks by offset. The bytes are kept in the blob store, sealed per
+owner; the artifact's event holds only their sha256 and size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+from typing import Any
+
+from nats.js import JetStreamContext
+from nats.js.api import ObjectStoreConfig
+from nats.js.errors import BadRequestError, BucketNotFoundError, ObjectNotFoundError
+
+from adapters.store.blobs import CHUNK_BYTES, BlobErased, BlobStore
+from domain.artifact import MAX_PREVIEW_BYTES
+from services.artifacts import queries as queries_artifacts
+from services.artifacts.generation import visible_artifact
+from services.contract.artifacts import CachePreview, GetArtifact, PreviewChunk, RecordPreview, upload_bucket
+from services.contract.base import Command
+from services.contract.errors import ChronicleError
+from services.runtime.command_bus import CommandBus
+from services.runtime.read_models import Queries
+
+UPLOAD_TTL = 3600.0  # seconds an upload waits to be claimed before JetStream drops it
+
+
+async def ensure_upload_bucket(js: JetStreamContext, prefix: str) -> None:
+    bucket = upload_bucket(prefix)
+    try:
+        await js.object_store(bucket)
+    except BucketNotFoundError:
+        try:
+            await js.create_object_store(bucket, ObjectStoreConfig(ttl=UPLOAD_TTL))
+        except BadRequestError:  # another instance created it meanwhile
+            pass
+
+
+def invalid(field: str, rule: str, message: str) -> ChronicleError:
+    return ChronicleError("invalid", message, [{"field": field, "rule": rule, "message": message}])
+
+
+class Previews:
+    def __init__(self, bus: CommandBus, blobs: BlobStore, queries: Queries, js: JetStreamContext, prefix: str):
+        self.bus = bus
+        self.blobs = blobs
+        self.queries = queries
+        self.js = js
+        self.bucket = upload_bucket(prefix)
+
+    async def cache(self, user: str, cmd: CachePreview, key: str | None) -> dict[str, Any]:
+        async def store_bytes() -> Command[Any]:
+            # Checked before the bytes are stored, so nobody leaves bytes no artifact references.
+            await visible_artifact(self.bus.store, user, cmd.artifact_id, "artifact_id")
+            data = base64.b64decode(cmd.data) if cmd.data is not None else await self._claim(cmd.upload or "")
+            self._check(cmd, data)
+            sha256 = await asyncio.to_thread(self.blobs.put, user, data)
+            record = RecordPreview(
+                artifact_id=cmd.artifact_id, style=cmd.style, format=cmd.format, sha256=sha256, size=len(data)
+            )
+            return record
+
+        # Bytes named by their sha256 are the same request whichever upload carried them:
+        # a client retrying with its Idempotency-Key uploads again under a new name.
+        same_bytes = cmd.model_copy(update={"data": None, "upload": None}) if cmd.sha256 else cmd
+        try:
+            return await self.bus.execute_prepared(same_bytes, user, key, store_bytes)
+        finally:
+            if cmd.upload is not None:  # claimed once, whatever came of it
+                await self._discard(cmd.upload)
+
+    @staticmethod
+    def _check(cmd: CachePreview, data: bytes) -> None:
+        if len(data) > MAX_PREVIEW_BYTES:
+            raise invalid("size", "max_bytes", f"a preview holds at most {MAX_PREVIEW_BYTES} bytes")
+        if not data:
+            raise invalid("data", "min_bytes", "a preview holds at least one byte")
+        if cmd.size is not None and cmd.size != len(data):
+            raise invalid("size", "matches", f"size says {cmd.size} bytes, {len(data)} arrived")
+        if cmd.sha256 is not None and cmd.sha256 != hashlib.sha256(data).hexdigest():
+            raise invalid("sha256", "matches", "the bytes that arrived have another sha256")
+
+    async def _claim(self, name: str) -> bytes:
+        try:
+            store = await self.js.object_store(self.bucket)
+            found = await store.get(name)
+        except ObjectNotFoundError:
+            raise invalid("upload", "exists", f"no upload named {name!r} (uploads expire after an hour)") from None
+        return bytes(found.data or b"")
+
+    async def _discard(self, name: str) -> None:
+        try:
+            await (await self.js.object_store(self.bucket)).delete(name)
+        except ObjectNotFoundError:
+            pass
+
+    async def get(self, user: str, q: GetArtifact) -> dict[str, Any]:
+        """artifacts.get; with include_preview, previews of one chunk come inline."""
+        artifact = await queries_artifacts.get(self.queries, user, q)
+        if q.include_preview:
+            for preview in artifact["previews"]:
+                if preview["size"] <= CHUNK_BYTES:
+                    data = await self._read(user, preview["sha256"], 0)
+                    preview["data"] = base64.b64encode(data).decode() if data is not None else None
+        return artifact
+
+    async def _read(self, user: str, sha256: str, seq: int) -> bytes | None:
+        try:
+            return await asyncio.to_thread(self.blobs.chunk, user, sha256, seq)
+        except BlobErased:
+            return None
+
+    async def chunk(self, user: str, q: PreviewChunk) -> dict[str, Any]:
+        """One chunk of a preview of the caller's artifact (the latest of that style/format)."""
+        previews = await self.queries.fetch_one(
+            "SELECT previews FROM rm_artifacts.artifacts WHERE id = %s AND owner = %s", (q.artifact_id, user)
+        )
+        chosen = [
+            p
+            for p in (previews or {}).get("previews") or []
+            if q.style in (None, p["style"]) and q.format in (None, p["format"])
+        ]
+        if not chosen:
+            raise ChronicleError("not_found", f"no such preview of artifact {q.artifact_id}")
+        preview = chosen[-1]
+        if q.offset % CHUNK_BYTES or q.offset >= preview["size"]:
+            raise invalid("offset", "chunk", f"offset must be a multiple of {CHUNK_BYTES} below the size")
+        data = await self._read(user, preview["sha256"], q.offset // CHUNK_BYTES)
+        if data is None:
+            raise ChronicleError("not_found", f"the preview of artifact {q.artifact_id} is gone")
+        end = q.offset + len(data)
+        return {
+            "artifact_id": q.artifact_id,
+            **preview,
+            "offset": q.offset,
+            "data": base64.b64encode(data).decode(),
+            "next_offset": end if end < preview["size"] else None,
+        }

@@ -1,0 +1,177 @@
+"""Query handlers of generation artifacts, scoped to the caller like every query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.sql import SQL, Composed
+
+from domain.layout import Shape, component_overlap, similarity
+from services.contract.artifacts import (
+    ArtifactLineage,
+    ByExample,
+    CompareArtifacts,
+    GetArtifact,
+    GetVariations,
+    ListArtifacts,
+    RagInfluence,
+    SearchArtifacts,
+)
+from services.runtime.full_text import QUERY, headline, mine_matching, ranked_search
+from services.runtime.read_models import Queries, not_found, page
+
+SUMMARY_COLUMNS = (
+    "id, session_id, parent_id, generation, origin, query, model, provider, tags, variation_set_id,"
+    " variation_index, node_count, depth, tokens, created_at, updated_at"
+)
+DETAIL_COLUMNS = (
+    SUMMARY_COLUMNS + ", layout, draft, temperature, stats, rag_examples, refinement, component_types, previews"
+)
+MAX_DESCENDANTS = 5_000  # rows one lineage reply holds (a 1,000-long chain fits many times over)
+
+
+def lineage_walk(next_artifact: str, order_and_limit: str) -> Composed:
+    """Walks parent links within the owner's artifacts from %(id)s, up to %(depth)s steps;
+    `next_artifact` joins the walk's row `w` to the next one, `n` (up: n is w's parent;
+    down: n is w's child). The two walks differ in nothing else."""
+    return SQL("""
+WITH RECURSIVE walk(id, parent_id, generation, variation_set_id, removed, created_at, distance) AS (
+    SELECT a.id, a.parent_id, a.generation, a.variation_set_id, a.removed, a.created_at, 0
+    FROM rm_lineage.artifacts a WHERE a.id = %(id)s AND a.owner = %(user)s
+    UNION ALL
+    SELECT n.id, n.parent_id, n.generation, n.variation_set_id, n.removed, n.created_at, w.distance + 1
+    FROM walk w JOIN rm_lineage.artifacts n ON {next_artifact} AND n.owner = %(user)s
+    WHERE w.distance < %(depth)s
+)
+SELECT * FROM walk WHERE distance > 0 {order_and_limit}
+""").format(next_artifact=SQL(next_artifact), order_and_limit=SQL(order_and_limit))
+
+
+ANCESTORS = lineage_walk("n.id = w.parent_id", "ORDER BY distance")
+DESCENDANTS = lineage_walk("n.parent_id = w.id", "ORDER BY distance, created_at, id LIMIT %(limit)s")
+
+
+def shape_from(row: dict[str, Any]) -> Shape:
+    return Shape(node_count=row["node_count"], depth=row["depth"], type_counts=row["component_types"])
+
+
+async def get(queries: Queries, user: str, q: GetArtifact) -> dict[str, Any]:
+    row = await queries.fetch_one(
+        "SELECT " + DETAIL_COLUMNS + ", owner FROM rm_artifacts.artifacts WHERE id = %s AND owner = %s",
+        (q.artifact_id, user),
+    )
+    if row is None:
+        raise not_found("artifact", q.artifact_id)
+    del row["owner"]
+    return row
+
+
+async def list_artifacts(queries: Queries, user: str, q: ListArtifacts) -> dict[str, Any]:
+    # Only the filters given reach the WHERE clause, so each shape gets its own index plan.
+    conditions = [SQL("owner = %(user)s")]
+    if q.session_id is not None:
+        conditions.append(SQL("session_id = %(session)s"))
+    if q.parent_id is not None:
+        conditions.append(SQL("parent_id = %(parent)s"))
+    if q.tags:
+        conditions.append(SQL("tags @> %(tags)s::text[]"))
+    query = SQL(
+        "SELECT " + SUMMARY_COLUMNS + ", count(*) OVER () AS total FROM rm_artifacts.artifacts WHERE {where}"
+        " ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s"
+    ).format(where=SQL(" AND ").join(conditions))
+    params = {
+        "user": user, "session": q.session_id, "parent": q.parent_id, "tags": q.tags, "limit": q.limit,
+        "offset": q.offset,
+    }
+    return page(await queries.fetch_all(query, params), q.limit, q.offset)
+
+
+async def search(queries: Queries, user: str, q: SearchArtifacts) -> dict[str, Any]:
+    """Artifacts whose query or draft match the words, best first."""
+    statement = SQL("""
+        WITH {query},
+        best AS (
+            SELECT s.id, s.created_at, ts_rank(s.tsv, query.words) AS score
+            FROM rm_search.artifacts s, query WHERE {mine_s}
+            ORDER BY score DESC, s.created_at DESC LIMIT %(limit)s
+        )
+        SELECT best.id AS artifact_id, a.query, best.created_at, {snippet}
+        FROM best JOIN rm_artifacts.artifacts a ON a.id = best.id, query
+        ORDER BY best.score DESC, best.created_at DESC
+    """).format(query=QUERY, mine_s=mine_matching("s"), snippet=headline(SQL("a.query || E'\\n' || left(a.draft, 20000)")))
+    return await ranked_search(queries, statement, user, q.q, q.limit)
+
+
+async def lineage(queries: Queries, user: str, q: ArtifactLineage) -> dict[str, Any]:
+    found = await queries.fetch_one(
+        "SELECT removed FROM rm_lineage.artifacts WHERE id = %s AND owner = %s", (q.artifact_id, user)
+    )
+    if found is None or found["removed"]:
+        raise not_found("artifact", q.artifact_id)
+    params = {"id": q.artifact_id, "user": user, "depth": q.depth, "limit": MAX_DESCENDANTS + 1}
+    ancestors = await queries.fetch_all(ANCESTORS, params) if q.direction != "descendants" else []
+    descendants = await queries.fetch_all(DESCENDANTS, params) if q.direction != "ancestors" else []
+    return {
+        "artifact_id": q.artifact_id,
+        "ancestors": ancestors,
+        "descendants": descendants[:MAX_DESCENDANTS],
+        "truncated": len(descendants) > MAX_DESCENDANTS,
+    }
+
+
+async def rag_influence(queries: Queries, user: str, q: RagInfluence) -> dict[str, Any]:
+    row = await queries.fetch_one(
+        "SELECT rag_examples FROM rm_artifacts.artifacts WHERE id = %s AND owner = %s", (q.artifact_id, user)
+    )
+    if row is None:
+        raise not_found("artifact", q.artifact_id)
+    return {"artifact_id": q.artifact_id, "examples": row["rag_examples"]}
+
+
+async def by_example(queries: Queries, user: str, q: ByExample) -> dict[str, Any]:
+    rows = await queries.fetch_all(
+        "SELECT artifact_id, session_id, score, created_at, count(*) OVER () AS total FROM rm_lineage.rag_links"
+        " WHERE owner = %s AND example_id = %s ORDER BY score DESC, artifact_id LIMIT %s OFFSET %s",
+        (user, q.example_id, q.limit, q.offset),
+    )
+    return page(rows, q.limit, q.offset)
+
+
+async def compare(queries: Queries, user: str, q: CompareArtifacts) -> dict[str, Any]:
+    rows = await queries.fetch_all(
+        "SELECT id, layout, node_count, depth, size_bytes, component_types FROM rm_artifacts.artifacts"
+        " WHERE id = ANY(%s) AND owner = %s",
+        (q.artifact_ids, user),
+    )
+    by_id = {row["id"]: row for row in rows}
+    for artifact_id in q.artifact_ids:
+        if artifact_id not in by_id:
+            raise not_found("artifact", artifact_id)
+    ordered = [by_id[i] for i in q.artifact_ids]
+    pairs = [
+        {
+            "a": first["id"],
+            "b": second["id"],
+            "structural_similarity": round(similarity(first["layout"], second["layout"]), 4),
+            "component_overlap": round(component_overlap(shape_from(first), shape_from(second)), 4),
+        }
+        for n, first in enumerate(ordered)
+        for second in ordered[n + 1 :]
+    ]
+    artifacts = [
+        {**{k: row[k] for k in ("id", "node_count", "depth", "size_bytes")},
+         "component_variety": len(row["component_types"]), "component_types": row["component_types"]}
+        for row in ordered
+    ]
+    return {"artifacts": artifacts, "pairs": pairs}
+
+
+async def variations(queries: Queries, user: str, q: GetVariations) -> dict[str, Any]:
+    row = await queries.fetch_one(
+        "SELECT id, session_id, base_artifact_id, query, model, style_variety, diversity, rankings, members,"
+        " created_at FROM rm_artifacts.variation_sets WHERE id = %s AND owner = %s",
+        (q.variation_set_id, user),
+    )
+    if row is None:
+        raise not_found("variation set", q.variation_set_id)
+    return row

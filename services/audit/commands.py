@@ -1,0 +1,20 @@
+"""Command handlers of audit: an auditor's reads of other users' history (the digest's is in digests.py).
+
+Each handler runs inside the writer thread's batch; it never saves (the bus does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.audit import AuditTrail
+from services.contract.audit import RecordRead
+from services.runtime.unit_of_work import UnitOfWork
+
+
+def record_read(cmd: RecordRead, uow: UnitOfWork) -> dict[str, Any]:
+    trail = uow.find(AuditTrail, AuditTrail.id_for(uow.user_id)) or uow.add(
+        AuditTrail.open(auditor=uow.user_id, at=uow.now)
+    )
+    trail.record_read(at=uow.now, **cmd.model_dump())
+    return {"trail_id": str(trail.id)}

@@ -1,0 +1,61 @@
+"""The client's job side: `client.jobs`, request a generation job and follow it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import orjson
+
+from services.contract.base import Page
+from services.contract.jobs import GetJob, JobRequested, JobView, ListJobs, RequestJob
+
+if TYPE_CHECKING:
+    from services.client.connection import ChronicleClient
+
+
+class Jobs:
+    def __init__(self, client: ChronicleClient):
+        self._client = client
+
+    async def request(
+        self, content: str, artifact_type: str, *, idempotency_key: str | None = None, **fields: Any
+    ) -> JobRequested:
+        """A new job, or (created False) the active one with the same fingerprint. Its
+        snapshot includes what this client wrote before (unless `min_position` says otherwise)."""
+        fields.setdefault("min_position", self._client.last_position)
+        request = self._client.build(RequestJob, content=content, artifact_type=artifact_type, **fields)
+        return await self._client.command(request, idempotency_key)
+
+    async def get(self, job_id: UUID) -> JobView:
+        return await self._client.query(self._client.build(GetJob, job_id=job_id))
+
+    async def list(self, **fields: Any) -> Page[JobView]:
+        return await self._client.query(self._client.build(ListJobs, **fields))
+
+    async def wait(
+        self, job_id: UUID, *, timeout: float = 300.0, on_progress: Callable[[dict[str, Any]], None] | None = None
+    ) -> JobView:
+        """Follow the job's progress messages until it completes or fails; the job then
+        (its result, or its error). `on_progress` sees each progress message."""
+        ended: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def progressed(message: Any) -> None:
+            update = orjson.loads(message.data)
+            if on_progress is not None:
+                on_progress(update)
+            if update["status"] in ("completed", "failed") and not ended.done():
+                ended.set_result(update["position"])
+
+        # Subscribed before looking, so an end that comes in between is not missed.
+        subscription = await self._client.nc.subscribe(f"{self._client.prefix}.jobs.{job_id}.progress", cb=progressed)
+        try:
+            job = await self.get(job_id)
+            if job.status not in ("completed", "failed"):
+                self._client.observed(await asyncio.wait_for(ended, timeout))
+                job = await self.get(job_id)
+            return job
+        finally:
+            await subscription.unsubscribe()

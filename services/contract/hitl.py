@@ -1,0 +1,157 @@
+"""The wire contract of human in the loop: pause, resume, expire, the run's status and its signals."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import Field, StringConstraints, model_validator
+
+from domain.hitl import MAX_CHECKPOINT_TYPE, MAX_PROMPT, MAX_STEP, HistoryWindow
+from services.contract.base import (
+    Command,
+    JsonObject,
+    Page,
+    Query,
+    Reply,
+    Text,
+    Written,
+)
+from services.contract.conversations import MessageView
+
+RunId = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+MAX_EXPIRES_IN = 30 * 24 * 3600
+
+
+class SignalHistory(HistoryWindow):
+    """all | last `count` messages | `recent`: pinned plus the last `minutes`."""
+
+    count: int | None = Field(default=None, ge=1, le=10_000)
+    minutes: float | None = Field(default=None, gt=0, le=60 * 24 * 365)
+
+    @model_validator(mode="after")
+    def needs_its_parameter(self) -> SignalHistory:
+        if self.mode == "last" and self.count is None:
+            raise ValueError("mode 'last' needs count")
+        if self.mode == "recent" and self.minutes is None:
+            raise ValueError("mode 'recent' needs minutes")
+        return self
+
+
+def hitl_stream(prefix: str) -> str:
+    """The JetStream stream holding `<prefix>.hitl.>` signals (names allow no dots)."""
+    return prefix.replace(".", "_").upper() + "_HITL"
+
+
+def hitl_taken_bucket(prefix: str) -> str:
+    """The key-value bucket where orchestrators note, per run id, the position of the
+    last answer they took (see services/client/hitl.py)."""
+    return hitl_stream(prefix) + "_TAKEN"
+
+
+class RunPaused(Written):
+    run_id: str
+    conversation_id: UUID
+    prompt_message_id: UUID
+
+
+class RunResumed(Written):
+    run_id: str
+    conversation_id: UUID
+    feedback_message_id: UUID | None
+
+
+class RunExpired(Written):
+    """Internal: what the expiry sweeper's command answers (expired False: already answered)."""
+
+    run_id: str
+    expired: bool
+
+
+class RunStatus(Reply):
+    run_id: str
+    conversation_id: UUID
+    status: Literal["paused", "resumed", "expired"]
+    step: str
+    checkpoint_type: str
+    prompt: str
+    data: dict[str, Any]
+    conversation_mode: bool
+    paused_at: datetime
+    expires_at: datetime | None
+    resumed_at: datetime | None
+    expired_at: datetime | None
+    approved: bool | None
+    edits: dict[str, Any] | None
+    feedback: str | None
+    checkpoints: int
+
+
+class CheckpointView(Reply):
+    step: str
+    checkpoint_type: str
+    prompt: str
+    prompt_message_id: UUID
+    data: dict[str, Any]
+    conversation_mode: bool
+    expires_at: datetime | None
+
+
+class Signal(Reply):
+    """What a run's subject carries: `<prefix>.hitl.<run_id>.<event>`."""
+
+    event: Literal["paused", "resumed", "expired"]
+    run_id: str
+    conversation_id: UUID
+    position: int
+    at: datetime
+
+
+class PauseSignal(Signal):
+    checkpoint: CheckpointView
+    history: list[MessageView]
+
+
+class ResumeSignal(Signal):
+    approved: bool
+    edits: dict[str, Any]
+    feedback: str | None
+    feedback_message_id: UUID | None
+    history: list[MessageView]
+
+
+class PauseRun(Command[RunPaused], action="hitl.pause"):
+    conversation_id: UUID
+    run_id: RunId | None = Field(default=None, description="generated when absent")
+    step: Annotated[str, Text(MAX_STEP)]
+    checkpoint_type: Annotated[str, Text(MAX_CHECKPOINT_TYPE)] = "approval"
+    prompt: Annotated[str, Text(MAX_PROMPT)]
+    data: JsonObject = {}
+    conversation_mode: bool = False
+    expires_in: float | None = Field(default=None, gt=0, le=MAX_EXPIRES_IN, description="seconds")
+    history: SignalHistory | None = Field(default=None, description="what the signals carry; default all")
+
+
+class ResumeRun(Command[RunResumed], action="hitl.resume"):
+    run_id: RunId
+    approved: bool
+    edits: JsonObject = {}
+    feedback: Annotated[str, Text(MAX_PROMPT)] | None = None
+
+
+class ExpireRun(Command[RunExpired], action="hitl.expire"):
+    """Internal: the expiry sweeper records that a checkpoint's time ran out."""
+
+    run_id: RunId
+
+
+class GetRun(Query[RunStatus], action="hitl.get"):
+    run_id: RunId
+
+
+class ListRuns(Query[Page[RunStatus]], action="hitl.list"):
+    limit: int = Field(default=50, ge=1, le=100)
+    offset: int = Field(default=0, ge=0)

@@ -1,0 +1,1 @@
+"""Conversations: start, add messages, retitle, delete; list, search, stats, export."""

@@ -1,0 +1,58 @@
+"""Command handlers of conversations: start, add a message, update, delete.
+
+Each handler runs inside the writer thread's batch; it never saves (the bus does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.conversation import Conversation
+from domain.session import Session
+from services.contract.conversations import AddMessage, DeleteConversation, StartConversation, UpdateConversation
+from services.runtime.unit_of_work import UnitOfWork
+
+
+def start_conversation(cmd: StartConversation, uow: UnitOfWork) -> dict[str, Any]:
+    if cmd.session_id is not None:
+        uow.get(Session, cmd.session_id).check_open()
+    conversation = uow.add(
+        Conversation.start(
+            id=uow.new_id(),
+            owner=uow.user_id,
+            at=uow.now,
+            title=cmd.title,
+            tags=cmd.tags,
+            session_id=cmd.session_id,
+            document_context=cmd.document_context,
+            embedding_provider=cmd.embedding_provider,
+        )
+    )
+    return {"conversation_id": str(conversation.id), "title": conversation.title}
+
+
+def add_message(cmd: AddMessage, uow: UnitOfWork) -> dict[str, Any]:
+    conversation = uow.get(Conversation, cmd.conversation_id)
+    message_id = uow.new_id()
+    conversation.add_message(
+        message_id=message_id,
+        at=uow.now,
+        role=cmd.role,
+        content=cmd.content,
+        metadata=cmd.metadata,
+        pinned=cmd.pinned,
+        message_type=cmd.message_type,
+    )
+    return {"conversation_id": str(conversation.id), "message_id": str(message_id), "title": conversation.title}
+
+
+def update_conversation(cmd: UpdateConversation, uow: UnitOfWork) -> dict[str, Any]:
+    conversation = uow.get(Conversation, cmd.conversation_id)
+    conversation.update(at=uow.now, title=cmd.title, tags=cmd.tags)
+    return {"conversation_id": str(conversation.id), "title": conversation.title}
+
+
+def delete_conversation(cmd: DeleteConversation, uow: UnitOfWork) -> dict[str, Any]:
+    conversation = uow.get(Conversation, cmd.conversation_id)
+    conversation.delete(at=uow.now)
+    return {"conversation_id": str(conversation.id)}

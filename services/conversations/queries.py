@@ -1,0 +1,133 @@
+"""Query handlers of conversations: list, get, search, stats, export; scoped to the caller."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import orjson
+from psycopg.sql import SQL, Composed, Identifier
+
+from services.contract.conversations import (
+    ConversationStatsQuery,
+    ExportConversation,
+    GetConversation,
+    ListConversations,
+    SearchConversations,
+)
+from services.runtime.full_text import QUERY, headline, mine_matching, ranked_search
+from services.runtime.read_models import Queries, not_found, page
+
+CONVERSATION_COLUMNS = (
+    "id, title, tags, session_id, message_count, first_message, created_at, updated_at"
+)
+
+
+async def list_conversations(queries: Queries, user: str, q: ListConversations) -> dict[str, Any]:
+    # Only the filters given reach the WHERE clause: a prepared statement with
+    # "tags @> '{}'" gets a generic plan that scans the tags index for every call.
+    # sort_by and order are closed Literals: they become identifiers and keywords.
+    where = conversation_filters(q)
+    order = SQL("DESC" if q.order == "desc" else "ASC")
+    query = SQL(
+        "SELECT " + CONVERSATION_COLUMNS + ", count(*) OVER () AS total FROM rm_history.conversations"
+        " WHERE {where} ORDER BY {sort} {order}, id {order} LIMIT %(limit)s OFFSET %(offset)s"
+    ).format(where=where, sort=Identifier(q.sort_by), order=order)
+    params = {"user": user, "tags": q.tags, "session": q.session_id, "limit": q.limit, "offset": q.offset}
+    rows = await queries.fetch_all(query, params)
+    if not rows and q.offset:
+        count = SQL("SELECT count(*) AS total FROM rm_history.conversations WHERE {where}").format(where=where)
+        total = await queries.fetch_one(count, params)
+        return {"items": [], "total": total["total"] if total else 0, "limit": q.limit, "offset": q.offset}
+    return page(rows, q.limit, q.offset)
+
+
+async def get(queries: Queries, user: str, q: GetConversation) -> dict[str, Any]:
+    return await get_conversation(queries, user, q.conversation_id)
+
+
+async def get_conversation(queries: Queries, user: str, conversation_id: UUID) -> dict[str, Any]:
+    conversation = await queries.fetch_one(
+        "SELECT " + CONVERSATION_COLUMNS + ", document_context, embedding_provider"
+        " FROM rm_history.conversations WHERE id = %s AND owner = %s",
+        (conversation_id, user),
+    )
+    if conversation is None:
+        raise not_found("conversation", conversation_id)
+    conversation["messages"] = await queries.fetch_all(
+        "SELECT id, role, content, metadata, pinned, message_type, created_at"
+        " FROM rm_history.messages WHERE conversation_id = %s ORDER BY seq",
+        (conversation_id,),
+    )
+    return conversation
+
+
+async def search_conversations(queries: Queries, user: str, q: SearchConversations) -> dict[str, Any]:
+    """Messages and titles matching the words, best first; a title match counts double."""
+    statement = SQL("""
+        WITH {query},
+        hits AS (
+            SELECT m.conversation_id, m.id AS message_id, m.content AS text, m.created_at,
+                   ts_rank(m.tsv, query.words) AS score
+            FROM rm_search.messages m, query WHERE {mine_m}
+            UNION ALL
+            SELECT c.id, NULL, c.title, c.created_at, ts_rank(c.tsv, query.words) * 2
+            FROM rm_search.conversations c, query WHERE {mine_c}
+        ),
+        best AS (
+            SELECT * FROM hits ORDER BY score DESC, created_at DESC LIMIT %(limit)s
+        )
+        SELECT best.conversation_id, sc.title, best.message_id, best.created_at, {snippet}
+        FROM best JOIN rm_search.conversations sc ON sc.id = best.conversation_id, query
+        ORDER BY best.score DESC, best.created_at DESC
+    """).format(query=QUERY, mine_m=mine_matching("m"), mine_c=mine_matching("c"), snippet=headline(SQL("best.text")))
+    return await ranked_search(queries, statement, user, q.q, q.limit)
+
+
+async def conversation_stats(queries: Queries, user: str, q: ConversationStatsQuery) -> dict[str, Any]:
+    totals = await queries.fetch_one(
+        "SELECT coalesce(u.conversations, 0) AS total_conversations, coalesce(u.messages, 0) AS total_messages,"
+        " (SELECT min(created_at) FROM rm_stats.conversations WHERE owner = %(user)s) AS first_conversation_at,"
+        " (SELECT max(created_at) FROM rm_stats.conversations WHERE owner = %(user)s) AS last_conversation_at"
+        " FROM (SELECT 1) one LEFT JOIN rm_stats.users u ON u.owner = %(user)s",
+        {"user": user},
+    )
+    assert totals is not None
+    tags = await queries.fetch_all(
+        "SELECT tag, count FROM rm_stats.tags WHERE owner = %s AND count > 0"
+        " ORDER BY count DESC, tag LIMIT %s",
+        (user, q.top_tags),
+    )
+    conversations = totals["total_conversations"]
+    totals["average_messages"] = round(totals["total_messages"] / conversations, 2) if conversations else 0.0
+    totals["top_tags"] = tags
+    return totals
+
+
+async def export_conversation(queries: Queries, user: str, q: ExportConversation) -> dict[str, Any]:
+    conversation = await get_conversation(queries, user, q.conversation_id)
+    if q.format == "json":
+        content = orjson.dumps(conversation, option=orjson.OPT_INDENT_2).decode()
+    else:
+        content = to_markdown(conversation)
+    return {"format": q.format, "content": content}
+
+
+def conversation_filters(q: ListConversations) -> Composed:
+    conditions = [SQL("owner = %(user)s")]
+    if q.tags:
+        conditions.append(SQL("tags @> %(tags)s::text[]"))
+    if q.session_id is not None:
+        conditions.append(SQL("session_id = %(session)s"))
+    return SQL(" AND ").join(conditions)
+
+
+def to_markdown(conversation: dict[str, Any]) -> str:
+    lines = [f"# {conversation['title'] or 'Untitled conversation'}", ""]
+    if conversation["tags"]:
+        lines += ["Tags: " + ", ".join(conversation["tags"]), ""]
+    lines += [f"Created: {conversation['created_at'].isoformat()}", ""]
+    for message in conversation["messages"]:
+        lines += [f"## {message['role']} · {message['created_at'].isoformat()}", "", message["content"], ""]
+    return "\n".join(lines)
+

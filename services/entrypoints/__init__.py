@@ -1,0 +1,1 @@
+"""How Chronicle starts: the composition root, the subject table, the CLI, settings and logs."""

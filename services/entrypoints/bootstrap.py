@@ -1,0 +1,310 @@
+"""The composition root: builds every piece from settings, then starts them in order.
+
+`build(settings, overrides)` connects to nothing: it resolves what settings choose (the
+token authority, generator, agent, read models). `await chronicle.start()` then starts
+the stages in order, each piece's stop pushed on one exit stack, and `stop()` closes them
+in reverse. Operator commands start only the stages they need (`through=Stage.DATABASE`).
+Tests pass fakes in through `Overrides`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import IntEnum
+from typing import Any, Protocol, TypeVar
+from uuid import UUID
+
+import nats
+
+from adapters.auth import TokenAuthority
+from adapters.generation.agent_offline import OfflineAgent
+from adapters.generation.agent_openai import OpenAIAgent
+from adapters.generation.generator_offline import OfflineGenerator
+from adapters.generation.generator_openai import OpenAICompatibleGenerator
+from adapters.messaging.jetstream import ensure_key_value, ensure_stream
+from adapters.messaging.nats_service import NatsService
+from adapters.store.blobs import BlobStore
+from adapters.store.event_store import EventStore
+from adapters.store.keys import KeyRing
+from adapters.store.postgres import PostgresTarget, migrate
+from projections.base import Projection
+from projections.engine import ProjectionEngine
+from services.artifacts.generation import Generating
+from services.artifacts.previews import Previews, ensure_upload_bucket
+from services.artifacts.retention import RetentionSweeper
+from services.audit.digests import DigestPublisher, Digests
+from services.audit.queries import Audit
+from services.contract.audit import RecordRead
+from services.contract.hitl import hitl_stream, hitl_taken_bucket
+from services.entrypoints.projection_process import ProjectionProcess
+from services.entrypoints.read_models import PROJECTIONS, projection_engine
+from services.entrypoints.routes import command_handlers, routes
+from services.entrypoints.servers import Servers
+from services.entrypoints.settings import Settings
+from services.hitl import queries as hitl_queries
+from services.hitl.coordinator import ExpirySweeper, SignalRelay
+from services.jobs.request import Jobs
+from services.jobs.retrieval import FullTextRetriever
+from services.jobs.worker import JobRelay, JobWorkers, ensure_job_streams
+from services.ports.agent import Agent
+from services.ports.generator import Generator
+from services.runtime.command_bus import CommandBus, Store
+from services.runtime.positions import ProjectionPositions
+from services.runtime.read_models import Queries, query_pool
+from services.runtime.snapshots import SnapshotTaker
+from services.users.erasure import Erasure
+
+log = logging.getLogger(__name__)
+
+def generator_for(settings: Settings) -> Generator:
+    if settings.generator == "openai":
+        if settings.openai_api_key is None:
+            raise RuntimeError("CHRONICLE_GENERATOR=openai needs CHRONICLE_OPENAI_API_KEY")
+        return OpenAICompatibleGenerator(
+            settings.openai_url, settings.openai_model, settings.openai_api_key.get_secret_value()
+        )
+    return OfflineGenerator()
+
+
+def agent_for(settings: Settings) -> Agent:
+    if settings.agent == "openai":
+        if settings.openai_api_key is None:
+            raise RuntimeError("CHRONICLE_AGENT=openai needs CHRONICLE_OPENAI_API_KEY")
+        return OpenAIAgent(settings.openai_url, settings.openai_model, settings.openai_api_key.get_secret_value())
+    return OfflineAgent()
+
+
+def authority_for(settings: Settings) -> TokenAuthority:
+    if settings.jwt_secret or settings.jwt_public_key:
+        return TokenAuthority(secret=settings.jwt_secret, public_key=settings.jwt_public_key)
+    return TokenAuthority.local(settings.data_dir)
+
+
+class Stage(IntEnum):
+    """What `Chronicle.start` brings up, in order; each stage needs the ones before it."""
+
+    DATABASE = 1  # servers, migrations, the key ring, the event store
+    BUS = 2  # the command bus (and its snapshots)
+    READ = 3  # the projection engine, the query pool, read-your-writes positions
+    SERVICE = 4  # NATS: streams, relays, workers, sweepers and the endpoints
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What a test or a script may put in place of what settings would build."""
+
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    new_id: Callable[[], UUID] = uuid.uuid4
+    authority: TokenAuthority | None = None
+    generator: Generator | None = None
+    agent: Agent | None = None
+    # An event store in place of Postgres (adapters/store/memory.py): the bus runs on it
+    # with no server; the read side and the service need Postgres, so start through BUS.
+    store: Store | None = None
+
+
+@dataclass
+class Chronicle:
+    """One Chronicle instance: built from settings, started stage by stage, stopped in reverse.
+
+    The attributes after `projections` exist once their stage has started."""
+
+    settings: Settings
+    overrides: Overrides
+    authority: TokenAuthority
+    projections: list[type[Projection]]
+    target: PostgresTarget = field(init=False)
+    keys: KeyRing = field(init=False)
+    store: Store = field(init=False)
+    postgres_store: EventStore = field(init=False)  # the same store, when it is the Postgres one
+    bus: CommandBus = field(init=False)
+    engine: ProjectionEngine | ProjectionProcess | None = field(init=False, default=None)
+    queries: Queries = field(init=False)
+    positions: ProjectionPositions = field(init=False)
+    nats_url: str = field(init=False, default="")
+    service: NatsService = field(init=False)
+    subjects: list[str] = field(init=False, default_factory=list)
+    digest_publisher: DigestPublisher | None = field(init=False, default=None)
+    retention: RetentionSweeper | None = field(init=False, default=None)
+    _stack: contextlib.AsyncExitStack = field(init=False, default_factory=contextlib.AsyncExitStack)
+
+    async def start(self, through: Stage = Stage.SERVICE) -> Chronicle:
+        if self.overrides.store is not None and through > Stage.BUS:
+            raise ValueError("an event store in place of Postgres runs the bus only: start(through=Stage.BUS)")
+        try:
+            if self.overrides.store is not None:
+                self.store = self.overrides.store
+            else:
+                await self._start_database(nats=through >= Stage.SERVICE)
+            if through >= Stage.BUS:
+                self._start_bus()
+            if through >= Stage.READ:
+                await self._start_reading()
+            if through >= Stage.SERVICE:
+                await self._start_service()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def stop(self) -> None:
+        await self._stack.aclose()
+
+    async def _start_database(self, *, nats: bool) -> None:
+        """Sets the target, the key ring and the Postgres event store."""
+        servers = await asyncio.to_thread(Servers(self.settings).start, nats=nats)
+        self._stack.callback(servers.stop)
+        self.nats_url = servers.nats_url
+        self.target = PostgresTarget(servers.database_url)
+        await asyncio.to_thread(migrate, self.target)
+        self.keys = KeyRing(self.target)
+        self._stack.callback(self.keys.close)
+        relay_channels = {**SignalRelay.topics_by_channel(), **JobRelay.topics_by_channel()}
+        store = await asyncio.to_thread(EventStore, self.target, relay_channels=relay_channels, keys=self.keys)
+        self._stack.callback(store.close)
+        self.store = self.postgres_store = store
+
+    def _start_bus(self) -> None:
+        settings = self.settings
+        self.bus = CommandBus(
+            self.store,
+            command_handlers(),
+            max_batch=settings.group_commit_max_batch,
+            cache_size=settings.aggregate_cache_size,
+            clock=self.overrides.clock,
+            new_id=self.overrides.new_id,
+            snapshots=(
+                SnapshotTaker(self.postgres_store, settings.snapshot_every, settings.snapshot_keep)
+                if self.overrides.store is None
+                else None
+            ),
+        )
+        self.bus.start()
+        self._stack.callback(self.bus.stop)
+
+    async def _start_reading(self) -> None:
+        settings = self.settings
+        if settings.run_projections:
+            self.engine = (
+                ProjectionProcess(settings, self.target)
+                if settings.projection_process
+                else projection_engine(settings, self.target, self.keys)
+            )
+            self.engine.start()
+            self._stack.callback(self.engine.stop)
+        pool = query_pool(self.target.url, min_size=2, max_size=settings.query_pool_size)
+        await pool.open()
+        self._stack.push_async_callback(pool.close)
+        self.queries = Queries(pool, language=settings.search_language)
+        self.positions = ProjectionPositions(self.target, [p.name for p in self.projections])
+        await self.positions.start()
+        self._stack.push_async_callback(self.positions.stop)
+
+    async def _start_service(self) -> None:
+        settings, bus, queries, keys, stack = self.settings, self.bus, self.queries, self.keys, self._stack
+        prefix = settings.subject_prefix
+        nc = await nats.connect(self.nats_url, name=settings.service_name, max_reconnect_attempts=-1,
+                                reconnect_time_wait=0.5)
+        stack.push_async_callback(nc.drain)
+        js = nc.jetstream()
+        await ensure_stream(js, hitl_stream(prefix), [f"{prefix}.hitl.>"], allow_direct=True)
+        await ensure_key_value(js, hitl_taken_bucket(prefix))
+        await ensure_upload_bucket(js, prefix)
+        await ensure_job_streams(js, prefix, settings.job_ack_wait)
+        job_relay = JobRelay(self.target.url, js, prefix, keys)
+        await self._run(job_relay)
+        bus.commit_listeners.append(job_relay.committed)
+        if settings.job_workers > 0:
+            agent = self.overrides.agent or self._closed_with_service(agent_for(settings))
+            await self._run(JobWorkers(js, prefix, bus, agent, settings.job_workers))
+        blobs = BlobStore(self.target, keys)
+        stack.callback(blobs.close)
+        previews = Previews(bus, blobs, queries, js, prefix)
+        if settings.artifact_retention_days > 0 or settings.artifact_max_per_session > 0:
+            self.retention = RetentionSweeper(
+                queries,
+                self.positions,
+                bus.execute,
+                retention_days=settings.artifact_retention_days,
+                max_per_session=settings.artifact_max_per_session,
+                interval=settings.retention_interval,
+            )
+            await self._run(self.retention)
+        # Every instance relays and sweeps: relays serialise on their tracking row (each
+        # instance's own commits go out at once by the fast path) and a second expiry of
+        # a checkpoint is a no-op.
+        signal_relay = SignalRelay(self.target.url, js, prefix, keys)
+        await self._run(signal_relay)
+        bus.commit_listeners.append(signal_relay.committed)
+        await self._run(ExpirySweeper(functools.partial(hitl_queries.due_runs, queries), bus.execute))
+        digests = Digests(queries, self.postgres_store.mapper)
+        # Every instance may publish digests too: the digest stream records one per position.
+        if settings.digest_interval > 0:
+            self.digest_publisher = DigestPublisher(self.target, digests, bus.execute, settings.digest_interval)
+            await self._run(self.digest_publisher)
+
+        async def record_read(auditor: str, read: dict[str, Any]) -> None:
+            await bus.execute(RecordRead(**read), auditor)
+
+        # The instances that dispatch tables' Read and Serve handlers are methods of, by type.
+        served: dict[type, object] = {
+            Queries: queries,
+            Generating: Generating(bus, self.overrides.generator or self._closed_with_service(generator_for(settings))),
+            Previews: previews,
+            Jobs: Jobs(bus, FullTextRetriever(queries), self.positions, settings.query_wait_timeout),
+            Audit: Audit(queries, record_read, keys),
+            Digests: digests,
+            Erasure: Erasure(bus, keys),
+        }
+        self.service = NatsService(
+            nc,
+            routes(prefix, bus, self.positions, settings.query_wait_timeout, served),
+            self.authority,
+            name=settings.service_name,
+            max_in_flight=settings.max_in_flight,
+            check_replies=settings.check_replies,
+        )
+        await self.service.start()
+        stack.push_async_callback(self.service.stop)
+        self.subjects = [r.subject for r in self.service.routes]
+
+    def _closed_with_service(self, adapter: AdapterT) -> AdapterT:
+        aclose = getattr(adapter, "aclose", None)  # the OpenAI ones hold an HTTP client
+        if aclose is not None:
+            self._stack.push_async_callback(aclose)
+        return adapter
+
+    async def _run(self, component: Startable) -> None:
+        await component.start()
+        self._stack.push_async_callback(component.stop)
+
+
+AdapterT = TypeVar("AdapterT")
+
+
+class Startable(Protocol):
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
+    """Every choice the settings make, resolved; nothing connected or started."""
+    overrides = overrides or Overrides()
+    return Chronicle(
+        settings=settings,
+        overrides=overrides,
+        authority=overrides.authority or authority_for(settings),
+        projections=list(PROJECTIONS),
+    )
+
+
+async def bootstrap(settings: Settings, **overrides: Any) -> Chronicle:
+    """Build and start a whole Chronicle (what `chronicle serve` runs)."""
+    return await build(settings, Overrides(**overrides)).start()

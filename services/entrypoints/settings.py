@@ -1,0 +1,79 @@
+"""Configuration from CHRONICLE_* environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CHRONICLE_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None, description="PostgreSQL URL; unset starts an embedded server under data_dir"
+    )
+    nats_url: str | None = Field(
+        default=None, description="NATS URL; unset starts an embedded nats-server under data_dir"
+    )
+    data_dir: Path = Field(default=Path(".chronicle"), description="where embedded servers keep data")
+    subject_prefix: str = Field(default="chronicle", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+    service_name: str = "chronicle"
+
+    jwt_secret: str | None = Field(default=None, description="HS256 secret for bearer tokens")
+    jwt_public_key: str | None = Field(default=None, description="RS256 public key (PEM) for bearer tokens")
+
+    log_level: str = "INFO"
+    max_in_flight: int = Field(default=2048, ge=1, description="requests handled at once per instance")
+    check_replies: bool = Field(
+        default=False, description="validate every reply against its contract model before sending it (tests do)"
+    )
+    group_commit_max_batch: int = Field(default=512, ge=1)
+    aggregate_cache_size: int = Field(default=20_000, ge=0)
+    projection_batch_size: int = Field(default=2000, ge=1)
+    projection_threads: int = Field(default=1, ge=1, description="threads following the log for the read models")
+    read_model_vacuum_every: int = Field(
+        default=100_000, ge=0, description="events between VACUUM ANALYZE of a read model when autovacuum is off; 0: never"
+    )
+    run_projections: bool = Field(default=True, description="run the projection engine with the service")
+    projection_process: bool = Field(
+        default=True, description="run it in a child process (off: in the service's own threads)"
+    )
+    projection_nice: int = Field(
+        default=5, ge=0, le=19, description="how much lower the child process's CPU priority is (0: the same)"
+    )
+    snapshot_every: int = Field(
+        default=500, ge=0, description="snapshot an aggregate each time its version passes a multiple of this; 0: never"
+    )
+    snapshot_keep: int = Field(
+        default=0, ge=0, description="latest snapshots kept per aggregate; 0: all (an audit at any version starts near it)"
+    )
+    query_wait_timeout: float = Field(default=5.0, gt=0, description="seconds a query waits for min_position")
+    query_pool_size: int = Field(default=8, ge=1)
+    search_language: str = Field(default="english", description="Postgres text search configuration")
+    digest_interval: float = Field(
+        default=3600, ge=0, description="seconds between audit digests, published only when events arrived; 0: never"
+    )
+
+    generator: Literal["offline", "openai"] = Field(
+        default="offline", description="artifact generator: the built-in offline one, or an OpenAI-compatible endpoint"
+    )
+    openai_url: str = Field(default="https://api.openai.com/v1", description="chat-completions base URL")
+    openai_model: str = Field(default="gpt-4o-mini", description="model name sent to the endpoint")
+    openai_api_key: SecretStr | None = Field(default=None, description="bearer key for the endpoint (never logged)")
+    artifact_retention_days: float = Field(
+        default=0, ge=0, description="remove artifacts older than this many days; 0: keep forever"
+    )
+    artifact_max_per_session: int = Field(
+        default=0, ge=0, description="keep at most this many artifacts per session (the newest); 0: no limit"
+    )
+    retention_interval: float = Field(default=3600, gt=0, description="seconds between retention sweeps")
+    agent: Literal["offline", "openai"] = Field(
+        default="offline", description="job agent: the built-in offline one, or the OpenAI-compatible endpoint above"
+    )
+    job_workers: int = Field(default=2, ge=0, description="job workers in this process; 0: none (run them elsewhere)")
+    job_ack_wait: float = Field(
+        default=30, gt=0, description="seconds a job stays with a silent worker before another takes it over"
+    )

@@ -1,0 +1,76 @@
+"""Command handlers of human in the loop: pause a run, resume it, expire it.
+
+Each handler runs inside the writer thread's batch; it never saves (the bus does).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from domain.conversation import Conversation
+from domain.errors import NotFound
+from domain.hitl import HistoryWindow, HitlRun
+from services.contract.hitl import ExpireRun, PauseRun, ResumeRun
+from services.runtime.unit_of_work import UnitOfWork
+
+
+def pause_run(cmd: PauseRun, uow: UnitOfWork) -> dict[str, Any]:
+    conversation = uow.get(Conversation, cmd.conversation_id)
+    run_id = cmd.run_id or uow.new_id().hex
+    # A run pausing this conversation again is among its checkpoints; any other run id is
+    # almost always new, so the store is not asked first (see find_unless_new).
+    if run_id in conversation.checkpoints:
+        run = uow.find(HitlRun, HitlRun.id_for(run_id))
+    else:
+        run = uow.find_unless_new(HitlRun, HitlRun.id_for(run_id))
+    if run is not None:
+        run.check_reusable_by(uow.user_id, conversation.id)
+    prompt_message_id = uow.new_id()
+    conversation.pause_for_human(
+        run_id=run_id,
+        at=uow.now,
+        step=cmd.step,
+        checkpoint_type=cmd.checkpoint_type,
+        prompt=cmd.prompt,
+        prompt_message_id=prompt_message_id,
+        data=cmd.data,
+        conversation_mode=cmd.conversation_mode,
+        expires_at=uow.now + timedelta(seconds=cmd.expires_in) if cmd.expires_in else None,
+        history=HistoryWindow.model_validate(cmd.history.model_dump()) if cmd.history else HistoryWindow(),
+    )
+    if run is None:
+        uow.add(HitlRun.open(owner=uow.user_id, run_id=run_id, conversation_id=conversation.id, at=uow.now))
+    return {"run_id": run_id, "conversation_id": str(conversation.id), "prompt_message_id": str(prompt_message_id)}
+
+
+def run_conversation(run_id: str, uow: UnitOfWork) -> Conversation:
+    try:
+        run = uow.get(HitlRun, HitlRun.id_for(run_id))
+    except NotFound:
+        raise NotFound(f"run {run_id} not found") from None
+    return uow.get(Conversation, run.conversation_id)
+
+
+def resume_run(cmd: ResumeRun, uow: UnitOfWork) -> dict[str, Any]:
+    conversation = run_conversation(cmd.run_id, uow)
+    feedback_message_id = uow.new_id()
+    conversation.resume_from_human(
+        run_id=cmd.run_id,
+        at=uow.now,
+        approved=cmd.approved,
+        edits=cmd.edits,
+        feedback=cmd.feedback,
+        feedback_message_id=feedback_message_id,
+    )
+    return {
+        "run_id": cmd.run_id,
+        "conversation_id": str(conversation.id),
+        "feedback_message_id": str(feedback_message_id) if cmd.feedback is not None else None,
+    }
+
+
+def expire_run(cmd: ExpireRun, uow: UnitOfWork) -> dict[str, Any]:
+    conversation = run_conversation(cmd.run_id, uow)
+    expired = conversation.expire_checkpoint(run_id=cmd.run_id, at=uow.now)
+    return {"run_id": cmd.run_id, "expired": expired}

@@ -1,0 +1,1 @@
+"""Artifact generation jobs: request, the workers' three phases, their queries."""

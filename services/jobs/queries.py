@@ -1,0 +1,36 @@
+"""Query handlers of generation jobs, scoped to the caller like every query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.sql import SQL
+
+from services.contract.jobs import GetJob, ListJobs
+from services.runtime.read_models import Queries, not_found, page
+
+COLUMNS = (
+    "id AS job_id, session_id, artifact_type, status, progress, attempt, plan, result, error, artifact_id,"
+    " snapshot_chunks, created_at, updated_at"
+)
+
+
+async def get(queries: Queries, user: str, q: GetJob) -> dict[str, Any]:
+    row = await queries.fetch_one("SELECT " + COLUMNS + " FROM rm_jobs.jobs WHERE id = %s AND owner = %s", (q.job_id, user))
+    if row is None:
+        raise not_found("job", q.job_id)
+    return row
+
+
+async def list_jobs(queries: Queries, user: str, q: ListJobs) -> dict[str, Any]:
+    conditions = [SQL("owner = %(user)s")]
+    if q.session_id is not None:
+        conditions.append(SQL("session_id = %(session)s"))
+    if q.status is not None:
+        conditions.append(SQL("status = %(status)s"))
+    query = SQL(
+        "SELECT " + COLUMNS + ", count(*) OVER () AS total FROM rm_jobs.jobs WHERE {where}"
+        " ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s"
+    ).format(where=SQL(" AND ").join(conditions))
+    params = {"user": user, "session": q.session_id, "status": q.status, "limit": q.limit, "offset": q.offset}
+    return page(await queries.fetch_all(query, params), q.limit, q.offset)

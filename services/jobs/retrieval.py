@@ -1,0 +1,66 @@
+"""The default retriever of job requests: Postgres full text over the caller's messages and
+artifact drafts (the ports/retriever.py port), best first."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+
+from domain.job import Chunk
+from services.contract.errors import ChronicleError
+from services.runtime.read_models import Queries
+
+MAX_CHUNK_TEXT = 4_000
+
+# The content's words ORed (websearch_to_tsquery would AND a long request into nothing),
+# matched against the caller's messages and artifact drafts, best first. Source ids, when
+# given, narrow it to those conversations and artifacts.
+CAPTURE = """
+WITH q AS (
+    SELECT nullif(array_to_string(tsvector_to_array(to_tsvector(%(language)s::regconfig, %(content)s)), ' | '), '')::tsquery
+           AS words,
+           quote_literal('OWNER ' || md5(%(user)s))::tsquery AS mine
+)
+SELECT * FROM (
+    SELECT m.id::text AS chunk_id, m.conversation_id::text AS source_id, left(m.content, %(max_text)s) AS text,
+           ts_rank(m.tsv, q.words) AS score
+    FROM rm_search.messages m, q
+    WHERE m.tsv @@ (q.words && q.mine) AND m.owner = %(user)s
+      AND (%(all)s OR m.conversation_id::text = ANY(%(sources)s))
+    UNION ALL
+    SELECT a.id::text, a.id::text, left(a.query || E'\\n' || a.draft, %(max_text)s), ts_rank(s.tsv, q.words)
+    FROM rm_search.artifacts s JOIN rm_artifacts.artifacts a ON a.id = s.id, q
+    WHERE s.tsv @@ (q.words && q.mine) AND s.owner = %(user)s AND (%(all)s OR s.id::text = ANY(%(sources)s))
+) found
+ORDER BY score DESC, chunk_id LIMIT %(limit)s
+"""
+
+
+
+class FullTextRetriever:
+    """The default retriever: Postgres full text over the caller's own stored content."""
+
+    reads = ["search", "artifacts"]
+
+    def __init__(self, queries: Queries):
+        self.queries = queries
+        self.embedding_version = f"postgres-fts:{queries.language}"
+
+    async def capture(self, user: str, content: str, source_ids: list[str], limit: int) -> list[Chunk]:
+        try:
+            rows = await self._search(user, content, source_ids, limit)
+        except psycopg.errors.UndefinedTable:
+            raise ChronicleError("unavailable", "the search read model is still being built; retry shortly") from None
+        now = datetime.now(UTC)
+        return [Chunk(**row, embedding_version=self.embedding_version, captured_at=now) for row in rows]
+
+    async def _search(self, user: str, content: str, source_ids: list[str], limit: int) -> list[dict[str, Any]]:
+        return await self.queries.fetch_all(
+            CAPTURE,
+            {
+                "language": self.queries.language, "content": content, "user": user, "all": not source_ids,
+                "sources": source_ids, "max_text": MAX_CHUNK_TEXT, "limit": limit,
+            },
+        )

@@ -1,0 +1,231 @@
+"""Job workers and the job relay: the JetStream side of the three-phase pipeline.
+
+The relay (with the command bus's fast path, services/runtime/event_relay.py) turns committed Job
+events into messages: a requested job goes on the work
+queue `<prefix>.jobs.work` (once: its message id is the job id), and every progress
+change is published on `<prefix>.jobs.<job_id>.progress`. Workers share one durable
+pull consumer of the work queue, so each job is with one worker at a time. A worker runs
+the job's next phase, records it, tells JetStream it is still at work, and goes on until
+the job ends; a worker that dies stops doing that, the message comes back after the ack
+deadline, and whoever gets it resumes from the last recorded phase (recording that it
+took the phase over).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+from uuid import UUID
+
+import orjson
+import psycopg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy
+from nats.js.errors import NotFoundError
+
+from adapters.messaging.jetstream import ensure_stream
+from adapters.store.keys import KeyRing
+from domain.job import Chunk, Job
+from services.contract.errors import ChronicleError
+from services.contract.jobs import DescribeJob, FailJob, RecordOutcomes, StartPhase
+from services.ports.agent import Agent, AgentFailed, JobSpec
+from services.runtime.background import Background
+from services.runtime.command_bus import CommandBus
+from services.runtime.event_relay import EventRelay
+
+log = logging.getLogger(__name__)
+
+JOB_EVENTS = (Job.Requested, Job.PhaseStarted, Job.PlanStored, Job.Generated, Job.RetryQueued, Job.Validated,
+              Job.Completed, Job.Failed)
+CONSUMER = "workers"
+RECORD_WITHIN = 0.05  # seconds: outcomes reached within this of the first unrecorded one share its commit
+OUTCOME_OF = {"planning": "plan", "generating": "result", "validating": "problems"}
+NEXT_PHASE = {"planning": "generating", "generating": "validating", "validating": None}
+
+
+def streams(prefix: str) -> tuple[str, str]:
+    """The work queue stream and the progress stream (stream names allow no dots)."""
+    base = prefix.replace(".", "_").upper()
+    return base + "_JOBS", base + "_JOB_PROGRESS"
+
+
+async def ensure_job_streams(js: JetStreamContext, prefix: str, ack_wait: float) -> None:
+    work, progress = streams(prefix)
+    # A work queue holds a job until a worker acks it; its message ids (the job ids) are
+    # remembered for an hour, so a relay publishing again adds no second copy.
+    await ensure_stream(js, work, [f"{prefix}.jobs.work"], retention=RetentionPolicy.WORK_QUEUE, duplicate_window=3600.0)
+    await ensure_stream(js, progress, [f"{prefix}.jobs.*.progress"])
+    consumer = ConsumerConfig(durable_name=CONSUMER, ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait, max_deliver=-1)
+    try:
+        await js.consumer_info(work, CONSUMER)
+    except NotFoundError:
+        await js.add_consumer(work, consumer)
+
+
+# The job's status after each event (PhaseStarted names its phase).
+STATUS_AFTER: dict[type, str] = {
+    Job.Requested: "pending", Job.PlanStored: "planning", Job.Generated: "generating", Job.RetryQueued: "generating",
+    Job.Validated: "validating", Job.Completed: "completed", Job.Failed: "failed",
+}
+
+
+def progress_of(event: Any) -> dict[str, Any]:
+    status = STATUS_AFTER.get(type(event)) or getattr(event, "phase", None)
+    return {
+        "job_id": event.originator_id,
+        "event": type(event).__name__,
+        "status": status,
+        "progress": getattr(event, "progress", 0),
+        "error": getattr(event, "reason", None),
+        "artifact_id": getattr(event, "artifact_id", None),
+        "at": event.timestamp,
+    }
+
+
+class JobRelay(EventRelay):
+    name = "job_signals"
+    relayed = JOB_EVENTS
+
+    def __init__(self, url: str, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
+        super().__init__(url, js, prefix, keys)
+        self.work_stream, self.progress_stream = streams(prefix)
+
+    async def publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
+        if isinstance(event, Job.Requested):
+            await self.js.publish(
+                f"{self.prefix}.jobs.work",
+                orjson.dumps({"job_id": event.originator_id, "owner": event.owner}),
+                stream=self.work_stream,
+                headers={"Nats-Msg-Id": f"job:{event.originator_id}"},
+            )
+        await self.js.publish(
+            f"{self.prefix}.jobs.{event.originator_id}.progress",
+            orjson.dumps({**progress_of(event), "position": position}),
+            stream=self.progress_stream,
+            headers={"Nats-Msg-Id": f"{self.progress_stream}:{position}"},
+        )
+
+
+class JobWorkers(Background):
+    """`count` workers in this process on the shared work queue."""
+
+    name = "job-workers"
+
+    def __init__(self, js: JetStreamContext, prefix: str, bus: CommandBus, agent: Agent, count: int):
+        super().__init__()
+        self.js = js
+        self.prefix = prefix
+        self.bus = bus
+        self.agent = agent
+        self.count = count
+        self.instance = uuid.uuid4().hex[:8]
+
+    async def _run(self) -> None:
+        await asyncio.gather(*(self._work(f"{self.instance}-{n}") for n in range(self.count)))
+
+    async def _work(self, worker: str) -> None:
+        work_stream, _ = streams(self.prefix)
+        subscription = await self.js.pull_subscribe_bind(CONSUMER, stream=work_stream)
+        try:
+            while True:
+                try:
+                    messages = await subscription.fetch(1, timeout=5)
+                except TimeoutError:
+                    continue
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:  # NATS away: try again shortly
+                    log.warning("job fetch failed; retrying", extra={"error_type": type(error).__name__})
+                    await asyncio.sleep(1)
+                    continue
+                for message in messages:
+                    await self.process(message, worker)
+        finally:
+            # Left subscribed, the connection's drain at shutdown would wait for it.
+            await subscription.unsubscribe()
+
+    async def process(self, message: Any, worker: str) -> None:
+        order = orjson.loads(message.data)
+        try:
+            if await self.run_job(UUID(order["job_id"]), order["owner"], worker, message):
+                await message.ack()
+        except ChronicleError as error:
+            if any(d.get("rule") == "holds_phase" for d in error.details):
+                return  # another worker took the job over: it holds the message now
+            if error.code in ("unavailable", "internal"):
+                log.warning("job step failed; redelivering", extra={"error_type": error.code})
+                await message.nak(delay=1)
+                return
+            # The job cannot go on (its owner was erased, say): retrying would not change that.
+            log.error("job abandoned", extra={"error_type": error.code})
+            await message.ack()
+        except Exception as error:  # an agent's bug or a lost connection: another attempt later
+            log.error("job step crashed; redelivering", extra={"error_type": type(error).__name__})
+            await message.nak(delay=5)
+
+    async def run_job(self, job_id: UUID, owner: str, worker: str, message: Any) -> bool:
+        """Run phases until the job ends; True once it has (the message may be acked).
+
+        A pending job is claimed by the first record this worker makes of it; one that
+        another worker started is taken over first, on the record (job.start_phase). Each
+        recorded outcome answers with the next phase, already started for this worker.
+        What comes quickly (within RECORD_WITHIN of the first thing not yet recorded) goes
+        in one commit; when a phase takes longer, what came before it (or the claim) is
+        recorded while it runs, so progress shows and a worker that dies loses at most
+        the phase it was in."""
+        step = await self.bus.execute(DescribeJob(job_id=job_id, worker=worker), owner)
+        if step["status"] != "pending":
+            step = await self.bus.execute(StartPhase(job_id=job_id, worker=worker), owner)
+        claimed = step["status"] != "pending"
+        spec = JobSpec.model_validate(step["spec"])
+        snapshot = [Chunk.model_validate(chunk) for chunk in step["snapshot"]]
+
+        async def record(outcomes: dict[str, Any]) -> dict[str, Any]:
+            command: RecordOutcomes | StartPhase = (
+                RecordOutcomes(job_id=job_id, worker=worker, **outcomes)
+                if outcomes
+                else StartPhase(job_id=job_id, worker=worker)
+            )
+            recorded = await self.bus.execute(command, owner)
+            await message.in_progress()  # the ack deadline starts again: this worker lives
+            return recorded
+
+        since = time.monotonic()  # when the first thing not yet recorded came
+        while step["phase"] is not None:
+            outcomes: dict[str, Any] = {}
+            phase, plan, result, attempt = step["phase"], step["plan"], step["result"], step["attempt"]
+            while phase is not None:
+                call = asyncio.ensure_future(self.run_phase(phase, spec, snapshot, plan, result, attempt))
+                try:
+                    if (outcomes or not claimed) and not (
+                        await asyncio.wait([call], timeout=since + RECORD_WITHIN - time.monotonic())
+                    )[0]:
+                        step, outcomes, claimed = await record(outcomes), {}, True
+                    outcome = await call
+                except AgentFailed as failure:
+                    if outcomes:  # what the agent did before failing stays on the record
+                        await record(outcomes)
+                    await self.bus.execute(FailJob(job_id=job_id, worker=worker, reason=failure.message),
+                                           owner)
+                    return True
+                finally:
+                    call.cancel()  # (done already, unless recording failed)
+                since = since if outcomes or not claimed else time.monotonic()
+                outcomes[OUTCOME_OF[phase]] = outcome
+                plan, result = outcomes.get("plan", plan), outcomes.get("result", result)
+                phase = NEXT_PHASE[phase]
+            step, claimed = await record(outcomes), True
+        return True
+
+    async def run_phase(
+        self, phase: str, spec: JobSpec, snapshot: list[Chunk], plan: Any, result: Any, attempt: int
+    ) -> Any:
+        """The agent's work for one phase: a plan, a result, or validation's problems."""
+        if phase == "planning":
+            return await self.agent.plan(spec, snapshot)
+        if phase == "generating":
+            return await self.agent.generate_from_plan(spec, plan, snapshot, attempt)
+        return await self.agent.validate(spec, result)

@@ -1,0 +1,1 @@
+"""Optimization history: rounds, trials, candidates; history, pareto, lineage; the report."""

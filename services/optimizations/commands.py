@@ -1,0 +1,150 @@
+"""Command handlers of optimization history: optimizations, rounds, trials."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.round import Round
+from domain.session import Session
+from domain.trial import Trial, make_candidate
+from services.contract.optimizations import (
+    EndRound,
+    RecordTrial,
+    RecordTrials,
+    StartOptimization,
+    StartRound,
+    StopOptimization,
+    TrialFields,
+)
+from services.contract.sessions import CreateSession
+from services.runtime.unit_of_work import UnitOfWork
+from services.sessions.commands import open_session
+
+
+def start_optimization(cmd: StartOptimization, uow: UnitOfWork) -> dict[str, Any]:
+    fields = cmd.model_dump(include={"name", "description", "tags", "metadata"})
+    session = open_session(CreateSession(kind="optimization", **fields), uow)
+    session.start_optimization(
+        at=uow.now, project=cmd.project, dataset=cmd.dataset, optimizer=cmd.optimizer, direction=cmd.direction
+    )
+    return {"optimization_id": str(session.id)}
+
+
+def start_round(cmd: StartRound, uow: UnitOfWork) -> dict[str, Any]:
+    optimization = uow.get(Session, cmd.optimization_id)
+    state = optimization.running_optimization()
+    previous = uow.get(Round, state.last_round_id) if state.last_round_id else None
+    round_id = uow.new_id()
+    index = optimization.open_round(at=uow.now, round_id=round_id, round_index=cmd.round_index)
+    round = uow.add(
+        Round.start(
+            id=round_id,
+            owner=uow.user_id,
+            at=uow.now,
+            optimization_id=optimization.id,
+            round_index=index,
+            direction=state.direction,
+            previous=previous,
+            extras=cmd.extras,
+        )
+    )
+    return {
+        "optimization_id": str(optimization.id),
+        "round_id": str(round.id),
+        "round_index": index,
+        "first_trial_index": round.first_trial_index,
+        "best_so_far": round.best_so_far,
+        "timestamp": round.created_on.isoformat(),
+    }
+
+
+def record_trial(cmd: RecordTrial, uow: UnitOfWork) -> dict[str, Any]:
+    return record_in(uow.get(Round, cmd.round_id), cmd, uow)
+
+
+def record_trials(cmd: RecordTrials, uow: UnitOfWork) -> dict[str, Any]:
+    """Many trials of one round in one request, numbered in the order given."""
+    round = uow.get(Round, cmd.round_id)
+    return {"trials": [record_in(round, trial, uow) for trial in cmd.trials]}
+
+
+def record_in(round: Round, cmd: TrialFields, uow: UnitOfWork) -> dict[str, Any]:
+    candidate = make_candidate(cmd.candidate, cmd.candidate_id, cmd.extras)
+    best_before = round.best_so_far
+    trial_id = uow.new_id()
+    numbered = round.attach_trial(at=uow.now, trial_id=trial_id, score=cmd.score)
+    uow.add(
+        Trial.record(
+            id=trial_id,
+            owner=uow.user_id,
+            at=uow.now,
+            optimization_id=round.optimization_id,
+            round_id=round.id,
+            round_index=round.round_index,
+            numbered=numbered,
+            candidate=candidate,
+            metrics=cmd.metrics,
+            dataset=cmd.dataset,
+            extras=cmd.extras,
+            previous_best=best_before,
+        )
+    )
+    return {
+        "trial_id": str(trial_id),
+        "round_id": str(round.id),
+        "round_index": round.round_index,
+        "trial_index": numbered.trial_index,
+        "candidate_id": candidate.id if candidate else None,
+        "score": cmd.score,
+        "best_so_far": numbered.best_so_far,
+        "timestamp": numbered.timestamp.isoformat(),
+    }
+
+
+def best_trial_candidate(round: Round, uow: UnitOfWork) -> Any:
+    if round.best_trial_id is None:
+        return None
+    trial = uow.get(Trial, round.best_trial_id)
+    return trial.candidate.payload if trial.candidate else None
+
+
+def end_round(cmd: EndRound, uow: UnitOfWork) -> dict[str, Any]:
+    round = uow.get(Round, cmd.round_id)
+    round.check_open()
+    given = cmd.model_fields_set
+    ended = round.end(
+        at=uow.now,
+        best_score=cmd.best_score,
+        best_candidate=cmd.best_candidate if "best_candidate" in given else best_trial_candidate(round, uow),
+        stop_reason=cmd.stop_reason,
+        candidates=cmd.candidates,
+        extras=cmd.extras,
+    )
+    if cmd.stop_reason is not None:
+        uow.get(Session, round.optimization_id).stop_optimization(at=uow.now, reason=cmd.stop_reason)
+    return {
+        "round_id": str(round.id),
+        "round_index": round.round_index,
+        "best_score": ended.best_score,
+        "best_candidate": ended.best_candidate,
+        "best_so_far": ended.best_so_far,
+        "stop_reason": ended.stop_reason,
+        "stopped": cmd.stop_reason is not None,
+        "trial_count": ended.trial_count,
+        "timestamp": ended.timestamp.isoformat(),
+    }
+
+
+def stop_optimization(cmd: StopOptimization, uow: UnitOfWork) -> dict[str, Any]:
+    optimization = uow.get(Session, cmd.optimization_id)
+    state = optimization.running_optimization()
+    last = uow.get(Round, state.last_round_id) if state.last_round_id else None
+    optimization.stop_optimization(at=uow.now, reason=cmd.stop_reason)
+    if last is not None:
+        candidate = None if last.ended else best_trial_candidate(last, uow)
+        last.stamp_stop(at=uow.now, reason=cmd.stop_reason, best_candidate=candidate)
+    return {
+        "optimization_id": str(optimization.id),
+        "stop_reason": cmd.stop_reason,
+        "last_round_index": last.round_index if last else None,
+    }

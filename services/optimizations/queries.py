@@ -1,0 +1,344 @@
+"""Query handlers of optimization history, scoped to the caller like every query."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import orjson
+
+from domain.optimization import pareto_front
+from services.contract.errors import ChronicleError
+from services.contract.optimizations import (
+    CandidateLineage,
+    CompareOptimizations,
+    GetOptimization,
+    ListOptimizations,
+    OptimizationHistory,
+    ParetoQuery,
+)
+from services.runtime.read_models import Queries, not_found, page
+
+SUMMARY = (
+    "SELECT id AS optimization_id, name, project, dataset, optimizer, direction, round_count AS rounds,"
+    " trial_count AS trials, best_score, best_candidate, best_trial_index, stopped, stop_reason, created_at,"
+    " updated_at FROM rm_optimizations.optimizations"
+)
+MAX_ROUNDS_PER_PAGE = 500
+MAX_TRIALS_PER_PART = 5_000
+BEST_SCORES = {
+    direction: "SELECT candidate_id, " + best + "(score) AS best FROM rm_optimizations.trials"
+    " WHERE optimization_id = %s AND candidate_id = ANY(%s) GROUP BY candidate_id"
+    for direction, best in (("maximize", "max"), ("minimize", "min"))
+}
+
+REPLY_BUDGET = 768 * 1024  # bytes of history per reply: NATS's default max payload is 1 MiB
+PAGES_PLANNED_AHEAD = 8  # cursors a reply gives for the pages after it, to be fetched at once
+# The trials of round r (they are contiguous in trial_index: rounds run one after another).
+IN_ROUND = "t.optimization_id = %(id)s AND t.trial_index >= r.first_trial_index" \
+    " AND t.trial_index < r.first_trial_index + r.trial_count"
+# Round r's trials read along the primary key. Asking for that order keeps the planner on
+# it when the table's statistics are stale (autovacuum off, the table grown since it was
+# analyzed): another index then looks as cheap and reads every trial of the optimization
+# for each round. OFFSET 0 keeps the subquery (and its order) from being folded away.
+ROUND_TRIALS_IN_ORDER = f"""SELECT t.trial_index, t.score, t.candidate, t.entry FROM rm_optimizations.trials t
+    WHERE {IN_ROUND} ORDER BY t.trial_index OFFSET 0"""
+# The caller's optimization (o) and its rounds after a cursor (r), each with its best trial
+# so far when it is still open (best); no rows at all when the optimization is not the
+# caller's, so a page needs no look-up of its own first.
+ROUNDS_AFTER = f"""
+FROM rm_optimizations.optimizations o
+JOIN (
+    SELECT *, sum(trial_count) OVER (ORDER BY round_index) - trial_count AS trials_before,
+           count(*) OVER () AS remaining
+    FROM rm_optimizations.rounds WHERE optimization_id = %(id)s AND round_index > %(after)s
+) r ON o.id = %(id)s AND o.owner = %(user)s AND o.direction IS NOT NULL
+LEFT JOIN LATERAL (  -- the open round's test inside: an ended round's trials are not read at all
+    SELECT score, candidate FROM ({ROUND_TRIALS_IN_ORDER}) t
+    WHERE r.ended_at IS NULL AND score IS NOT NULL
+    ORDER BY CASE o.direction WHEN 'minimize' THEN score ELSE -score END, trial_index LIMIT 1
+) best ON true
+"""
+# A round's fields as JSON text. An open round's best is its best trial so far (the first to reach it).
+ROUND_FIELDS = """json_build_object(
+    'round_index', r.round_index, 'round_id', r.id, 'candidates', coalesce(r.candidates, '[]'),
+    'best_score', CASE WHEN r.ended_at IS NULL THEN best.score ELSE r.best_score END,
+    'best_candidate', CASE WHEN r.ended_at IS NULL THEN best.candidate ELSE r.best_candidate END,
+    'stop_reason', r.stop_reason, 'stopped', r.stopped, 'best_so_far', r.best_so_far,
+    'timestamp', r.started_at, 'ended_at', r.ended_at,
+    'extra', r.start_extras || coalesce(r.end_extras, '{}'))::text"""
+
+# A page of rounds: each round's fields and its trials as one JSON array, the one the
+# projection joined when the round ended (an open round's is joined here from the entries
+# it stored): nothing is built or parsed per trial, and the reply passes both through
+# unparsed. One statement, one snapshot: a round's trial_count and its trial rows agree
+# (the projection writes both in one transaction).
+HISTORY_PAGE = f"""
+SELECT o.direction, r.round_index, r.first_trial_index, r.trial_count, r.remaining, {ROUND_FIELDS} AS fields,
+    CASE WHEN %(with_trials)s THEN coalesce(r.trials, (
+        SELECT '[' || coalesce(string_agg(t.entry, ',' ORDER BY t.trial_index), '') || ']'
+        FROM ({ROUND_TRIALS_IN_ORDER}) t)) END AS trials
+{ROUNDS_AFTER}
+WHERE r.trials_before < %(max_trials)s AND r.round_index <= %(until)s
+ORDER BY r.round_index LIMIT {MAX_ROUNDS_PER_PAGE}
+"""
+# What each round after a cursor adds to a reply, in bytes (its trials' from the projection's
+# tally), enough rounds for the pages planned ahead.
+ROUND_SIZES = f"""
+SELECT o.direction, r.round_index, r.trial_count, octet_length({ROUND_FIELDS}) + r.trial_bytes + r.trial_count AS size
+{ROUNDS_AFTER}
+ORDER BY r.round_index LIMIT {MAX_ROUNDS_PER_PAGE * (PAGES_PLANNED_AHEAD + 1)}
+"""
+# The trials of one round after a trial index: for a round too big for one reply, sent
+# over several pages.
+ROUND_TRIALS = """
+SELECT t.trial_index, t.entry FROM rm_optimizations.trials t
+WHERE t.optimization_id = %(id)s AND t.trial_index > %(after_trial)s AND t.trial_index < %(end)s
+ORDER BY t.trial_index LIMIT %(limit)s
+"""
+LAST_ROUND = 2**31 - 1
+
+
+def round_json(fields: str, trials: str, complete: bool) -> orjson.Fragment:
+    """A round as JSON text: its fields' object with the trials array (and `complete`) added."""
+    return orjson.Fragment(f'{fields[:-1]},"complete":{"true" if complete else "false"},"trials":{trials}}}')
+
+
+def size_of(row: dict[str, Any]) -> int:
+    return len(row["fields"].encode()) + len(row["trials"].encode())
+
+
+def plan_pages(
+    rounds: list[dict[str, Any]], after_round: int, max_trials: int, first_budget: int | None = None
+) -> list[tuple[int, int]]:
+    """The pages `history` cuts from here, as (after_round, until_round), from each round's
+    size: the first (of up to `first_budget` bytes) and up to PAGES_PLANNED_AHEAD more,
+    ending before a round too big for one reply (that one comes in parts, one by one)."""
+    pages: list[tuple[int, int]] = []
+    budget = REPLY_BUDGET if first_budget is None else first_budget
+    start, last, size, trials, count = after_round, after_round, 0, 0, 0
+    for row in rounds:
+        if row["size"] > REPLY_BUDGET:
+            break
+        if count and (size + row["size"] > budget or trials >= max_trials or count >= MAX_ROUNDS_PER_PAGE):
+            pages.append((start, last))
+            if len(pages) > PAGES_PLANNED_AHEAD:
+                return pages
+            start, size, trials, count, budget = last, 0, 0, 0, REPLY_BUDGET
+        size, trials, count, last = size + row["size"], trials + row["trial_count"], count + 1, row["round_index"]
+    if count:
+        pages.append((start, last))
+    return pages
+
+
+async def summary(queries: Queries, user: str, optimization_id: UUID) -> dict[str, Any]:
+    row = await queries.fetch_one(
+        SUMMARY + " WHERE id = %s AND owner = %s AND direction IS NOT NULL", (optimization_id, user)
+    )
+    if row is None:
+        raise not_found("optimization", optimization_id)
+    return row
+
+
+async def get(queries: Queries, user: str, q: GetOptimization) -> dict[str, Any]:
+    return await summary(queries, user, q.optimization_id)
+
+
+async def list_optimizations(queries: Queries, user: str, q: ListOptimizations) -> dict[str, Any]:
+    rows = await queries.fetch_all(
+        SUMMARY.replace("SELECT ", "SELECT count(*) OVER () AS total, ", 1)
+        + " WHERE owner = %(user)s AND direction IS NOT NULL"
+        " AND (%(project)s::text IS NULL OR project = %(project)s)"
+        " AND (%(optimizer)s::text IS NULL OR optimizer = %(optimizer)s)"
+        " AND (%(stopped)s::boolean IS NULL OR stopped = %(stopped)s)"
+        " ORDER BY created_at DESC, id LIMIT %(limit)s OFFSET %(offset)s",
+        {**q.model_dump(include={"project", "optimizer", "stopped", "limit", "offset"}), "user": user},
+    )
+    return page(rows, q.limit, q.offset)
+
+
+async def history(queries: Queries, user: str, q: OptimizationHistory) -> dict[str, Any]:
+    """A page of rounds that fits one reply. A round too big for a reply comes over several
+    pages, its parts marked `complete: false` but the last (the client joins them). A page
+    asked for without `until_round` also plans the pages after it (`planned`, cut by the
+    same rules from each round's size): a client fetches those ahead, not one by one."""
+    after_round = -1 if q.after_round is None else q.after_round
+    params = {"id": q.optimization_id, "user": user, "after": after_round, "max_trials": q.max_trials}
+    reply: dict[str, Any] = {"optimization_id": q.optimization_id, "next_after_trial": None, "planned": []}
+    if q.after_trial is not None:
+        return {**reply, **await split_round(queries, params, q.after_trial)}
+    until = q.until_round
+    if until is None:
+        sizes = await queries.fetch_all(ROUND_SIZES, params)
+        pages = plan_pages(sizes, after_round, q.max_trials)
+        if len(pages) > 1 and q.after_round is None:  # the history's first page: small, to bring the plan sooner
+            pages = plan_pages(sizes, after_round, q.max_trials, first_budget=REPLY_BUDGET // 8)
+        if pages:
+            until = pages[0][1]
+            reply["planned"] = [{"after_round": start, "until_round": end} for start, end in pages[1:]]
+    rows = await queries.fetch_all(
+        HISTORY_PAGE, {**params, "with_trials": True, "until": LAST_ROUND if until is None else until}
+    )
+    if not rows:  # not the caller's, or no rounds after the cursor
+        return {**reply, **await no_rounds(queries, user, q.optimization_id)}
+    if size_of(rows[0]) > REPLY_BUDGET:
+        return {**reply, **await split_round(queries, params, None)}
+    taken: list[dict[str, Any]] = []
+    size = 0
+    for row in rows:
+        row_size = size_of(row)
+        if taken and size + row_size > REPLY_BUDGET:
+            break
+        taken.append(row)
+        size += row_size
+    return {
+        **reply,
+        "direction": rows[0]["direction"],
+        "rounds": [round_json(row["fields"], row["trials"], True) for row in taken],
+        "next_after_round": taken[-1]["round_index"] if rows[0]["remaining"] > len(taken) else None,
+    }
+
+
+async def no_rounds(queries: Queries, user: str, optimization_id: UUID) -> dict[str, Any]:
+    """A page without rounds, once the optimization is known to be the caller's (else not_found)."""
+    return {"direction": (await summary(queries, user, optimization_id))["direction"], "rounds": [],
+            "next_after_round": None}
+
+
+async def split_round(queries: Queries, params: dict[str, Any], after_trial: int | None) -> dict[str, Any]:
+    """The next part of the round after `params["after"]`: as many of its trials as fit."""
+    metas = await queries.fetch_all(HISTORY_PAGE, {**params, "with_trials": False, "max_trials": 1, "until": LAST_ROUND})
+    if not metas:  # not the caller's, or the round is gone (its owner erased)
+        return await no_rounds(queries, params["user"], params["id"])
+    meta = metas[0]
+    start = meta["first_trial_index"] - 1 if after_trial is None else after_trial
+    end = meta["first_trial_index"] + meta["trial_count"]
+    trials = await queries.fetch_all(
+        ROUND_TRIALS, {"id": params["id"], "after_trial": start, "end": end, "limit": MAX_TRIALS_PER_PART}
+    )
+    taken: list[dict[str, Any]] = []
+    size = len(meta["fields"].encode())
+    for row in trials:
+        row_size = len(row["entry"].encode())
+        if taken and size + row_size > REPLY_BUDGET:
+            break
+        taken.append(row)
+        size += row_size
+    last = taken[-1]["trial_index"] if taken else start
+    complete = last >= end - 1
+    more_rounds = meta["remaining"] > 1
+    return {
+        "direction": meta["direction"],
+        "rounds": [round_json(meta["fields"], "[" + ",".join(row["entry"] for row in taken) + "]", complete)],
+        "next_after_round": (meta["round_index"] if more_rounds else None) if complete else meta["round_index"] - 1,
+        "next_after_trial": None if complete else last,
+    }
+
+
+def objective_value(trial: dict[str, Any], objective: str) -> float | None:
+    value = trial["score"] if objective == "score" else trial["metrics"].get(objective)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+async def pareto(queries: Queries, user: str, q: ParetoQuery) -> dict[str, Any]:
+    optimization = await summary(queries, user, q.optimization_id)
+    objectives = list(dict.fromkeys(q.objectives or ["score"]))
+    unknown = set(q.directions) - set(objectives)
+    if unknown:
+        raise ChronicleError(
+            "invalid",
+            f"directions name objectives not asked for: {', '.join(sorted(unknown))}",
+            [{"field": "directions", "rule": "objective"}],
+        )
+    directions = {name: q.directions.get(name, optimization["direction"]) for name in objectives}
+    last_round = " AND round_index = (SELECT max(round_index) FROM rm_optimizations.rounds WHERE optimization_id = %(id)s)"
+    trials = await queries.fetch_all(
+        "SELECT trial_index, round_index, candidate_id, candidate, score, metrics FROM rm_optimizations.trials"
+        " WHERE optimization_id = %(id)s" + (last_round if q.scope == "last_round" else "") + " ORDER BY trial_index",
+        {"id": q.optimization_id},
+    )
+    points = []
+    for trial in trials:
+        values = tuple(objective_value(trial, name) for name in objectives)
+        if None not in values:
+            points.append((trial, values))
+    front = pareto_front(points, tuple(directions[name] for name in objectives))  # type: ignore[arg-type]
+    return {
+        "optimization_id": q.optimization_id,
+        "scope": q.scope,
+        "objectives": objectives,
+        "directions": directions,
+        "front": [
+            {
+                **{k: trial[k] for k in ("trial_index", "round_index", "candidate_id", "candidate")},
+                "objectives": dict(zip(objectives, values, strict=True)),
+            }
+            for trial, values in ((t, tuple(objective_value(t, n) for n in objectives)) for t in front)
+        ],
+        "considered": len(points),
+    }
+
+
+async def compare(queries: Queries, user: str, q: CompareOptimizations) -> dict[str, Any]:
+    ids = list(dict.fromkeys(q.optimization_ids))
+    found = {
+        row["optimization_id"]: row
+        for row in await queries.fetch_all(
+            SUMMARY + " WHERE id = ANY(%s) AND owner = %s AND direction IS NOT NULL", (ids, user)
+        )
+    }
+    missing = [ident for ident in ids if ident not in found]
+    if missing:
+        raise not_found("optimization", missing[0])
+    points: dict[UUID, list[dict[str, Any]]] = {ident: [] for ident in ids}
+    for row in await queries.fetch_all(
+        "SELECT optimization_id, trial_index, best_so_far FROM rm_optimizations.trials"
+        " WHERE optimization_id = ANY(%s) AND improved ORDER BY optimization_id, trial_index",
+        (ids,),
+    ):
+        points[row["optimization_id"]].append({"trial_index": row["trial_index"], "best_so_far": row["best_so_far"]})
+    curves = [
+        {
+            "optimization_id": ident,
+            "name": found[ident]["name"],
+            "direction": found[ident]["direction"],
+            "trials": found[ident]["trials"],
+            "best_score": found[ident]["best_score"],
+            "points": points[ident],
+        }
+        for ident in ids
+    ]
+    return {"curves": curves}
+
+
+async def lineage(queries: Queries, user: str, q: CandidateLineage) -> dict[str, Any]:
+    optimization = await summary(queries, user, q.optimization_id)
+    # UNION (not UNION ALL) on (candidate, depth) keeps a diamond or a cycle in the
+    # ancestry from multiplying paths; depth bounds the walk.
+    rows = await queries.fetch_all(
+        "WITH RECURSIVE walk(candidate_id, depth) AS ("
+        " SELECT %(candidate)s::text, 0"
+        " UNION SELECT p.parent_id, w.depth + 1 FROM walk w JOIN rm_lineage.candidate_parents p"
+        "  ON p.optimization_id = %(id)s AND p.candidate_id = w.candidate_id WHERE w.depth < %(depth)s)"
+        " SELECT c.candidate_id, min(w.depth) AS depth, c.origin, c.ops, c.first_round_index, c.first_trial_index,"
+        "  coalesce((SELECT array_agg(pp.parent_id ORDER BY pp.parent_id) FROM rm_lineage.candidate_parents pp"
+        "   WHERE pp.optimization_id = %(id)s AND pp.candidate_id = c.candidate_id), '{}') AS parents"
+        " FROM walk w JOIN rm_lineage.candidates c"
+        "  ON c.optimization_id = %(id)s AND c.candidate_id = w.candidate_id AND c.owner = %(user)s"
+        " GROUP BY c.candidate_id, c.origin, c.ops, c.first_round_index, c.first_trial_index"
+        " ORDER BY depth, c.first_trial_index",
+        {"candidate": q.candidate_id, "id": q.optimization_id, "depth": q.depth, "user": user},
+    )
+    if not rows or rows[0]["depth"] != 0:
+        raise ChronicleError("not_found", f"candidate {q.candidate_id} not found in optimization {q.optimization_id}")
+    scores = {
+        row["candidate_id"]: row["best"]
+        for row in await queries.fetch_all(
+            BEST_SCORES[optimization["direction"]], (q.optimization_id, [row["candidate_id"] for row in rows])
+        )
+    }
+    return {
+        "optimization_id": q.optimization_id,
+        "candidate_id": q.candidate_id,
+        "lineage": [{**row, "best_score": scores.get(row["candidate_id"])} for row in rows],
+    }

@@ -1,0 +1,1 @@
+"""What the services ask of the outside world (generator, agent, retriever); adapters implement them."""

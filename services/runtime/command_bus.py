@@ -1,0 +1,356 @@
+"""Group commit: commands that arrive together are decided and saved in one transaction.
+
+One writer thread owns the aggregate cache. It takes every command waiting in its queue,
+runs each handler on cached (or batch-loaded) aggregates, and saves all their events and
+idempotency records in a single transaction; each caller gets its reply only after that
+commit. A version conflict (another instance wrote first) re-runs the batch on fresh state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import queue
+import random
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+from uuid import UUID
+
+import orjson
+from eventsourcing.persistence import IntegrityError, StoredEvent
+
+from adapters.errors import translate
+from adapters.store.event_store import IdempotencyRecord
+from adapters.store.mapper import PydanticMapper
+from domain.base import SYSTEM_OWNER
+from services.contract.base import Command
+from services.contract.errors import ChronicleError
+from services.runtime.dispatch import Decide
+from services.runtime.queues import drain
+from services.runtime.snapshots import SnapshotTaker
+from services.runtime.unit_of_work import AggregateCache, UnitOfWork
+
+log = logging.getLogger(__name__)
+
+# What services outside the bus call to have a command decided: (command, user id) -> reply.
+Execute = Callable[[Command[Any], str], Awaitable[dict[str, Any]]]
+# Told each commit's (position, event) pairs on the writer thread, before the replies go out.
+CommitListener = Callable[[list[tuple[int, Any]]], None]
+MAX_ATTEMPTS = 16
+# A key the bus makes up is never sent again by anyone, so there is no request to compare
+# with: its record keeps no fingerprint (and the request is not serialised to make one).
+MADE_UP_KEY_FINGERPRINT = ""
+CONFLICT_BACKOFF = 0.001  # seconds; doubled per attempt, randomised
+
+
+def fingerprint(name: str, payload: Command) -> str:
+    return hashlib.sha256(name.encode() + b"\0" + payload.model_dump_json().encode()).hexdigest()
+
+
+@dataclass
+class Submission:
+    name: str
+    payload: Command
+    user_id: str
+    key: str
+    client_key: bool
+    fingerprint: str
+    future: asyncio.Future[dict[str, Any]]
+    loop: asyncio.AbstractEventLoop
+    reply: dict[str, Any] | None = None
+    error: ChronicleError | None = None
+    events: list[Any] = field(default_factory=list)
+    owners: dict[UUID, str | None] = field(default_factory=dict)  # aggregate id -> owner to seal for
+    saved: dict[UUID, Any] = field(default_factory=dict)  # aggregate id -> the aggregate, for snapshots
+    duplicate_of: Submission | None = None
+    replayed: bool = False
+
+    def settle(self) -> None:
+        def resolve() -> None:
+            if self.future.done():
+                return
+            if self.error is not None:
+                self.future.set_exception(self.error)
+            else:
+                self.future.set_result(self.reply or {})
+
+        self.loop.call_soon_threadsafe(resolve)
+
+
+class _Rerun(Exception):
+    """A handler failed after changing an aggregate: redo the batch without it."""
+
+    def __init__(self, culprit: Submission, failure: ChronicleError):
+        super().__init__(failure.message)
+        self.culprit = culprit
+        self.failure = failure
+
+
+class Recorder(Protocol):
+    def record(self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = ()) -> list[int]: ...
+    def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, bytes]]: ...
+
+
+class Store(Protocol):
+    """What the bus asks of an event store: adapters/store/event_store.py on Postgres, or the
+    in-memory one of adapters/store/memory.py that unit tests inject."""
+
+    @property
+    def recorder(self) -> Recorder: ...
+    @property
+    def mapper(self) -> PydanticMapper: ...
+    def load_many(self, ids: Iterable[UUID], *, use_snapshots: bool = True) -> dict[UUID, Any]: ...
+
+
+class CommandBus:
+    def __init__(
+        self,
+        store: Store,
+        handlers: dict[type[Command[Any]], Decide],
+        *,
+        max_batch: int = 512,
+        cache_size: int = 20_000,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        new_id: Callable[[], UUID] = uuid.uuid4,
+        snapshots: SnapshotTaker | None = None,
+    ):
+        self.store = store
+        self.snapshots = snapshots
+        self.handlers = handlers
+        self.max_batch = max_batch
+        self.cache = AggregateCache(cache_size)
+        self.clock = clock
+        self.new_id = new_id
+        self.conflicts = 0
+        self.batches = 0
+        self.commit_listeners: list[CommitListener] = []
+        self._queue: queue.Queue[Submission | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="chronicle-writer", daemon=True)
+
+    def start(self) -> None:
+        if self.snapshots is not None:
+            self.snapshots.start()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Finish what is queued, then stop the writer thread (and write its snapshots)."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        if self.snapshots is not None:
+            self.snapshots.stop()
+
+    async def execute(
+        self,
+        payload: Command[Any],
+        user_id: str,
+        idempotency_key: str | None = None,
+        *,
+        request_fingerprint: str | None = None,
+    ) -> dict[str, Any]:
+        """Decide and save one command; `request_fingerprint` names the caller's own request
+        when a service turned it into this command (a retry must match that, not this)."""
+        loop = asyncio.get_running_loop()
+        name = payload.action
+        submission = Submission(
+            name=name,
+            payload=payload,
+            user_id=user_id,
+            key=idempotency_key or f"auto:{uuid.uuid4()}",
+            client_key=idempotency_key is not None,
+            fingerprint=request_fingerprint
+            or (fingerprint(name, payload) if idempotency_key is not None else MADE_UP_KEY_FINGERPRINT),
+            future=loop.create_future(),
+            loop=loop,
+        )
+        self._queue.put(submission)
+        return await submission.future
+
+    async def execute_prepared(
+        self,
+        request: Command[Any],
+        user_id: str,
+        idempotency_key: str | None,
+        prepare: Callable[[], Awaitable[Command[Any]]],
+    ) -> dict[str, Any]:
+        """For a request that needs slow work first (a generator call, a retrieval): unless
+        this key was answered before, `prepare()` does the work and names the internal
+        command that stores its outcome, which runs fingerprinted as the caller's request."""
+        request_fingerprint = None
+        if idempotency_key is not None:
+            request_fingerprint = fingerprint(request.action, request)
+            reply = await self.stored_reply(user_id, idempotency_key, request_fingerprint)
+            if reply is not None:
+                return reply
+        command = await prepare()
+        return await self.execute(command, user_id, idempotency_key, request_fingerprint=request_fingerprint)
+
+    async def stored_reply(self, user_id: str, idempotency_key: str, request_fingerprint: str) -> dict[str, Any] | None:
+        """The reply already given to this key, for a service that must not redo slow work
+        (a generator call) on a retry; conflict when the key named another request."""
+        found = await asyncio.to_thread(self.store.recorder.replies, [(user_id, idempotency_key)])
+        if (user_id, idempotency_key) not in found:
+            return None
+        known_fingerprint, reply = found[(user_id, idempotency_key)]
+        if known_fingerprint != request_fingerprint:
+            raise key_reused()
+        return orjson.loads(reply)
+
+    # --- writer thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        drain(self._queue, self.max_batch, self._commit_batch)
+
+    def _commit_batch(self, batch: list[Submission]) -> None:
+        self.batches += 1
+        pending = list(batch)
+        saved, committed = False, []
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                committed = self._decide_and_save(pending, replay_all_keys=attempt > 1)
+                saved = True
+                break
+            except _Rerun as rerun:
+                self._forget(pending)
+                pending.remove(rerun.culprit)
+                rerun.culprit.error = rerun.failure
+            except IntegrityError:
+                # Another writer got there first: forget what we believed and decide again,
+                # after a random pause that grows, so two instances stop colliding.
+                self.conflicts += 1
+                self._forget(pending)
+                time.sleep(random.uniform(0, CONFLICT_BACKOFF * 2 ** min(attempt, 6)))
+            except Exception as error:  # the database failed: nobody's events were saved
+                self._forget(pending)
+                failure = translate(error)
+                for s in pending:
+                    s.error = failure
+                break
+        else:
+            for s in pending:
+                s.error = ChronicleError("conflict", "too much contention on this aggregate; retry")
+        if saved and committed:
+            self._tell_listeners(committed)
+        for s in batch:
+            if s.duplicate_of is not None:
+                s.reply, s.error = s.duplicate_of.reply, s.duplicate_of.error
+            s.settle()
+        if saved and self.snapshots is not None:
+            self.snapshots.after_commit(saved_aggregates(pending))
+
+    def _tell_listeners(self, committed: list[tuple[int, Any]]) -> None:
+        for listener in self.commit_listeners:
+            try:
+                listener(committed)
+            except Exception:  # a listener's bug must not cost anyone their reply
+                log.exception("commit listener failed", extra={"listener": getattr(listener, "__qualname__", "?")})
+
+    def _forget(self, batch: list[Submission]) -> None:
+        """Drop cached state the batch may have changed and clear its unsaved decisions."""
+        self.cache.evict({e.originator_id for s in batch for e in s.events})
+        self.cache.evict({i for s in batch for i in s.payload.aggregate_ids()})
+        for s in batch:
+            s.error, s.reply, s.events, s.duplicate_of, s.replayed = None, None, [], None, False
+            s.owners, s.saved = {}, {}
+
+    def _decide_and_save(self, batch: list[Submission], *, replay_all_keys: bool) -> list[tuple[int, Any]]:
+        keys = [(s.user_id, s.key) for s in batch if s.client_key or replay_all_keys]
+        stored_replies = self.store.recorder.replies(keys)
+        self._prefetch(batch)
+        seen: dict[tuple[str, str], Submission] = {}
+        for s in batch:
+            first = seen.get((s.user_id, s.key))
+            if first is not None:
+                self._check_same_request(s, first.fingerprint)
+                s.duplicate_of = None if s.error else first
+                continue
+            seen[(s.user_id, s.key)] = s
+            if (s.user_id, s.key) in stored_replies:
+                known_fingerprint, reply = stored_replies[(s.user_id, s.key)]
+                self._check_same_request(s, known_fingerprint)
+                if s.error is None:
+                    s.reply, s.replayed = orjson.loads(reply), True
+                continue
+            self._decide(s, first_attempt=not replay_all_keys)
+        return self._save(batch)
+
+    def _check_same_request(self, s: Submission, known_fingerprint: str) -> None:
+        if known_fingerprint != s.fingerprint:
+            s.error = key_reused()
+
+    def _prefetch(self, batch: list[Submission]) -> None:
+        wanted = {i for s in batch for i in s.payload.aggregate_ids() if i not in self.cache}
+        if wanted:
+            for aggregate in self.store.load_many(wanted).values():
+                self.cache.put(aggregate)
+
+    def _decide(self, s: Submission, *, first_attempt: bool) -> None:
+        uow = UnitOfWork(
+            user_id=s.user_id, now=self.clock(), new_id=self.new_id, cache=self.cache, load=self.store.load_many,
+            first_attempt=first_attempt,
+        )
+        try:
+            s.reply = self.handlers[type(s.payload)](s.payload, uow)
+            keys = self.store.mapper.keys
+            if keys is not None:  # an erased owner gets no new events (and a key is made on first write)
+                for aggregate in uow.touched.values():
+                    if aggregate.pending_events and aggregate.owner != SYSTEM_OWNER:
+                        keys.key_for_writing(aggregate.owner)
+        except Exception as error:
+            s.error = translate(error)
+            if any(a.pending_events for a in uow.touched.values()):
+                self.cache.evict(uow.touched)
+                raise _Rerun(s, s.error) from None
+            return
+        for aggregate in uow.touched.values():
+            events = aggregate.collect_events()
+            if events:
+                s.events.extend(events)
+                # The system's own records (erasures, digests) stay unsealed: no user key to lose.
+                s.owners[aggregate.id] = None if aggregate.owner == SYSTEM_OWNER else aggregate.owner
+                s.saved[aggregate.id] = aggregate
+
+    def _save(self, batch: list[Submission]) -> list[tuple[int, Any]]:
+        """Save the batch's decisions in one transaction; return its (position, event) pairs."""
+        decided = [s for s in batch if s.reply is not None and s.error is None and not s.replayed]
+        decided = [s for s in decided if s.duplicate_of is None]
+        stored = [self.store.mapper.to_stored_event(e, s.owners[e.originator_id]) for s in decided for e in s.events]
+        replies, events_so_far = [], 0
+        for s in decided:
+            events_so_far += len(s.events)
+            if s.events or s.client_key:
+                last_event = events_so_far - 1 if s.events else None
+                replies.append(IdempotencyRecord(s.user_id, s.key, s.fingerprint, orjson.dumps(s.reply), last_event))
+        positions = iter(self.store.recorder.record(stored, replies))
+        committed: list[tuple[int, Any]] = []
+        for s in decided:
+            committed.extend((next(positions), event) for event in s.events)
+            if s.events and s.reply is not None:
+                s.reply["position"] = committed[-1][0]
+        return committed
+
+
+def key_reused() -> ChronicleError:
+    return ChronicleError(
+        "conflict",
+        "Idempotency-Key was already used for a different request",
+        [{"field": "Idempotency-Key", "rule": "same_request", "message": "key reused"}],
+    )
+
+
+def saved_aggregates(batch: list[Submission]) -> list[tuple[Any, int]]:
+    """Each aggregate a committed batch changed, with its version before the batch."""
+    before: dict[UUID, int] = {}
+    aggregates: dict[UUID, Any] = {}
+    for s in batch:
+        for event in s.events:
+            version = event.originator_version - 1
+            before[event.originator_id] = min(before.get(event.originator_id, version), version)
+        aggregates.update(s.saved)
+    return [(aggregates[i], version) for i, version in before.items() if i in aggregates]

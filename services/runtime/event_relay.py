@@ -1,0 +1,207 @@
+"""EventRelay: publishes messages derived from committed events to JetStream, at least once.
+
+Two paths publish the same messages under the same `Nats-Msg-Id`, which JetStream
+de-duplicates:
+- the fast path: the command bus hands each commit's events to `committed` right after
+  the commit, and they are published at once, before the commands' replies go out;
+- the relay: it reads the event log after its tracked position (only the topics it
+  relays), waits for NOTIFY on its own channel when it has caught up, publishes each
+  event's messages that the fast path has not, and then stores the new position. A crash
+  in between publishes again rather than losing a message.
+Nothing is ever published before its event committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.utils import get_topic
+from nats.js import JetStreamContext
+from psycopg.sql import SQL, Identifier
+
+from adapters.store.keys import KeyRing
+from adapters.store.mapper import ErasedContent, PydanticMapper
+from projections.engine import NEXT_EVENTS, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY
+from services.runtime.background import Background
+
+log = logging.getLogger(__name__)
+
+BATCH = 100
+# The relay is the backstop: it lets the fast path publish a commit's events first, and
+# then takes what gathered meanwhile in one batch.
+BACKSTOP_DELAY = 0.25  # seconds
+
+
+class EventRelay(Background):
+    """Subclasses set `name` (the tracking row) and `relayed` (the event classes they
+    publish), and implement `publish`."""
+
+    relayed: tuple[type, ...]
+
+    @classmethod
+    def channel(cls) -> str:
+        """What a statement saving one of the relayed events notifies (EventStore's relay_channels)."""
+        return f"chronicle_{cls.name}"
+
+    @classmethod
+    def relayed_topics(cls) -> list[str]:
+        return [get_topic(event_class) for event_class in cls.relayed]
+
+    @classmethod
+    def topics_by_channel(cls) -> dict[str, list[str]]:
+        return {cls.channel(): cls.relayed_topics()}
+
+    def __init__(self, url: str, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
+        super().__init__()
+        self.url = url
+        self.js = js
+        self.prefix = prefix
+        self.mapper = PydanticMapper(keys=keys)
+        self.topics = self.relayed_topics()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._published: set[int] = set()  # positions the fast path has published
+        self._publishing: dict[int, asyncio.Task[None]] = {}  # positions it is publishing
+        self._fast_conn: psycopg.AsyncConnection | None = None
+        self._connecting = asyncio.Lock()
+        self._fast_tasks: set[asyncio.Task[None]] = set()
+
+    async def publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
+        """Publish what this committed event at this log position becomes."""
+        raise NotImplementedError
+
+    def observe(self, event: Any) -> None:
+        """A committed event `select` passed on that is not relayed (default: ignored)."""
+
+    def select(self, events: Sequence[tuple[int, Any]]) -> list[tuple[int, Any]]:
+        """The committed events the fast path wants (default: those relayed). Runs on the
+        writer thread: keep it cheap."""
+        return [(position, event) for position, event in events if isinstance(event, self.relayed)]
+
+    async def start(self) -> None:
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+            await conn.execute(
+                "INSERT INTO chronicle.projections (name, position, version) VALUES (%s, 0, 1)"
+                " ON CONFLICT (name) DO NOTHING",
+                (self.name,),
+            )
+        self.loop = asyncio.get_running_loop()
+        await super().start()
+
+    async def stop(self) -> None:
+        self.loop = None
+        for task in list(self._fast_tasks):
+            task.cancel()
+        await asyncio.gather(*self._fast_tasks, return_exceptions=True)
+        await super().stop()
+        if self._fast_conn is not None:
+            await self._fast_conn.close()
+
+    # --- the fast path --------------------------------------------------------------------
+
+    def committed(self, events: Sequence[tuple[int, Any]]) -> None:
+        """The command bus's writer thread, right after a commit: (position, event) pairs."""
+        loop = self.loop
+        wanted = self.select(events)
+        if loop is not None and wanted:
+            loop.call_soon_threadsafe(self._spawn, wanted)
+
+    def _spawn(self, events: list[tuple[int, Any]]) -> None:
+        if self.loop is None:
+            return  # stopping: the relay publishes them on the next start
+        task = asyncio.create_task(self._publish_committed(events))
+        self._fast_tasks.add(task)
+        for position, _ in events:
+            self._publishing[position] = task
+
+        def done(task: asyncio.Task[None]) -> None:
+            self._fast_tasks.discard(task)
+            for position, _ in events:
+                self._publishing.pop(position, None)
+
+        task.add_done_callback(done)
+
+    async def _publish_committed(self, events: list[tuple[int, Any]]) -> None:
+        try:
+            conn = await self._connection()
+            for position, event in events:
+                if isinstance(event, self.relayed):
+                    await self.publish(conn, position, event)
+                    self._published.add(position)
+                else:
+                    self.observe(event)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # NATS or Postgres away: the relay publishes them later
+            log.info("fast publish failed; the relay will", extra={"relay": self.name, "error_type": type(error).__name__})
+
+    async def _connection(self) -> psycopg.AsyncConnection:
+        """The fast path's own connection (psycopg queues concurrent use of it)."""
+        async with self._connecting:
+            if self._fast_conn is None or self._fast_conn.closed:
+                self._fast_conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            return self._fast_conn
+
+    # --- the relay ------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                async with (
+                    await psycopg.AsyncConnection.connect(self.url, autocommit=True) as listener,
+                    await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn,
+                ):
+                    await listener.execute(SQL("LISTEN {}").format(Identifier(self.channel())))
+                    while True:
+                        while await self.relay_batch(conn) == BATCH:
+                            pass
+                        backoff = 0.1
+                        async for _ in listener.notifies(timeout=1.0, stop_after=1):
+                            pass
+                        await asyncio.sleep(BACKSTOP_DELAY)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # Postgres or NATS away: retry, the position was not moved
+                log.warning("relay interrupted; retrying", extra={"relay": self.name, "error_type": type(error).__name__})
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    async def relay_batch(self, conn: psycopg.AsyncConnection) -> int:
+        # The projection engine's two statements: batch input (tracking row locked, no
+        # fsync wait: losing this commit only means publishing again, de-duplicated) and
+        # the tracking update.
+        async with conn.transaction():
+            cur = await conn.execute(
+                NEXT_EVENTS, {"name": self.name, "up_to": None, "topics": self.topics, "limit": BATCH}, prepare=True
+            )
+            found = await cur.fetchall()
+            position, head = found[0][0], found[0][1]
+            if head <= position:
+                return 0
+            events = [row[2:] for row in found if row[2] is not None]
+            for notification_id, originator_id, version, topic, state in events:
+                publishing = self._publishing.get(notification_id)
+                if publishing is not None:  # let the fast path finish: then publish only what it could not
+                    await asyncio.wait([publishing])
+                if notification_id in self._published:
+                    continue
+                try:
+                    event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, bytes(state)))
+                    await self.publish(conn, notification_id, event)
+                except ErasedContent:
+                    continue  # its owner was erased: it signals nothing more
+            new_position = events[-1][0] if len(events) == BATCH else head
+            await conn.execute(
+                SET_TRACKING_AND_NOTIFY,
+                {"position": new_position, "version": 1, "name": self.name, "channel": PROGRESS_CHANNEL},
+                prepare=True,
+            )
+            # Positions at or below the tracked one are never read again (here, or by
+            # another instance's relay that moved the position past them).
+            self._published = {p for p in self._published if p > new_position}
+            return len(events)

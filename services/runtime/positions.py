@@ -1,0 +1,111 @@
+"""Read-your-writes: lets a query wait until the read models include a given log position."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import psycopg
+from psycopg.sql import SQL, Identifier
+
+from adapters.store.postgres import PostgresTarget
+from projections.engine import PROGRESS_CHANNEL
+from services.contract.errors import ChronicleError
+from services.runtime.background import Background
+
+log = logging.getLogger(__name__)
+
+
+def read_positions(payload: str) -> list[tuple[str, int]]:
+    """A PROGRESS_CHANNEL notification's "name:position[,name:position...]"."""
+    return [(name, int(position)) for name, _, position in (item.rpartition(":") for item in payload.split(","))]
+
+
+class ProjectionPositions(Background):
+    """Tracks each projection's committed position from NOTIFY, with a polling fallback,
+    while some request waits for one, and for `linger` seconds after. With nobody waiting
+    (a load of writes alone: trials recorded, HITL signals) it does not listen, since
+    every projection batch would wake the service for nothing (measured at 600 trials/s:
+    11% of the service's interpreter time, and a Postgres backend woken per batch)."""
+
+    name = "projection-positions"
+
+    def __init__(self, target: PostgresTarget, names: list[str], poll_interval: float = 1.0, linger: float = 10.0):
+        super().__init__()
+        self.target = target
+        self.names = names
+        self.poll_interval = poll_interval
+        self.linger = linger
+        self.positions: dict[str, int] = dict.fromkeys(names, 0)  # as last heard: never ahead of the truth
+        self._changed = asyncio.Condition()
+        self._wanted = asyncio.Event()  # someone waits, or did within `linger`
+        self._waiting = 0
+        self._last_wait = 0.0
+        self.listening = False  # whether moves are being heard now (tests and operators look)
+        self.listens = 0  # how many times it started listening
+
+    async def wait_for(self, names: list[str], position: int | None, timeout: float) -> None:
+        if position is None or self._reached(names, position):
+            return
+        loop = asyncio.get_running_loop()
+        self._waiting += 1
+        self._wanted.set()
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._changed:
+                    await self._changed.wait_for(lambda: self._reached(names, position))
+        except TimeoutError:
+            raise ChronicleError(
+                "unavailable",
+                f"read models have not reached position {position} yet; retry later",
+                [{"field": "min_position", "rule": "reached", "message": "not reached in time"}],
+            ) from None
+        finally:
+            self._waiting -= 1
+            self._last_wait = loop.time()
+
+    def _reached(self, names: list[str], position: int) -> bool:
+        return all(self.positions.get(n, 0) >= position for n in names)
+
+    async def _record(self, moved: list[tuple[str, int]]) -> None:
+        changed = False
+        for name, position in moved:
+            if name in self.positions and position > self.positions[name]:
+                self.positions[name], changed = position, True
+        if changed:
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def _poll(self, conn: psycopg.AsyncConnection) -> None:
+        cur = await conn.execute("SELECT name, position FROM chronicle.projections WHERE name = ANY(%s)", (self.names,))
+        await self._record(await cur.fetchall())
+
+    def _still_wanted(self) -> bool:
+        if self._waiting or asyncio.get_running_loop().time() - self._last_wait < self.linger:
+            return True
+        self._wanted.clear()  # (no await since the check: a new waiter sets it again)
+        return False
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.target.url, autocommit=True) as conn:
+                    backoff = 0.1
+                    while True:
+                        await self._wanted.wait()
+                        # Listening first, then reading: no move is missed between the two.
+                        await conn.execute(SQL("LISTEN {}").format(Identifier(PROGRESS_CHANNEL)))
+                        self.listening, self.listens = True, self.listens + 1
+                        await self._poll(conn)
+                        while self._still_wanted():
+                            async for notify in conn.notifies(timeout=self.poll_interval):
+                                await self._record(read_positions(notify.payload))
+                            await self._poll(conn)
+                        await conn.execute(SQL("UNLISTEN {}").format(Identifier(PROGRESS_CHANNEL)))
+                        self.listening = False
+            except psycopg.Error as error:
+                self.listening = False
+                log.warning("positions listener lost; reconnecting", extra={"error_type": type(error).__name__})
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)

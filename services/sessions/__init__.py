@@ -1,0 +1,1 @@
+"""Sessions: create, update, close, list."""

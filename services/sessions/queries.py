@@ -1,0 +1,38 @@
+"""Query handlers of sessions, scoped to the caller like every query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.contract.sessions import GetSession, ListSessions
+from services.runtime.read_models import Queries, not_found, page
+
+SESSION_COLUMNS = (
+    "s.id, s.name, s.description, s.kind, s.tags, s.status, s.conversation_count,"
+    " coalesce(st.artifact_count, 0) AS artifact_count, coalesce(st.total_tokens, 0) AS total_tokens,"
+    " s.created_at, s.updated_at"
+)
+
+
+SESSIONS = "rm_history.sessions s LEFT JOIN rm_stats.sessions st ON st.session_id = s.id"
+
+
+async def list_sessions(queries: Queries, user: str, q: ListSessions) -> dict[str, Any]:
+    rows = await queries.fetch_all(
+        "SELECT " + SESSION_COLUMNS + ", count(*) OVER () AS total FROM " + SESSIONS +
+        " WHERE s.owner = %(user)s AND (%(kind)s::text IS NULL OR s.kind = %(kind)s)"
+        " ORDER BY s.created_at DESC, s.id LIMIT %(limit)s OFFSET %(offset)s",
+        {"user": user, "kind": q.kind, "limit": q.limit, "offset": q.offset},
+    )
+    return page(rows, q.limit, q.offset)
+
+
+async def get_session(queries: Queries, user: str, q: GetSession) -> dict[str, Any]:
+    row = await queries.fetch_one(
+        "SELECT " + SESSION_COLUMNS + " FROM " + SESSIONS + " WHERE s.id = %s AND s.owner = %s",
+        (q.session_id, user),
+    )
+    if row is None:
+        raise not_found("session", q.session_id)
+    return row
+

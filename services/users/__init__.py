@@ -1,0 +1,1 @@
+"""Users as data subjects: erasure by crypto-shredding."""

@@ -1,0 +1,50 @@
+"""Erasing a user by crypto-shredding: record the erasure, then destroy the user's key.
+
+The order matters: the `DataSubject.Erased` event commits first (every read model drops
+the user's rows when it applies it), then the key is destroyed, so a crash in between
+leaves a retry that finishes the job rather than unreadable content the read models
+still show. The user's stored command replies (which may quote titles) and preview blobs
+are deleted too; the events stay, with ids, timestamps, types and hash chains intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from adapters.store.keys import KeyRing
+from services.contract.errors import ChronicleError
+from services.contract.users import EraseUser
+from services.runtime.command_bus import CommandBus
+
+log = logging.getLogger(__name__)
+ADMIN = "admin"
+
+
+class Erasure:
+    """`user.erase` over NATS: only a caller with the admin role may erase a user."""
+
+    def __init__(self, bus: CommandBus, keys: KeyRing):
+        self.bus = bus
+        self.keys = keys
+
+    async def erase(self, caller: str, request: EraseUser, _: str | None) -> dict[str, Any]:
+        if ADMIN not in getattr(caller, "roles", ()):
+            raise ChronicleError("unauthorized", "erasing a user needs the admin role")
+        return await erase_user(self.bus, self.keys, request.user_id, str(caller))
+
+
+async def erase_user(bus: CommandBus, keys: KeyRing, user_id: str, requested_by: str) -> dict[str, Any]:
+    reply = await bus.execute(EraseUser(user_id=user_id), requested_by)
+    await asyncio.to_thread(keys.destroy, user_id)
+    await asyncio.to_thread(forget_derived_data, keys, user_id)
+    log.info("user erased", extra={"newly": reply["erased"]})  # no user id: it may be personal data
+    return reply
+
+
+def forget_derived_data(keys: KeyRing, user_id: str) -> None:
+    """What is kept beside the events for the user: replies to their commands, previews."""
+    with keys.target.connect(autocommit=True) as conn:
+        conn.execute("DELETE FROM chronicle.idempotency WHERE owner = %s", (user_id,))
+        conn.execute("DELETE FROM chronicle.blob_chunks WHERE owner = %s", (user_id,))

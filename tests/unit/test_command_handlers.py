@@ -1,0 +1,216 @@
+"""Each capability's command handlers, through the real command bus on an in-memory event
+store: no Postgres, no NATS. What is checked here is what the handlers decide and answer;
+tests/integration runs the same commands over NATS against Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from adapters.store.memory import InMemoryEventStore
+from domain.conversation import Conversation
+from domain.job import Chunk
+from services.contract.artifacts import RemoveArtifact, StoreArtifact, TagArtifact
+from services.contract.audit import RecordRead
+from services.contract.base import Command
+from services.contract.conversations import AddMessage, DeleteConversation, StartConversation, UpdateConversation
+from services.contract.errors import ChronicleError
+from services.contract.hitl import ExpireRun, PauseRun, ResumeRun
+from services.contract.jobs import DescribeJob, FailJob, RecordJob, RecordOutcomes, StartPhase
+from services.contract.optimizations import EndRound, RecordTrial, StartOptimization, StartRound
+from services.contract.sessions import CloseSession, CreateSession, UpdateSession
+from services.contract.users import EraseUser
+from services.entrypoints.routes import command_handlers
+from services.runtime.command_bus import CommandBus
+
+START = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+
+
+class Clock:
+    """The bus's clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def store() -> InMemoryEventStore:
+    return InMemoryEventStore()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def bus(store: InMemoryEventStore, clock: Clock) -> AsyncIterator[CommandBus]:
+    counter = itertools.count(1)
+    running = CommandBus(store, command_handlers(), clock=clock, new_id=lambda: UUID(int=next(counter)))  # type: ignore[arg-type]
+    running.start()
+    yield running
+    running.stop()
+
+
+async def refused(bus: CommandBus, command: Command[Any], user: str) -> ChronicleError:
+    with pytest.raises(ChronicleError) as caught:
+        await bus.execute(command, user)
+    return caught.value
+
+
+async def test_sessions_are_created_updated_and_closed_by_their_owner_only(bus: CommandBus) -> None:
+    created = await bus.execute(CreateSession(name="research", tags=["a"]), "alice")
+    session_id = UUID(created["session_id"])
+    assert created["position"] == 1
+    await bus.execute(UpdateSession(session_id=session_id, name="renamed"), "alice")
+    assert (await refused(bus, UpdateSession(session_id=session_id, name="mine"), "mallory")).code == "not_found"
+    await bus.execute(CloseSession(session_id=session_id), "alice")
+    closed_again = await refused(bus, StartConversation(title="late", session_id=session_id), "alice")
+    assert closed_again.code == "conflict"
+
+
+async def test_a_conversation_records_messages_retitles_and_deletes(bus: CommandBus, store: InMemoryEventStore) -> None:
+    started = await bus.execute(StartConversation(title="Plan", tags=["x"]), "alice")
+    conversation_id = UUID(started["conversation_id"])
+    added = await bus.execute(AddMessage(conversation_id=conversation_id, role="user", content="hello"), "alice")
+    assert added["title"] == "Plan" and added["position"] == 2
+    await bus.execute(UpdateConversation(conversation_id=conversation_id, title="Plan B"), "alice")
+    await bus.execute(DeleteConversation(conversation_id=conversation_id), "alice")
+    kinds = [type(e).__name__ for e in store.events_of(conversation_id)]
+    assert kinds == ["Started", "MessageAdded", "Retitled", "Deleted"]
+    assert (await refused(bus, AddMessage(conversation_id=conversation_id, role="user", content="x"), "alice")).code in {
+        "not_found", "conflict"}
+    assert (await refused(bus, AddMessage(conversation_id=uuid.uuid4(), role="user", content="x"), "alice")).code == "not_found"
+
+
+async def test_another_users_conversation_is_not_found(bus: CommandBus) -> None:
+    conversation_id = UUID((await bus.execute(StartConversation(title="mine"), "alice"))["conversation_id"])
+    error = await refused(bus, AddMessage(conversation_id=conversation_id, role="user", content="hi"), "mallory")
+    assert error.code == "not_found"
+
+
+async def test_a_paused_run_is_resumed_once_and_expires_only_while_paused(bus: CommandBus, clock: Clock) -> None:
+    conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
+    paused = await bus.execute(
+        PauseRun(conversation_id=conversation_id, run_id="run-1", step="draft", prompt="approve?", expires_in=60), "alice"
+    )
+    assert paused["run_id"] == "run-1"
+    assert (await refused(bus, ResumeRun(run_id="run-1", approved=True), "mallory")).code == "not_found"
+    resumed = await bus.execute(ResumeRun(run_id="run-1", approved=True, feedback="ok"), "alice")
+    assert resumed["feedback_message_id"] is not None
+    assert (await refused(bus, ResumeRun(run_id="run-1", approved=False), "alice")).code == "conflict"
+    clock.now += timedelta(minutes=5)
+    assert (await bus.execute(ExpireRun(run_id="run-1"), "alice"))["expired"] is False
+
+
+async def test_artifacts_descend_get_tagged_and_removed(bus: CommandBus) -> None:
+    layout = {"type": "page", "children": [{"type": "text", "label": "hi"}]}
+    parent = await bus.execute(StoreArtifact(layout=layout, query="a page"), "alice")
+    child = await bus.execute(StoreArtifact(layout=layout, parent_id=UUID(parent["artifact_id"])), "alice")
+    assert (parent["generation"], child["generation"]) == (0, 1)
+    assert child["session_id"] == parent["session_id"]  # both in the caller's current session
+    await bus.execute(TagArtifact(artifact_id=UUID(child["artifact_id"]), tags=["keep"]), "alice")
+    removed = await bus.execute(RemoveArtifact(artifact_id=UUID(child["artifact_id"]), reason="retention"), "alice")
+    assert removed["removed"] is True
+    gone = await refused(bus, TagArtifact(artifact_id=UUID(child["artifact_id"]), tags=["late"]), "alice")
+    assert gone.code == "not_found"  # a removed artifact takes no more commands
+    foreign_parent = await refused(bus, StoreArtifact(layout=layout, parent_id=UUID(parent["artifact_id"])), "mallory")
+    assert foreign_parent.code == "not_found"
+
+
+async def test_a_job_is_claimed_advanced_and_failed_by_its_worker(bus: CommandBus) -> None:
+    snapshot = [Chunk(
+        chunk_id="c1", source_id="s1", text="Light drives photosynthesis.", score=1.0, embedding_version="fts",
+        captured_at=START,
+    )]
+    requested = await bus.execute(RecordJob(content="a quiz", artifact_type="quiz", snapshot=snapshot), "alice")
+    job_id = UUID(requested["job_id"])
+    assert requested["status"] == "pending" and requested["created"] is True
+    again = await bus.execute(RecordJob(content="a quiz", artifact_type="quiz", snapshot=snapshot), "alice")
+    assert again["job_id"] == requested["job_id"] and again["created"] is False  # the active one answers
+    described = await bus.execute(DescribeJob(job_id=job_id, worker="w1"), "alice")
+    assert described["phase"] == "planning" and described["status"] == "pending"
+    planning = await bus.execute(StartPhase(job_id=job_id, worker="w1"), "alice")
+    assert planning["status"] == "planning"
+    generating = await bus.execute(RecordOutcomes(job_id=job_id, worker="w1", plan={"questions": []}), "alice")
+    assert generating["phase"] == "generating"
+    intruder = await refused(bus, RecordOutcomes(job_id=job_id, worker="w2", result={"x": 1}), "alice")
+    assert intruder.code == "conflict"
+    failed = await bus.execute(FailJob(job_id=job_id, worker="w1", reason="the model refused"), "alice")
+    assert failed["phase"] is None
+
+
+async def test_an_optimization_records_rounds_and_trials_with_the_best_so_far(bus: CommandBus) -> None:
+    optimization_id = UUID(
+        (await bus.execute(StartOptimization(name="prompt search", optimizer="random"), "alice"))["optimization_id"]
+    )
+    round_ = await bus.execute(StartRound(optimization_id=optimization_id), "alice")
+    round_id = UUID(round_["round_id"])
+    scores = [0.2, 0.9, 0.5]
+    recorded = [await bus.execute(RecordTrial(round_id=round_id, score=s, candidate={"id": f"c{s}"}), "alice")
+                for s in scores]
+    assert [t["trial_index"] for t in recorded] == [0, 1, 2]
+    assert [t["best_so_far"] for t in recorded] == [0.2, 0.9, 0.9]
+    ended = await bus.execute(EndRound(round_id=round_id, stop_reason="converged"), "alice")
+    assert ended["best_score"] == 0.9 and ended["stopped"] is True
+    assert (await refused(bus, RecordTrial(round_id=round_id, score=1.0), "alice")).code == "conflict"
+
+
+async def test_an_erased_user_gets_no_new_events_and_the_erasure_is_recorded_once(bus: CommandBus) -> None:
+    assert (await bus.execute(EraseUser(user_id="bob"), "admin"))["erased"] is True
+    assert (await bus.execute(EraseUser(user_id="bob"), "admin"))["erased"] is False
+
+
+async def test_an_auditors_read_goes_on_their_own_trail(bus: CommandBus) -> None:
+    read = RecordRead(what="stream", aggregate_id=uuid.uuid4(), aggregate_owner="alice")
+    first = await bus.execute(read, "carol")
+    second = await bus.execute(read, "carol")
+    assert first["trail_id"] == second["trail_id"] and second["position"] > first["position"]
+
+
+async def test_a_repeated_idempotency_key_returns_the_first_reply_and_appends_nothing(
+    bus: CommandBus, store: InMemoryEventStore
+) -> None:
+    first = await bus.execute(CreateSession(name="once"), "alice", "key-1")
+    again = await bus.execute(CreateSession(name="once"), "alice", "key-1")
+    assert again == first and len(store.recorder.events) == 1
+    with pytest.raises(ChronicleError) as reused:
+        await bus.execute(CreateSession(name="another"), "alice", "key-1")
+    assert reused.value.code == "conflict" and len(store.recorder.events) == 1
+    assert (await bus.execute(CreateSession(name="once"), "bob", "key-1"))["session_id"] != first["session_id"]
+
+
+async def test_two_writers_on_one_conversation_meet_optimistic_concurrency(
+    store: InMemoryEventStore, clock: Clock
+) -> None:
+    # Two buses (two service instances) on one store, each with its own cache: a write that
+    # meets a version taken by the other is decided again on fresh state, never lost.
+    buses = [CommandBus(store, command_handlers(), clock=clock) for _ in range(2)]  # type: ignore[arg-type]
+    for running in buses:
+        running.start()
+    try:
+        conversation_id = UUID((await buses[0].execute(StartConversation(title="shared"), "alice"))["conversation_id"])
+        for running in buses:  # both caches hold the conversation at version 1
+            await running.execute(AddMessage(conversation_id=conversation_id, role="user", content="warm"), "alice")
+        writes = [
+            buses[i % 2].execute(AddMessage(conversation_id=conversation_id, role="user", content=f"m{i}"), "alice")
+            for i in range(40)
+        ]
+        await asyncio.gather(*writes)
+    finally:
+        for running in buses:
+            running.stop()
+    messages = [e for e in store.events_of(conversation_id) if isinstance(e, Conversation.MessageAdded)]
+    assert len(messages) == 42
+    assert [e.originator_version for e in store.events_of(conversation_id)] == list(range(1, 44))
+    assert sum(running.conflicts for running in buses) > 0
