@@ -9,10 +9,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
-import orjson
 from eventsourcing.persistence import (
     InterfaceError,
     OperationalError,
@@ -45,6 +44,16 @@ class IdempotencyRecord:
     # first): the notification id it gets is the reply's position, stored beside the
     # reply and merged into it when the reply is read.
     last_event: int | None = None
+
+
+class StoredReply(NamedTuple):
+    """An idempotency record as stored: the reply as the mapper sealed it (the request's
+    fingerprint inside it; the column holds one only for records from before sealing),
+    and the notification id of the command's last event, merged into the reply on reading."""
+
+    fingerprint: str
+    reply: bytes
+    position: int | None
 
 
 class ChronicleRecorder(PostgresApplicationRecorder):
@@ -145,20 +154,16 @@ class ChronicleRecorder(PostgresApplicationRecorder):
             ]
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
-    def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, bytes]]:
+    def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], StoredReply]:
+        """{(owner, key): (fingerprint column, stored reply, position)} of the keys found."""
         if not keys:
             return {}
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self.select_idempotency, ([k[0] for k in keys], [k[1] for k in keys]))
-            return {(r["owner"], r["key"]): (r["fingerprint"], with_position(r)) for r in curs.fetchall()}
-
-
-def with_position(row: Mapping[str, Any]) -> bytes:
-    """A stored reply as it was sent: its position kept beside it goes back in."""
-    reply = bytes(row["reply"])
-    if row["position"] is None:
-        return reply
-    return orjson.dumps({**orjson.loads(reply), "position": row["position"]})
+            return {
+                (r["owner"], r["key"]): StoredReply(r["fingerprint"], bytes(r["reply"]), r["position"])
+                for r in curs.fetchall()
+            }
 
 
 class EventStore:

@@ -51,6 +51,11 @@ def associated_data(originator_id: UUID, version: int) -> bytes:
     return originator_id.bytes + version.to_bytes(8, "big")
 
 
+def reply_data(owner: str, key: str) -> bytes:
+    # Binds a sealed reply to its record: it cannot be moved under another key or owner.
+    return b"reply\0" + owner.encode() + b"\0" + key.encode()
+
+
 class PydanticMapper(Mapper[UUID]):
     """Maps pydantic domain events to stored events and back.
 
@@ -102,6 +107,31 @@ class PydanticMapper(Mapper[UUID]):
             raise ErasedContent(originator_id, version, owner)
         raw = binascii.a2b_base64(sealed)  # base64.b64decode without its Python wrapper: once per event read
         return self._cipher(key).decrypt(raw[:12], raw[12:], aad)
+
+    def seal_reply(self, owner: str | None, key: str, fingerprint: str, reply: dict[str, Any]) -> bytes:
+        """A command's reply as its idempotency record stores it: with a key ring, sealed
+        with the owner's key (bound to the owner and the Idempotency-Key; UserErased once
+        erased), its request fingerprint inside, so a backup of the table quotes nothing
+        once the key is gone. The system's own replies (owner None) stay clear."""
+        content = orjson.dumps({"fingerprint": fingerprint, "reply": reply})
+        if self.keys is None or owner is None:
+            return content
+        return orjson.dumps({OWNER_FIELD: owner, SEALED_FIELD: self.seal(content, owner, reply_data(owner, key))})
+
+    def open_reply(self, owner: str, key: str, stored: bytes) -> tuple[str, dict[str, Any]]:
+        """(request fingerprint, reply) of a stored idempotency record; ErasedContent when
+        the owner's key is gone. Records from before sealing hold the bare reply."""
+        data = orjson.loads(stored)
+        sealed = data.get(SEALED_FIELD)
+        if sealed is not None:
+            key_bytes = self.keys.key_for_reading(owner) if self.keys is not None else None
+            if key_bytes is None:
+                raise ErasedContent(UUID(int=0), 0, owner)
+            raw = binascii.a2b_base64(sealed)
+            data = orjson.loads(self._cipher(key_bytes).decrypt(raw[:12], raw[12:], reply_data(owner, key)))
+        if "fingerprint" in data and "reply" in data and len(data) == 2:
+            return data["fingerprint"], data["reply"]
+        return "", data  # (fingerprint in its own column then)
 
     def _cipher(self, key: bytes) -> AESGCM:
         # Setting up a cipher costs more than sealing one event with it: one per key.

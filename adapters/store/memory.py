@@ -10,11 +10,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
-import orjson
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from adapters.store.event_store import IdempotencyRecord
+from adapters.store.event_store import IdempotencyRecord, StoredReply
 from adapters.store.mapper import PydanticMapper
 
 
@@ -22,7 +21,7 @@ class InMemoryRecorder:
     def __init__(self) -> None:
         self.events: list[StoredEvent] = []  # notification id = index + 1
         self.versions: set[tuple[UUID | str, int]] = set()
-        self.stored_replies: dict[tuple[str, str], tuple[str, bytes]] = {}
+        self.stored_replies: dict[tuple[str, str], StoredReply] = {}
         self._lock = threading.Lock()
 
     def record(self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = ()) -> list[int]:
@@ -37,13 +36,11 @@ class InMemoryRecorder:
             self.versions |= taken
             positions = list(range(first, first + len(stored_events)))
             for reply in replies:
-                data = reply.reply
-                if reply.last_event is not None:
-                    data = orjson.dumps({**orjson.loads(data), "position": positions[reply.last_event]})
-                self.stored_replies[(reply.owner, reply.key)] = (reply.fingerprint, data)
+                position = positions[reply.last_event] if reply.last_event is not None else None
+                self.stored_replies[(reply.owner, reply.key)] = StoredReply(reply.fingerprint, reply.reply, position)
             return positions
 
-    def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, bytes]]:
+    def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], StoredReply]:
         with self._lock:
             return {key: self.stored_replies[key] for key in keys if key in self.stored_replies}
 

@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-import orjson
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from adapters.errors import translate
-from adapters.store.event_store import IdempotencyRecord
-from adapters.store.mapper import PydanticMapper
+from adapters.store.event_store import IdempotencyRecord, StoredReply
+from adapters.store.keys import UserErased
+from adapters.store.mapper import ErasedContent, PydanticMapper
 from domain.base import SYSTEM_OWNER
 from services.contract.base import Command
 from services.contract.errors import ChronicleError
@@ -64,6 +64,7 @@ class Submission:
     future: asyncio.Future[dict[str, Any]]
     loop: asyncio.AbstractEventLoop
     reply: dict[str, Any] | None = None
+    sealed_reply: bytes | None = None  # the reply as its idempotency record keeps it
     error: ChronicleError | None = None
     events: list[Any] = field(default_factory=list)
     owners: dict[UUID, str | None] = field(default_factory=dict)  # aggregate id -> owner to seal for
@@ -94,7 +95,7 @@ class _Rerun(Exception):
 
 class Recorder(Protocol):
     def record(self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = ()) -> list[int]: ...
-    def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, bytes]]: ...
+    def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], StoredReply]: ...
 
 
 class Store(Protocol):
@@ -194,13 +195,29 @@ class CommandBus:
     async def stored_reply(self, user_id: str, idempotency_key: str, request_fingerprint: str) -> dict[str, Any] | None:
         """The reply already given to this key, for a service that must not redo slow work
         (a generator call) on a retry; conflict when the key named another request."""
-        found = await asyncio.to_thread(self.store.recorder.replies, [(user_id, idempotency_key)])
-        if (user_id, idempotency_key) not in found:
+        def read() -> tuple[str, dict[str, Any]] | None:
+            found = self.store.recorder.replies([(user_id, idempotency_key)])
+            stored = found.get((user_id, idempotency_key))
+            return None if stored is None else self._open_reply(user_id, idempotency_key, stored)
+
+        opened = await asyncio.to_thread(read)
+        if opened is None:
             return None
-        known_fingerprint, reply = found[(user_id, idempotency_key)]
+        known_fingerprint, reply = opened
         if known_fingerprint != request_fingerprint:
             raise key_reused()
-        return orjson.loads(reply)
+        return reply
+
+    def _open_reply(self, user_id: str, key: str, stored: StoredReply) -> tuple[str, dict[str, Any]]:
+        """(request fingerprint, reply as first sent) of a stored record; UserErased when
+        its owner's key is gone."""
+        try:
+            inner_fingerprint, reply = self.store.mapper.open_reply(user_id, key, stored.reply)
+        except ErasedContent:
+            raise UserErased(f"user {user_id} was erased", field="owner", rule="not_erased") from None
+        if stored.position is not None:
+            reply["position"] = stored.position
+        return inner_fingerprint or stored.fingerprint, reply
 
     # --- writer thread --------------------------------------------------------------------
 
@@ -256,7 +273,7 @@ class CommandBus:
         self.cache.evict({e.originator_id for s in batch for e in s.events})
         self.cache.evict({i for s in batch for i in s.payload.aggregate_ids()})
         for s in batch:
-            s.error, s.reply, s.events, s.duplicate_of, s.replayed = None, None, [], None, False
+            s.error, s.reply, s.sealed_reply, s.events, s.duplicate_of, s.replayed = None, None, None, [], None, False
             s.owners, s.saved = {}, {}
 
     def _decide_and_save(self, batch: list[Submission], *, replay_all_keys: bool) -> list[tuple[int, Any]]:
@@ -272,10 +289,14 @@ class CommandBus:
                 continue
             seen[(s.user_id, s.key)] = s
             if (s.user_id, s.key) in stored_replies:
-                known_fingerprint, reply = stored_replies[(s.user_id, s.key)]
+                try:
+                    known_fingerprint, reply = self._open_reply(s.user_id, s.key, stored_replies[(s.user_id, s.key)])
+                except UserErased as erased:
+                    s.error = translate(erased)
+                    continue
                 self._check_same_request(s, known_fingerprint)
                 if s.error is None:
-                    s.reply, s.replayed = orjson.loads(reply), True
+                    s.reply, s.replayed = reply, True
                 continue
             self._decide(s, first_attempt=not replay_all_keys)
         return self._save(batch)
@@ -297,6 +318,9 @@ class CommandBus:
         )
         try:
             s.reply = self.handlers[type(s.payload)](s.payload, uow)
+            if s.client_key or any(a.pending_events for a in uow.touched.values()):  # a record is kept
+                owner = None if s.user_id == SYSTEM_OWNER else s.user_id
+                s.sealed_reply = self.store.mapper.seal_reply(owner, s.key, s.fingerprint, s.reply)
             keys = self.store.mapper.keys
             if keys is not None:  # an erased owner gets no new events (and a key is made on first write)
                 for aggregate in uow.touched.values():
@@ -324,9 +348,9 @@ class CommandBus:
         replies, events_so_far = [], 0
         for s in decided:
             events_so_far += len(s.events)
-            if s.events or s.client_key:
+            if s.sealed_reply is not None:
                 last_event = events_so_far - 1 if s.events else None
-                replies.append(IdempotencyRecord(s.user_id, s.key, s.fingerprint, orjson.dumps(s.reply), last_event))
+                replies.append(IdempotencyRecord(s.user_id, s.key, "", s.sealed_reply, last_event))
         positions = iter(self.store.recorder.record(stored, replies))
         committed: list[tuple[int, Any]] = []
         for s in decided:

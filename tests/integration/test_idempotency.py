@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import psycopg
 import pytest
 
+from adapters.store.mapper import ErasedContent
 from services.client.connection import ChronicleClient, ChronicleError
 from services.entrypoints.bootstrap import Chronicle
 from tests.conftest import ClientFactory
@@ -74,3 +76,28 @@ async def test_failed_commands_are_not_remembered(client: ChronicleClient) -> No
         with pytest.raises(ChronicleError) as raised:
             await client.conversations.start(session_id=session.session_id, idempotency_key=key)
         assert raised.value.code == "conflict"
+
+
+def stored_records(chronicle: Chronicle, owner: str) -> list[bytes]:
+    url = chronicle.settings.database_url or ""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT reply, fingerprint FROM chronicle.idempotency WHERE owner = %s", (owner,))
+        return [bytes(reply) + fingerprint.encode() for reply, fingerprint in rows.fetchall()]
+
+
+async def test_stored_replies_are_sealed_and_unreadable_after_erasure(
+    chronicle: Chronicle, connect: ClientFactory
+) -> None:
+    """A backup of the idempotency table quotes nothing of the user, before or after erasure."""
+    user = f"sealed-{uuid.uuid4().hex[:8]}"
+    alice, admin = await connect(user), await connect(roles=("admin",))
+    key = str(uuid.uuid4())
+    first = await alice.conversations.start(title="tulip diagnosis", idempotency_key=key)
+    assert (await alice.conversations.start(title="tulip diagnosis", idempotency_key=key)) == first
+    backup = stored_records(chronicle, user)
+    assert len(backup) == 1 and b"tulip" not in backup[0] and str(first.conversation_id).encode() not in backup[0]
+
+    await admin.request("cmd.user.erase", {"user_id": user})
+    assert stored_records(chronicle, user) == []
+    with pytest.raises(ErasedContent):  # the backup's record cannot be opened any more
+        chronicle.store.mapper.open_reply(user, key, backup[0])
