@@ -64,10 +64,15 @@ class TokenAuthority:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise ChronicleError("unauthorized", "missing bearer token")
+        caller, _ = self.verify(token)
+        return caller
+
+    def verify(self, token: str) -> tuple[Caller, float | None]:
+        """The token's caller and expiry (epoch seconds, None: never), or `unauthorized`."""
         caller, expires = self._verified(token.strip())
         if expires is not None and expires <= self.clock():
             raise ChronicleError("unauthorized", "invalid or expired token")
-        return caller
+        return caller, expires
 
     @functools.lru_cache(maxsize=10_000)  # noqa: B019  # one authority per process
     def _verified(self, token: str) -> tuple[Caller, float | None]:

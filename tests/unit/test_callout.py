@@ -1,0 +1,81 @@
+"""The auth callout's answers, without a server: what a bearer token becomes on the bus."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import nacl.signing
+import nkeys
+import orjson
+import pytest
+
+from adapters.messaging.callout import AuthCallout, claims_of, encode, new_account_seed, public_key
+from services.contract.bus import inbox_prefix, signals_prefix, user_permissions
+from services.contract.errors import ChronicleError
+
+NOW = 1_800_000_000
+USER_NKEY = "UBO2MQV67TQTVIRV3XFTEZOACM4WLOCMCDMAWN5QVN5PI2N6JHTVDRON"
+SERVER_ID = "NB5FCQYBGNXSL27AGZYUX5QZ2KKIFUKVDZCL5R7NIUS4562JT4WEWKQV"
+
+
+def verify(token: str) -> tuple[str, float | None]:
+    if token.startswith("good:"):
+        return token.removeprefix("good:"), NOW + 60
+    raise ChronicleError("unauthorized", "invalid or expired token")
+
+
+def callout(seed: str) -> AuthCallout:
+    return AuthCallout(
+        None, seed, verify=verify, permissions=lambda user: user_permissions("chronicle", user),  # type: ignore[arg-type]
+        account="CHRONICLE", clock=lambda: NOW,
+    )
+
+
+def request(token: str | None) -> bytes:
+    server = nkeys.from_seed(nkeys.encode_seed(b"\1" * 32, nkeys.PREFIX_BYTE_SERVER))
+    options: dict[str, Any] = {"lang": "python3"} | ({"auth_token": token} if token is not None else {})
+    claims = {"sub": "nats_user_auth_request", "nats": {"user_nkey": USER_NKEY, "server_id": {"id": SERVER_ID},
+                                                       "connect_opts": options, "type": "authorization_request"}}
+    return encode(claims, server).encode()
+
+
+def signed_by(token: str, issuer: str) -> bool:
+    """The JWT's signature checks out against the issuer's public nkey."""
+    header, payload, signature = token.split(".")
+    raw = base64.b32decode(issuer + "=" * (-len(issuer) % 8))[1:-2]  # prefix byte, key, crc16
+    nacl.signing.VerifyKey(raw).verify(f"{header}.{payload}".encode(), base64.urlsafe_b64decode(signature + "=="))
+    return True
+
+
+def test_a_valid_token_becomes_a_user_of_the_service_account_with_its_own_subjects() -> None:
+    seed = new_account_seed()
+    response = callout(seed).respond(request("good:alice"))
+    issuer = public_key(seed)
+    assert signed_by(response, issuer)
+    claims = claims_of(response)
+    assert (claims["iss"], claims["sub"], claims["aud"]) == (issuer, USER_NKEY, SERVER_ID)
+    user = claims_of(claims["nats"]["jwt"])
+    assert signed_by(claims["nats"]["jwt"], issuer)
+    assert (user["sub"], user["aud"], user["exp"]) == (USER_NKEY, "CHRONICLE", NOW + 60)
+    assert "alice" not in orjson.dumps(user).decode(), "the server's logs name a scope, not the user id"
+    assert user["nats"]["sub"]["allow"] == [f"{inbox_prefix('alice')}.>", f"{signals_prefix('chronicle', 'alice')}.>"]
+    assert user["nats"]["pub"]["allow"] == ["chronicle.cmd.>", "chronicle.query.>", "$SRV.>"]
+
+
+@pytest.mark.parametrize("token", [None, "", "bad"])
+def test_a_missing_or_bad_token_gets_an_error_and_no_user(token: str | None) -> None:
+    seed = new_account_seed()
+    claims = claims_of(callout(seed).respond(request(token)))
+    assert claims["nats"]["error"] and "jwt" not in claims["nats"]
+
+
+def test_users_scopes_differ_and_need_no_subject_escaping() -> None:
+    scopes = {inbox_prefix(user) for user in ("alice", "bob", "a.b", "a b", "*", ">", "Alice")}
+    assert len(scopes) == 7
+    assert all(scope.count(".") == 1 and " " not in scope and "*" not in scope for scope in scopes)
+
+
+def test_an_oversized_request_is_not_read() -> None:
+    with pytest.raises(ValueError, match="too large"):
+        callout(new_account_seed()).respond(b"x" * 100_000)
