@@ -1,10 +1,11 @@
 """`./dev bench hitl`: HITL signal latency over loopback, pause -> paused and resume -> resumed.
 
 Starts `chronicle serve` on a fresh database, then for each run: subscribes to the run's
-subjects, pauses, times the arrival of `<prefix>.hitl.<run_id>.paused` (in the
-subscription's callback), resumes, times `.resumed`. Also times an orchestrator's whole
-`wait_for_resume` (durable consumer included), and then the floor (bench/floor.py): a bare
-process that commits a row and publishes a message per request, timed the same way.
+signal subjects (the owner's own: services/contract/hitl.py run_signals), pauses, times the
+arrival of the `paused` signal (in the subscription's callback), resumes, times `resumed`.
+Also times an orchestrator's whole `wait_for_resume` (the answer taken with hitl.take),
+and then the floor (bench/floor.py): a bare process that commits a row and publishes a
+message per request, timed the same way.
 Prints a table; the aim is p99 under 10 ms for each signal.
 """
 
@@ -25,6 +26,8 @@ from bench.report import Report, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess, add_service_setting_option, service_settings
 from services.client.connection import ChronicleClient
+from services.contract.bus import signals_prefix
+from services.contract.hitl import run_signals
 
 SIGNAL_AIM_MS = 10.0
 RUNS_PER_CONVERSATION = 10
@@ -56,8 +59,9 @@ async def measure(client: ChronicleClient, runs: int, report: Report) -> None:
             await client.conversations.add_message(conversation_id, "user", "generate a square sunset")
         run_id = f"bench-{secrets.token_hex(8)}"
         paused_at, resumed_at = Arrival(), Arrival()
-        paused = await client.nc.subscribe(f"{client.prefix}.hitl.{run_id}.paused", cb=paused_at.arrived)
-        resumed = await client.nc.subscribe(f"{client.prefix}.hitl.{run_id}.resumed", cb=resumed_at.arrived)
+        signals = run_signals(signals_prefix(client.prefix, client.user or ""), run_id)
+        paused = await client.nc.subscribe(f"{signals}.paused", cb=paused_at.arrived)
+        resumed = await client.nc.subscribe(f"{signals}.resumed", cb=resumed_at.arrived)
         await client.nc.flush()
 
         started = time.perf_counter()
@@ -77,7 +81,7 @@ async def measure(client: ChronicleClient, runs: int, report: Report) -> None:
         await resumed.unsubscribe()
     report.add_percentiles("pause -> paused signal", paused_ms, aim_p99=under(SIGNAL_AIM_MS), note=f"{runs:,} runs")
     report.add_percentiles("resume -> resumed signal", resumed_ms, aim_p99=under(SIGNAL_AIM_MS))
-    report.add_percentiles("resume -> wait_for_resume returned", waited_ms, note="durable consumer fetch")
+    report.add_percentiles("resume -> wait_for_resume returned", waited_ms, note="the answer taken with hitl.take")
 
 
 def run(runs: int, database_url: str | None, nats_url: str | None,

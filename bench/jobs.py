@@ -4,7 +4,7 @@ For each worker count: a fresh database and a fresh `chronicle serve` on it
 (CHRONICLE_AGENT=offline, CHRONICLE_JOB_WORKERS=N, subjects of its own), one bench user
 with one session. A few unmeasured jobs warm it up; then `--jobs` jobs are requested at
 once (at most `--in-flight` requests outstanding; the jobs themselves all queue) and
-followed to their end through one subscription on `<prefix>.jobs.*.progress`, for jobs/s
+followed to their end through one subscription on the user's `<signals>.jobs.*.progress`, for jobs/s
 and request→completed latency under load; then `--sequential` jobs one at a time, for the
 latency at low load. Every worker count gets the same jobs: a few sentences of chat text,
 the type cycling quiz, summary, layout, options {"chunks": 0} (no retrieval: the agent
@@ -48,6 +48,7 @@ from bench.servers import BenchServers, bench_servers
 from bench.service import ServiceProcess
 from domain.job_results import ARTIFACT_TYPES
 from services.client.connection import ChronicleClient
+from services.contract.bus import signals_prefix
 from services.ports.agent import JobSpec
 
 OVERHEAD_AIM_MS = 20.0
@@ -108,7 +109,7 @@ async def agent_times(specs: list[JobSpec]) -> tuple[dict[int, float], int]:
 
 
 class Progress:
-    """Every job's progress messages, from one subscription on `<prefix>.jobs.*.progress`."""
+    """Every job's progress messages, from one subscription on the user's `<signals>.jobs.*.progress`."""
 
     def __init__(self) -> None:
         self.updates: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -241,7 +242,8 @@ async def drive(service: ServiceProcess, nats_url: str, database: str, specs: di
     client = await ChronicleClient.connect(nats_url, service.token(USER), prefix=service.subject_prefix, timeout=30.0)
     try:
         progress = Progress()
-        subscription = await client.nc.subscribe(f"{service.subject_prefix}.jobs.*.progress", cb=progress.received)
+        progress_subjects = f"{signals_prefix(service.subject_prefix, USER)}.jobs.*.progress"
+        subscription = await client.nc.subscribe(progress_subjects, cb=progress.received)
         session = await client.sessions.create("jobs bench", kind="generation")
         driver = Driver(client, session.session_id, progress, plan.timeout)
         measured.warmup = await driver.one_at_a_time(specs["warmup"])

@@ -46,6 +46,7 @@ class Checkpoint(BaseModel):
     expires_at: datetime | None
     resumed_at: datetime | None = None
     approved: bool | None = None
+    taken_at: datetime | None = None  # when its orchestrator took the answer (once)
 
 
 class HitlPaused(Aggregate.Event):
@@ -89,6 +90,16 @@ class HitlExpired(Aggregate.Event):
     def apply(self, conversation: Any) -> None:
         checkpoint = conversation.checkpoints[self.run_id]
         conversation.checkpoints[self.run_id] = checkpoint.model_copy(update={"status": "expired"})
+
+
+class HitlAnswerTaken(Aggregate.Event):
+    """The run's orchestrator took the answer to its checkpoint: nobody takes it again."""
+
+    run_id: str
+
+    def apply(self, conversation: Any) -> None:
+        checkpoint = conversation.checkpoints[self.run_id]
+        conversation.checkpoints[self.run_id] = checkpoint.model_copy(update={"taken_at": self.timestamp})
 
 
 class NotPaused(Conflict):
@@ -180,6 +191,17 @@ class HumanInTheLoop:
             return False
         self.trigger_event(HitlExpired, timestamp=at, run_id=run_id)  # type: ignore[attr-defined]
         return True
+
+    def take_answer(self, *, run_id: str, at: datetime) -> tuple[Checkpoint, bool]:
+        """The run's checkpoint, and whether its answer (resumed or expired) is taken now:
+        an answer is taken once, by whichever orchestrator asks first."""
+        checkpoint = self.checkpoints.get(run_id)
+        if checkpoint is None:
+            raise NotPaused(f"run {run_id} is not paused", field="run_id", rule="paused")
+        if checkpoint.status == "paused" or checkpoint.taken_at is not None:
+            return checkpoint, False
+        self.trigger_event(HitlAnswerTaken, timestamp=at, run_id=run_id)  # type: ignore[attr-defined]
+        return self.checkpoints[run_id], True
 
     def check_paused(self, run_id: str, at: datetime) -> None:
         checkpoint = self.checkpoints.get(run_id)

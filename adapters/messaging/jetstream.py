@@ -72,3 +72,12 @@ async def stream_names(js: JetStreamContext) -> list[str]:
     while page := await js.streams_info(offset=len(names)):
         names += [info.config.name for info in page if info.config.name]
     return names
+
+
+async def remove_stream(js: JetStreamContext, name: str) -> bool:
+    """Delete the stream if there is one; whether there was."""
+    try:
+        await js.delete_stream(name)
+    except NotFoundError:
+        return False
+    return True

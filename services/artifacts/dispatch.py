@@ -25,6 +25,7 @@ from services.contract.artifacts import (
     StoreGenerated,
     StoreVariations,
     TagArtifact,
+    UploadPart,
 )
 from services.runtime.dispatch import Internal, Read, Routes, Serve
 
@@ -35,6 +36,7 @@ ROUTES: Routes = {
     GenerateArtifact: Serve(Generating.generate, on=Generating),
     RefineArtifact: Serve(Generating.refine, on=Generating),
     CreateVariations: Serve(Generating.variations, on=Generating),
+    UploadPart: Serve(Previews.upload_part, on=Previews),
     CachePreview: Serve(Previews.cache, on=Previews),
     GetArtifact: Read(Previews.get, reads=("artifacts",), on=Previews),
     PreviewChunk: Read(Previews.chunk, reads=("artifacts",), on=Previews),

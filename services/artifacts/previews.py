@@ -1,28 +1,40 @@
 """artifact.cache_preview and artifacts.preview: preview bytes in, preview bytes out.
 
-NATS carries at most 1 MiB a message, so bytes travel in pieces: a client puts a large
-preview in the upload object store (JetStream chunks it) and names it in the command;
-readers fetch 512 KiB chunks by offset. The bytes are kept in the blob store, sealed per
-owner; the artifact's event holds only their sha256 and size.
+NATS carries at most 1 MiB a message, so bytes travel in pieces: a client sends a large
+preview in 512 KiB parts (artifact.upload_part), which the service keeps in the upload
+object store under the uploader's scope, and names the upload in the command, which
+claims only the caller's own parts; readers fetch 512 KiB chunks by offset. Users never
+touch the object store. The bytes are kept in the blob store, sealed per owner; the
+artifact's event holds only their sha256 and size.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 from typing import Any
 
 from nats.js import JetStreamContext
 from nats.js.api import ObjectStoreConfig
-from nats.js.errors import BadRequestError, BucketNotFoundError, ObjectNotFoundError
+from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError, ObjectNotFoundError
 
 from adapters.store.blobs import CHUNK_BYTES, BlobErased, BlobStore
 from domain.artifact import MAX_PREVIEW_BYTES
 from services.artifacts import queries as queries_artifacts
 from services.artifacts.generation import visible_artifact
-from services.contract.artifacts import CachePreview, GetArtifact, PreviewChunk, RecordPreview, upload_bucket
+from services.contract.artifacts import (
+    MAX_UPLOAD_PARTS,
+    CachePreview,
+    GetArtifact,
+    PreviewChunk,
+    RecordPreview,
+    UploadPart,
+    upload_bucket,
+)
 from services.contract.base import Command
+from services.contract.bus import user_scope
 from services.contract.errors import ChronicleError
 from services.runtime.command_bus import CommandBus
 from services.runtime.read_models import Queries
@@ -41,6 +53,11 @@ async def ensure_upload_bucket(js: JetStreamContext, prefix: str) -> None:
             pass
 
 
+def part_name(user: str, upload: str, index: int) -> str:
+    """An upload part's object: under the uploader's scope, so nobody else's name reaches it."""
+    return f"{user_scope(user)}/{upload}/{index}"
+
+
 def invalid(field: str, rule: str, message: str) -> ChronicleError:
     return ChronicleError("invalid", message, [{"field": field, "rule": rule, "message": message}])
 
@@ -57,7 +74,7 @@ class Previews:
         async def store_bytes() -> Command[Any]:
             # Checked before the bytes are stored, so nobody leaves bytes no artifact references.
             await visible_artifact(self.bus.store, user, cmd.artifact_id, "artifact_id")
-            data = base64.b64decode(cmd.data) if cmd.data is not None else await self._claim(cmd.upload or "")
+            data = base64.b64decode(cmd.data) if cmd.data is not None else await self._claim(user, cmd.upload or "")
             self._check(cmd, data)
             sha256 = await asyncio.to_thread(self.blobs.put, user, data)
             record = RecordPreview(
@@ -72,7 +89,7 @@ class Previews:
             return await self.bus.execute_prepared(same_bytes, user, key, store_bytes)
         finally:
             if cmd.upload is not None:  # claimed once, whatever came of it
-                await self._discard(cmd.upload)
+                await self._discard(user, cmd.upload)
 
     @staticmethod
     def _check(cmd: CachePreview, data: bytes) -> None:
@@ -85,19 +102,49 @@ class Previews:
         if cmd.sha256 is not None and cmd.sha256 != hashlib.sha256(data).hexdigest():
             raise invalid("sha256", "matches", "the bytes that arrived have another sha256")
 
-    async def _claim(self, name: str) -> bytes:
-        try:
-            store = await self.js.object_store(self.bucket)
-            found = await store.get(name)
-        except ObjectNotFoundError:
-            raise invalid("upload", "exists", f"no upload named {name!r} (uploads expire after an hour)") from None
-        return bytes(found.data or b"")
+    async def upload_part(self, user: str, cmd: UploadPart, key: str | None) -> dict[str, Any]:
+        data = base64.b64decode(cmd.data)
+        store = await self.js.object_store(self.bucket)
+        await store.put(part_name(user, cmd.upload, cmd.index), data)
+        return {"upload": cmd.upload, "index": cmd.index, "size": len(data)}
 
-    async def _discard(self, name: str) -> None:
+    async def _claim(self, user: str, name: str) -> bytes:
+        """The caller's upload of that name: its parts 0, 1, ... joined."""
+        store = await self.js.object_store(self.bucket)
+        parts: list[bytes] = []
+        for index in range(MAX_UPLOAD_PARTS):
+            try:
+                found = await store.get(part_name(user, name, index))
+            except ObjectNotFoundError:
+                break
+            parts.append(bytes(found.data or b""))
+        if not parts:
+            raise ChronicleError(
+                "not_found", f"no upload named {name!r} of yours (uploads expire after an hour)",
+                [{"field": "upload", "rule": "exists", "message": "no such upload"}],
+            )
+        return b"".join(parts)
+
+    async def forget_uploads(self, user: str) -> None:
+        """Every upload part of the user's not yet claimed (an erasure leaves none on NATS)."""
+        store = await self.js.object_store(self.bucket)
+        scope = f"{user_scope(user)}/"
         try:
-            await (await self.js.object_store(self.bucket)).delete(name)
-        except ObjectNotFoundError:
-            pass
+            infos = await store.list()
+        except NotFoundError:  # nats-py: an empty store lists as not found
+            return
+        for info in infos:
+            if info.name and info.name.startswith(scope):
+                with contextlib.suppress(ObjectNotFoundError):
+                    await store.delete(info.name)
+
+    async def _discard(self, user: str, name: str) -> None:
+        store = await self.js.object_store(self.bucket)
+        for index in range(MAX_UPLOAD_PARTS):
+            try:
+                await store.delete(part_name(user, name, index))
+            except ObjectNotFoundError:
+                break
 
     async def get(self, user: str, q: GetArtifact) -> dict[str, Any]:
         """artifacts.get; with include_preview, previews of one chunk come inline."""

@@ -3,6 +3,7 @@ command and query, with previews of any size moved in pieces NATS can carry."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import builtins  # the client's `list` methods shadow the name inside their classes
 import hashlib
@@ -37,9 +38,9 @@ from services.contract.artifacts import (
     SearchArtifacts,
     StoreArtifact,
     TagArtifact,
+    UploadPart,
     VariationSetCreated,
     VariationSetView,
-    upload_bucket,
 )
 from services.contract.base import Command, Page, Reply, Written
 
@@ -85,8 +86,8 @@ class Artifacts:
         format: str = "png",
         idempotency_key: str | None = None,
     ) -> PreviewCached:
-        """Up to 512 KiB go inline; larger previews (up to 20 MiB) go through the upload
-        object store first, and the command names the upload."""
+        """Up to 512 KiB go inline; larger previews (up to 20 MiB) are sent in parts
+        first (artifact.upload_part), and the command names the upload."""
         fields: dict[str, Any] = {"artifact_id": artifact_id, "style": style, "format": format}
         fields |= {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
         if len(data) <= PREVIEW_CHUNK:
@@ -95,8 +96,14 @@ class Artifacts:
             fields["upload"] = uuid.uuid4().hex
         request = self._client.build(CachePreview, **fields)  # refused here, before any upload, if invalid
         if request.upload is not None:
-            store = await self._client.nc.jetstream().object_store(upload_bucket(self._client.prefix))
-            await store.put(request.upload, data)
+            upload = request.upload
+            parts = [data[offset : offset + PREVIEW_CHUNK] for offset in range(0, len(data), PREVIEW_CHUNK)]
+            await asyncio.gather(*(
+                self._client.command(self._client.build(
+                    UploadPart, upload=upload, index=index, data=base64.b64encode(part).decode()
+                ))
+                for index, part in enumerate(parts)
+            ))
         return await self._client.command(request, idempotency_key)
 
     async def preview(self, artifact_id: UUID, *, style: str | None = None, format: str | None = None) -> bytes:

@@ -143,6 +143,11 @@ class ChronicleClient:
         self.artifacts = Artifacts(self)
         self.jobs = Jobs(self)
 
+    @property
+    def user(self) -> str | None:
+        """The user the token names (unchecked: the service checks it)."""
+        return token_subject(self.token)
+
     def optimization(self, optimization_id: UUID | None = None, **fields: Any) -> OptimizationState:
         """An optimizer's handle: a new optimization (`fields`: name, optimizer, direction,
         project, dataset, ...; started on first use), or an existing one by id."""

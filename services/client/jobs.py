@@ -10,7 +10,8 @@ from uuid import UUID
 import orjson
 
 from services.contract.base import Page
-from services.contract.jobs import GetJob, JobRequested, JobView, ListJobs, RequestJob
+from services.contract.bus import signals_prefix
+from services.contract.jobs import GetJob, JobRequested, JobView, ListJobs, RequestJob, job_progress
 
 if TYPE_CHECKING:
     from services.client.connection import ChronicleClient
@@ -50,7 +51,8 @@ class Jobs:
                 ended.set_result(update["position"])
 
         # Subscribed before looking, so an end that comes in between is not missed.
-        subscription = await self._client.nc.subscribe(f"{self._client.prefix}.jobs.{job_id}.progress", cb=progressed)
+        subject = job_progress(signals_prefix(self._client.prefix, self._client.user or ""), job_id)
+        subscription = await self._client.nc.subscribe(subject, cb=progressed)
         try:
             job = await self.get(job_id)
             if job.status not in ("completed", "failed"):

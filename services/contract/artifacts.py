@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field, FiniteFloat, field_validator, model_validator
+from pydantic import Field, FiniteFloat, StringConstraints, field_validator, model_validator
 
 from domain.artifact import (
     MAX_DRAFT,
@@ -41,8 +41,12 @@ Sha256 = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
 def upload_bucket(prefix: str) -> str:
-    """The object store clients put large previews in (bucket names allow no dots)."""
+    """The object store the service keeps uploaded preview parts in, under each uploader's
+    scope, until a cache_preview claims them (bucket names allow no dots)."""
     return prefix.replace(".", "_").upper() + "_PREVIEW_UPLOADS"
+
+
+MAX_UPLOAD_PARTS = -(-MAX_PREVIEW_BYTES // PREVIEW_CHUNK)
 
 
 class RagExampleIn(Request):
@@ -100,6 +104,12 @@ class VariationSetCreated(Written):
 class PreviewCached(Written):
     artifact_id: UUID
     sha256: str
+    size: int
+
+
+class PartUploaded(Written):
+    upload: str
+    index: int
     size: int
 
 
@@ -315,15 +325,36 @@ class TagArtifact(Command[Written], action="artifact.tag"):
     tags: Tags
 
 
+UploadName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,100}$")]
+
+
+class UploadPart(Command[PartUploaded], action="artifact.upload_part"):
+    """One part (up to 512 KiB, base64) of a preview too large to send inline: parts
+    0, 1, ... of an upload the caller names, then claimed by cache_preview's `upload`.
+    Only the caller can claim it; unclaimed parts go after an hour."""
+
+    upload: UploadName
+    index: int = Field(ge=0, lt=MAX_UPLOAD_PARTS)
+    data: str = Field(min_length=4, max_length=4 * PREVIEW_CHUNK // 3 + 4)
+
+    @model_validator(mode="after")
+    def base64_data(self) -> UploadPart:
+        try:
+            base64.b64decode(self.data, validate=True)
+        except binascii.Error:
+            raise ValueError("data must be base64") from None
+        return self
+
+
 class CachePreview(Command[PreviewCached], action="artifact.cache_preview"):
     """Preview bytes inline (`data`, base64, up to 512 KiB) or, for larger ones (up to
-    20 MiB), first put in the preview upload object store and named by `upload`."""
+    20 MiB), first sent in parts (artifact.upload_part) and named by `upload`."""
 
     artifact_id: UUID
     style: Label = "default"
     format: Label = "png"
     data: str | None = Field(default=None, max_length=4 * PREVIEW_CHUNK // 3 + 4)
-    upload: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,100}$")
+    upload: UploadName | None = None
     sha256: str | None = Sha256
     size: int | None = Field(default=None, ge=1, le=MAX_PREVIEW_BYTES)
 

@@ -42,14 +42,21 @@ class SignalHistory(HistoryWindow):
 
 
 def hitl_stream(prefix: str) -> str:
-    """The JetStream stream holding `<prefix>.hitl.>` signals (names allow no dots)."""
+    """The JetStream stream that held `<prefix>.hitl.>` signals, content included, before
+    signals went to each owner's own subjects without content; removed on start."""
     return prefix.replace(".", "_").upper() + "_HITL"
 
 
 def hitl_taken_bucket(prefix: str) -> str:
-    """The key-value bucket where orchestrators note, per run id, the position of the
-    last answer they took (see services/client/hitl.py)."""
+    """The key-value bucket where orchestrators noted the answers they took, before the
+    service recorded that itself (hitl.take); removed on start."""
     return hitl_stream(prefix) + "_TAKEN"
+
+
+def run_signals(signals_prefix: str, run_id: str) -> str:
+    """A run's signals, under its owner's signal subjects (services/contract/bus.py):
+    `<prefix>.signals.<owner scope>.hitl.<run_id>.<paused|resumed|expired>`."""
+    return f"{signals_prefix}.hitl.{run_id}"
 
 
 class RunPaused(Written):
@@ -90,18 +97,10 @@ class RunStatus(Reply):
     checkpoints: int
 
 
-class CheckpointView(Reply):
-    step: str
-    checkpoint_type: str
-    prompt: str
-    prompt_message_id: UUID
-    data: dict[str, Any]
-    conversation_mode: bool
-    expires_at: datetime | None
-
-
 class Signal(Reply):
-    """What a run's subject carries: `<prefix>.hitl.<run_id>.<event>`."""
+    """What a run's signal subject carries (run_signals): ids and the log position, no
+    content. The checkpoint is read with hitl.get (min_position = position); the answer
+    is taken with hitl.take."""
 
     event: Literal["paused", "resumed", "expired"]
     run_id: str
@@ -110,12 +109,9 @@ class Signal(Reply):
     at: datetime
 
 
-class PauseSignal(Signal):
-    checkpoint: CheckpointView
-    history: list[MessageView]
-
-
 class ResumeSignal(Signal):
+    """The person's answer, as hitl.take hands it to the run's orchestrator."""
+
     approved: bool
     edits: dict[str, Any]
     feedback: str | None
@@ -144,6 +140,28 @@ class ResumeRun(Command[RunResumed], action="hitl.resume"):
 
 class ExpireRun(Command[RunExpired], action="hitl.expire"):
     """Internal: the expiry sweeper records that a checkpoint's time ran out."""
+
+    run_id: RunId
+
+
+class AnswerTaken(Written):
+    """`resumed` or `expired`: the answer is this caller's (`answer` holds a resume's);
+    `paused`: nobody answered yet; `taken`: another orchestrator took this answer."""
+
+    run_id: str
+    conversation_id: UUID
+    status: Literal["paused", "resumed", "expired", "taken"]
+    answer: ResumeSignal | None = None
+
+
+class TakeAnswer(Command[AnswerTaken], action="hitl.take"):
+    """Take the answer to the run's current checkpoint, once, whoever asks first."""
+
+    run_id: RunId
+
+
+class RecordTaken(Command[AnswerTaken], action="hitl.record_taken"):
+    """Internal: hitl.take's decision on the conversation, before the answer is read."""
 
     run_id: RunId
 

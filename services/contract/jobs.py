@@ -20,6 +20,11 @@ SourceId = Annotated[str, Text(200)]
 Worker = Annotated[str, Text(MAX_WORKER)]
 
 
+
+def job_progress(signals_prefix: str, job_id: UUID) -> str:
+    """Where a job's progress goes, under its owner's signal subjects (services/contract/bus.py)."""
+    return f"{signals_prefix}.jobs.{job_id}.progress"
+
 class JobRequested(Written):
     job_id: UUID
     session_id: UUID

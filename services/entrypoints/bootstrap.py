@@ -29,7 +29,7 @@ from adapters.generation.agent_openai import OpenAIAgent
 from adapters.generation.generator_offline import OfflineGenerator
 from adapters.generation.generator_openai import OpenAICompatibleGenerator
 from adapters.messaging.callout import AuthCallout
-from adapters.messaging.jetstream import ensure_key_value, ensure_stream
+from adapters.messaging.jetstream import remove_stream
 from adapters.messaging.nats_service import NatsService
 from adapters.store.blobs import BlobStore
 from adapters.store.event_store import EventStore
@@ -51,6 +51,7 @@ from services.entrypoints.routes import command_handlers, routes
 from services.entrypoints.servers import Callout, Servers
 from services.entrypoints.settings import Settings
 from services.hitl import queries as hitl_queries
+from services.hitl.answers import Answers
 from services.hitl.coordinator import ExpirySweeper, SignalRelay
 from services.jobs.request import Jobs
 from services.jobs.retrieval import FullTextRetriever
@@ -215,16 +216,19 @@ class Chronicle:
         settings, bus, queries, keys, stack = self.settings, self.bus, self.queries, self.keys, self._stack
         prefix = settings.subject_prefix
         nc = await nats.connect(self.servers.service_nats_url, name=settings.service_name, max_reconnect_attempts=-1,
-                                reconnect_time_wait=0.5)
+                                reconnect_time_wait=0.5, error_cb=nats_error)
         stack.push_async_callback(nc.drain)
         if self.servers.callout is not None:
             await self._answer_callouts(self.servers.callout)
         js = nc.jetstream()
-        await ensure_stream(js, hitl_stream(prefix), [f"{prefix}.hitl.>"], allow_direct=True)
-        await ensure_key_value(js, hitl_taken_bucket(prefix))
+        # Signals once kept their content in a stream, and orchestrators noted the answers
+        # they took in a bucket; both are gone (services/hitl/coordinator.py).
+        for stream in (hitl_stream(prefix), f"KV_{hitl_taken_bucket(prefix)}"):
+            if await remove_stream(js, stream):
+                log.info("removed a stream of an earlier version", extra={"stream": stream})
         await ensure_upload_bucket(js, prefix)
         await ensure_job_streams(js, prefix, settings.job_ack_wait)
-        job_relay = JobRelay(self.target.url, js, prefix, keys)
+        job_relay = JobRelay(self.target.url, nc, js, prefix, keys)
         await self._run(job_relay)
         bus.commit_listeners.append(job_relay.committed)
         if settings.job_workers > 0:
@@ -246,7 +250,7 @@ class Chronicle:
         # Every instance relays and sweeps: relays serialise on their tracking row (each
         # instance's own commits go out at once by the fast path) and a second expiry of
         # a checkpoint is a no-op.
-        signal_relay = SignalRelay(self.target.url, js, prefix, keys)
+        signal_relay = SignalRelay(self.target.url, nc, js, prefix, keys)
         await self._run(signal_relay)
         bus.commit_listeners.append(signal_relay.committed)
         await self._run(ExpirySweeper(functools.partial(hitl_queries.due_runs, queries), bus.execute))
@@ -267,7 +271,8 @@ class Chronicle:
             Jobs: Jobs(bus, FullTextRetriever(queries), self.positions, settings.query_wait_timeout),
             Audit: Audit(queries, record_read, keys),
             Digests: digests,
-            Erasure: Erasure(bus, keys),
+            Erasure: Erasure(bus, keys, forget=[previews.forget_uploads]),
+            Answers: Answers(bus, self.postgres_store.events_of),
         }
         self.service = NatsService(
             nc,
@@ -287,7 +292,7 @@ class Chronicle:
         request, and their permissions (services/contract/bus.py)."""
         settings = self.settings
         nc = await nats.connect(callout.url, name=f"{settings.service_name}-auth", max_reconnect_attempts=-1,
-                                reconnect_time_wait=0.5)
+                                reconnect_time_wait=0.5, error_cb=nats_error)
         self._stack.push_async_callback(nc.drain)
         await self._run(AuthCallout(
             nc, callout.issuer_seed, verify=self.authority.verify, account=settings.nats_account,
@@ -303,6 +308,11 @@ class Chronicle:
     async def _run(self, component: Startable) -> None:
         await component.start()
         self._stack.push_async_callback(component.stop)
+
+
+async def nats_error(error: Exception) -> None:
+    """A NATS connection's asynchronous error, as a log line (nats-py would print it raw)."""
+    log.warning("nats error", extra={"error_type": type(error).__name__, "error": str(error)[:200]})
 
 
 AdapterT = TypeVar("AdapterT")

@@ -28,8 +28,9 @@ class Settings(BaseSettings):
     )
     nats_account: str = Field(default="CHRONICLE", description="the NATS account users are placed in")
     embedded_nats_auth: bool = Field(
-        default=False,
-        description="an embedded nats-server requires credentials (auth callout); users connect with their token",
+        default=True,
+        description="an embedded nats-server requires credentials (auth callout); users connect with their token; "
+        "false: an open bus anyone on the machine can read and write",
     )
     data_dir: Path = Field(default=Path(".chronicle"), description="where embedded servers keep data")
     subject_prefix: str = Field(default="chronicle", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")

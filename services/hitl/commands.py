@@ -1,4 +1,4 @@
-"""Command handlers of human in the loop: pause a run, resume it, expire it.
+"""Command handlers of human in the loop: pause a run, resume it, expire it, take its answer.
 
 Each handler runs inside the writer thread's batch; it never saves (the bus does).
 """
@@ -11,7 +11,7 @@ from typing import Any
 from domain.conversation import Conversation
 from domain.errors import NotFound
 from domain.hitl import HistoryWindow, HitlRun
-from services.contract.hitl import ExpireRun, PauseRun, ResumeRun
+from services.contract.hitl import ExpireRun, PauseRun, RecordTaken, ResumeRun
 from services.runtime.unit_of_work import UnitOfWork
 
 
@@ -74,3 +74,10 @@ def expire_run(cmd: ExpireRun, uow: UnitOfWork) -> dict[str, Any]:
     conversation = run_conversation(cmd.run_id, uow)
     expired = conversation.expire_checkpoint(run_id=cmd.run_id, at=uow.now)
     return {"run_id": cmd.run_id, "expired": expired}
+
+
+def record_taken(cmd: RecordTaken, uow: UnitOfWork) -> dict[str, Any]:
+    conversation = run_conversation(cmd.run_id, uow)
+    checkpoint, taken_now = conversation.take_answer(run_id=cmd.run_id, at=uow.now)
+    status = checkpoint.status if taken_now or checkpoint.status == "paused" else "taken"
+    return {"run_id": cmd.run_id, "conversation_id": str(conversation.id), "status": status}

@@ -3,7 +3,8 @@
 The relay (with the command bus's fast path, services/runtime/event_relay.py) turns committed Job
 events into messages: a requested job goes on the work
 queue `<prefix>.jobs.work` (once: its message id is the job id), and every progress
-change is published on `<prefix>.jobs.<job_id>.progress`. Workers share one durable
+change is published on the job owner's own subject (services/contract/jobs.py
+job_progress), which only the owner's connections may read. Workers share one durable
 pull consumer of the work queue, so each job is with one worker at a time. A worker runs
 the job's next phase, records it, tells JetStream it is still at work, and goes on until
 the job ends; a worker that dies stops doing that, the message comes back after the ack
@@ -22,15 +23,17 @@ from uuid import UUID
 
 import orjson
 import psycopg
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy
 from nats.js.errors import NotFoundError
 
-from adapters.messaging.jetstream import ensure_stream
+from adapters.messaging.jetstream import ensure_stream, remove_stream
 from adapters.store.keys import KeyRing
 from domain.job import Chunk, Job
+from services.contract.bus import signals_prefix
 from services.contract.errors import ChronicleError
-from services.contract.jobs import DescribeJob, FailJob, RecordOutcomes, StartPhase
+from services.contract.jobs import DescribeJob, FailJob, RecordOutcomes, StartPhase, job_progress
 from services.ports.agent import Agent, AgentFailed, JobSpec
 from services.runtime.background import Background
 from services.runtime.command_bus import CommandBus
@@ -47,7 +50,8 @@ NEXT_PHASE = {"planning": "generating", "generating": "validating", "validating"
 
 
 def streams(prefix: str) -> tuple[str, str]:
-    """The work queue stream and the progress stream (stream names allow no dots)."""
+    """The work queue stream, and the stream that once kept every job's progress (stream
+    names allow no dots)."""
     base = prefix.replace(".", "_").upper()
     return base + "_JOBS", base + "_JOB_PROGRESS"
 
@@ -57,7 +61,8 @@ async def ensure_job_streams(js: JetStreamContext, prefix: str, ack_wait: float)
     # A work queue holds a job until a worker acks it; its message ids (the job ids) are
     # remembered for an hour, so a relay publishing again adds no second copy.
     await ensure_stream(js, work, [f"{prefix}.jobs.work"], retention=RetentionPolicy.WORK_QUEUE, duplicate_window=3600.0)
-    await ensure_stream(js, progress, [f"{prefix}.jobs.*.progress"])
+    # Progress goes to each owner's own subject now, kept nowhere.
+    await remove_stream(js, progress)
     consumer = ConsumerConfig(durable_name=CONSUMER, ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait, max_deliver=-1)
     try:
         await js.consumer_info(work, CONSUMER)
@@ -89,9 +94,10 @@ class JobRelay(EventRelay):
     name = "job_signals"
     relayed = JOB_EVENTS
 
-    def __init__(self, url: str, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
+    def __init__(self, url: str, nc: NATS, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
         super().__init__(url, js, prefix, keys)
-        self.work_stream, self.progress_stream = streams(prefix)
+        self.nc = nc
+        self.work_stream, _ = streams(prefix)
 
     async def publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
         if isinstance(event, Job.Requested):
@@ -101,11 +107,10 @@ class JobRelay(EventRelay):
                 stream=self.work_stream,
                 headers={"Nats-Msg-Id": f"job:{event.originator_id}"},
             )
-        await self.js.publish(
-            f"{self.prefix}.jobs.{event.originator_id}.progress",
+        owner = await self.owner_of(conn, event.originator_id)
+        await self.nc.publish(
+            job_progress(signals_prefix(self.prefix, owner), event.originator_id),
             orjson.dumps({**progress_of(event), "position": position}),
-            stream=self.progress_stream,
-            headers={"Nats-Msg-Id": f"{self.progress_stream}:{position}"},
         )
 
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import StoredEvent
@@ -25,13 +27,14 @@ from nats.js import JetStreamContext
 from psycopg.sql import SQL, Identifier
 
 from adapters.store.keys import KeyRing
-from adapters.store.mapper import ErasedContent, PydanticMapper
+from adapters.store.mapper import OWNER_FIELD, ErasedContent, PydanticMapper
 from projections.engine import NEXT_EVENTS, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY
 from services.runtime.background import Background
 
 log = logging.getLogger(__name__)
 
 BATCH = 100
+OWNERS_KEPT = 10_000  # aggregates whose owner a relay remembers
 # The relay is the backstop: it lets the fast path publish a commit's events first, and
 # then takes what gathered meanwhile in one batch.
 BACKSTOP_DELAY = 0.25  # seconds
@@ -69,10 +72,30 @@ class EventRelay(Background):
         self._fast_conn: psycopg.AsyncConnection | None = None
         self._connecting = asyncio.Lock()
         self._fast_tasks: set[asyncio.Task[None]] = set()
+        self._owners: OrderedDict[UUID, str] = OrderedDict()  # aggregate id -> owner (owner_of)
 
     async def publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
         """Publish what this committed event at this log position becomes."""
         raise NotImplementedError
+
+    async def owner_of(self, conn: psycopg.AsyncConnection, aggregate_id: UUID) -> str:
+        """Whose the aggregate is: its first event says (in the clear, kept after erasure)."""
+        owner = self._owners.get(aggregate_id)
+        if owner is None:
+            cur = await conn.execute(
+                "SELECT state FROM chronicle.events WHERE originator_id = %s AND originator_version = 1",
+                (aggregate_id,),
+                prepare=True,
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise LookupError(f"{aggregate_id} has no first event")
+            stored = self.mapper.stored_json(bytes(row[0]))
+            owner = str(stored.get(OWNER_FIELD) or stored["owner"])
+            self._owners[aggregate_id] = owner
+            while len(self._owners) > OWNERS_KEPT:
+                self._owners.popitem(last=False)
+        return owner
 
     def observe(self, event: Any) -> None:
         """A committed event `select` passed on that is not relayed (default: ignored)."""

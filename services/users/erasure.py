@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from adapters.store.keys import KeyRing
@@ -22,17 +23,25 @@ log = logging.getLogger(__name__)
 ADMIN = "admin"
 
 
+# What else holds a user's content for a while and must let it go: (user id) -> done.
+Forget = Callable[[str], Awaitable[None]]
+
+
 class Erasure:
     """`user.erase` over NATS: only a caller with the admin role may erase a user."""
 
-    def __init__(self, bus: CommandBus, keys: KeyRing):
+    def __init__(self, bus: CommandBus, keys: KeyRing, forget: Sequence[Forget] = ()):
         self.bus = bus
         self.keys = keys
+        self.forget = forget
 
     async def erase(self, caller: str, request: EraseUser, _: str | None) -> dict[str, Any]:
         if ADMIN not in getattr(caller, "roles", ()):
             raise ChronicleError("unauthorized", "erasing a user needs the admin role")
-        return await erase_user(self.bus, self.keys, request.user_id, str(caller))
+        reply = await erase_user(self.bus, self.keys, request.user_id, str(caller))
+        for forget in self.forget:  # e.g. preview parts uploaded and never claimed
+            await forget(request.user_id)
+        return reply
 
 
 async def erase_user(bus: CommandBus, keys: KeyRing, user_id: str, requested_by: str) -> dict[str, Any]:

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import nats
+import nats.errors
 import orjson
 import pytest
 
@@ -39,7 +41,11 @@ class Served:
     def _read_until(self, message: str) -> dict[str, object]:
         assert self.process.stderr is not None
         for line in self.process.stderr:
-            entry = orjson.loads(line)
+            try:
+                entry = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                rest = [next(self.process.stderr, "") for _ in range(40)]
+                raise AssertionError(f"serve wrote lines that are not JSON: {line}{''.join(rest)}") from None
             self.lines.append(entry)
             if entry.get("msg") == message:
                 return entry
@@ -68,12 +74,18 @@ async def test_serve_embedded_restart_keeps_data(data_dir: Path) -> None:
     try:
         assert served.ready["postgres"] and str(served.ready["nats"]).startswith("nats://127.0.0.1:")
         assert served.ready["subjects"] == "e2e.cmd.>, e2e.query.>"
+        # The embedded NATS is closed: no connection without a token, no secret in the log.
+        with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+            await nats.connect(str(served.ready["nats"]), allow_reconnect=False, max_reconnect_attempts=0)
+        secrets = orjson.loads((data_dir / "nats-secrets.json").read_bytes())
+        logged = orjson.dumps(served.lines).decode()
+        assert all(secret not in logged for secret in secrets.values())
         token = await asyncio.to_thread(served.token, "erin")
         client = await ChronicleClient.connect(str(served.ready["nats"]), token, prefix="e2e")
         started = await client.conversations.start(tags=["e2e"])
         await client.conversations.add_message(started.conversation_id, "user", "Remember the lighthouse")
         poster = await client.artifacts.generate("a lighthouse poster")
-        preview = os.urandom(1_500_000)  # over one NATS message: through the embedded object store
+        preview = os.urandom(1_500_000)  # over one NATS message: in parts, through the service
         await client.artifacts.cache_preview(poster.artifact_id, preview, style="print")
         in_flight = [
             asyncio.create_task(client.conversations.add_message(started.conversation_id, "agent", f"reply {n}"))

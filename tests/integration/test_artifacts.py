@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import os
 import uuid
@@ -239,7 +240,22 @@ async def test_previews_small_and_large_round_trip_byte_exact(client: ChronicleC
     assert mismatch.value.code == "invalid" and mismatch.value.fields == ["sha256"]
     with pytest.raises(ChronicleError) as gone:
         await client.request("cmd.artifact.cache_preview", {"artifact_id": str(made.artifact_id), "upload": "nothing-here"})
-    assert gone.value.code == "invalid" and gone.value.fields == ["upload"], gone.value.details
+    assert gone.value.code == "not_found" and gone.value.fields == ["upload"], gone.value.details
+
+
+async def test_an_upload_is_its_uploaders_alone(connect: ClientFactory) -> None:
+    """Bob naming erin's upload finds nothing, and erin's own claim is not spoilt by him."""
+    erin, bob = await connect(), await connect()
+    erins = await erin.artifacts.store(layout("e"), query="erin's shop")
+    bobs = await bob.artifacts.store(layout("b"), query="bob's shop")
+    upload, data = uuid.uuid4().hex, os.urandom(1000)
+    await erin.request("cmd.artifact.upload_part", {"upload": upload, "index": 0, "data": base64.b64encode(data).decode()})
+    with pytest.raises(ChronicleError) as stolen:
+        await bob.request("cmd.artifact.cache_preview", {"artifact_id": str(bobs.artifact_id), "upload": upload})
+    assert stolen.value.code == "not_found" and stolen.value.fields == ["upload"]
+    cached = await erin.request("cmd.artifact.cache_preview", {"artifact_id": str(erins.artifact_id), "upload": upload})
+    assert cached["size"] == len(data)
+    assert await erin.artifacts.preview(erins.artifact_id) == data
 
 
 async def test_search_ranks_query_matches_over_draft_matches(client: ChronicleClient) -> None:

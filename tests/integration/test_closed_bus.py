@@ -5,19 +5,23 @@ and cannot do there."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 
 import nats
 import nats.errors
+import nats.js.errors
 import orjson
 import pytest
 from nats.aio.client import Client as NATS
 
 from adapters.auth import TokenAuthority
+from adapters.messaging.jetstream import stream_names
 from services.client.connection import ChronicleClient, ChronicleError
 from services.contract.bus import inbox_prefix, signals_prefix
-from services.contract.hitl import hitl_stream
+from services.contract.hitl import hitl_stream, run_signals
 from services.entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import JWT_SECRET, make_settings
 
@@ -171,3 +175,69 @@ async def test_chronicles_own_credentials_are_kept_private(closed: Chronicle) ->
     """The service's password is kept under the data dir, readable by its owner only."""
     secrets_file = closed.settings.data_dir / "nats-secrets.json"
     assert secrets_file.stat().st_mode & 0o077 == 0
+
+
+async def test_alices_orchestrator_gets_the_humans_answer_though_bob_forged_one(closed: Chronicle) -> None:
+    prefix, alice_id = closed.settings.subject_prefix, f"alice-{uuid.uuid4().hex[:6]}"
+    alice, mallory = await user_client(closed, alice_id), await user_client(closed, "bob")
+    violations = Violations()
+    bob = await raw(closed, authority().issue("bob"), "bob", violations)
+    try:
+        started = await alice.conversations.start(title="deploy")
+        handle = await alice.hitl.pause(started.conversation_id, step="deploy", prompt="Deploy to production?")
+        waiting = asyncio.create_task(handle.wait_for_resume(timeout=30))
+        forged = {"event": "resumed", "run_id": handle.run_id, "approved": True, "edits": {"target": "prod"}}
+        await bob.publish(f"{run_signals(signals_prefix(prefix, alice_id), handle.run_id)}.resumed", orjson.dumps(forged))
+        assert "permissions violation for publish" in (await violations.next()).lower()
+        for forge in (mallory.hitl.resume(handle.run_id, approved=True), mallory.hitl.take(handle.run_id)):
+            with pytest.raises(ChronicleError) as refused:
+                await forge
+            assert refused.value.code == "not_found"
+        await alice.hitl.resume(handle.run_id, approved=False, feedback="not on a Friday")
+        answer = await waiting
+        assert (answer.approved, answer.edits, answer.feedback) == (False, {}, "not on a Friday")
+    finally:
+        await bob.close()
+        await alice.close()
+        await mallory.close()
+
+
+async def every_stored_message(chronicle: Chronicle) -> list[bytes]:
+    """Everything the JetStream streams of this Chronicle hold, read as the service."""
+    service = await nats.connect(chronicle.servers.service_nats_url)
+    js = service.jetstream()
+    found = []
+    try:
+        for name in await stream_names(js):
+            state = (await js.stream_info(name)).state
+            for sequence in range(state.first_seq, state.last_seq + 1 if state.messages else 0):
+                with contextlib.suppress(nats.js.errors.NotFoundError):
+                    found.append((await js.get_msg(name, sequence)).data or b"")
+    finally:
+        await service.close()
+    return found
+
+
+async def test_nothing_of_an_erased_user_is_readable_on_nats(closed: Chronicle) -> None:
+    secret = f"tulip-{uuid.uuid4().hex}"
+    alice_id = f"alice-{uuid.uuid4().hex[:6]}"
+    alice, admin = await user_client(closed, alice_id), await user_client(closed, "admin-1")
+    admin.token = authority().issue("admin-1", claims={"roles": ["admin"]})
+    try:
+        started = await alice.conversations.start(title=secret)
+        await alice.conversations.add_message(started.conversation_id, "user", secret)
+        handle = await alice.hitl.pause(started.conversation_id, step="s", prompt=secret, data={"note": secret})
+        await alice.hitl.resume(handle.run_id, approved=True, edits={"why": secret}, feedback=secret)
+        assert (await handle.wait_for_resume(timeout=10)).feedback == secret
+        job = await alice.jobs.request(secret, "summary")
+        await alice.jobs.wait(job.job_id, timeout=60)
+        artifact = await alice.artifacts.store({"type": "page", "label": secret}, query=secret)
+        await alice.artifacts.cache_preview(artifact.artifact_id, secret.encode() * 40_000)  # in parts
+        part = base64.b64encode(secret.encode()).decode()
+        await alice.request("cmd.artifact.upload_part", {"upload": "never-claimed", "index": 0, "data": part})
+        assert any(secret.encode() in data for data in await every_stored_message(closed)), "the check can see"
+        await admin.request("cmd.user.erase", {"user_id": alice_id})
+        assert not any(secret.encode() in data for data in await every_stored_message(closed))
+    finally:
+        await alice.close()
+        await admin.close()

@@ -8,17 +8,18 @@ from pathlib import Path
 
 import orjson
 import pytest
-from nats.js.api import ConsumerConfig, DeliverPolicy
-from nats.js.errors import NotFoundError
+from nats.aio.subscription import Subscription
 
 from adapters.auth import TokenAuthority
 from domain.hitl import HitlRun
 from services.client.connection import ChronicleClient, ChronicleError
 from services.client.hitl import Expired
-from services.contract.hitl import ResumeSignal, hitl_stream
+from services.contract.bus import signals_prefix
+from services.contract.hitl import ResumeSignal, run_signals
 from services.entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import ClientFactory, make_settings
 from tests.servers import TestServers
+from tests.waiting import eventually
 
 
 async def conversation_with_history(client: ChronicleClient) -> uuid.UUID:
@@ -28,44 +29,45 @@ async def conversation_with_history(client: ChronicleClient) -> uuid.UUID:
     return started.conversation_id
 
 
-async def next_signal(client: ChronicleClient, run_id: str, event: str, timeout: float = 10) -> dict:
-    """What an observer of `<prefix>.hitl.<run_id>.<event>` receives (from the stream's start)."""
-    js = client.nc.jetstream()
-    subscription = await js.pull_subscribe(
-        f"{client.prefix}.hitl.{run_id}.{event}",
-        stream=hitl_stream(client.prefix),
-        config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
-    )
-    try:
-        [message] = await subscription.fetch(1, timeout=timeout)
-        return orjson.loads(message.data)
-    finally:
-        await subscription.unsubscribe()
+async def run_signals_of(client: ChronicleClient, run_id: str) -> Subscription:
+    """What the run's owner receives on `<prefix>.signals.<owner scope>.hitl.<run_id>.*` from now."""
+    return await client.nc.subscribe(f"{run_signals(signals_prefix(client.prefix, client.user or ''), run_id)}.*")
+
+
+async def next_signal(subscription: Subscription) -> dict:
+    return orjson.loads((await subscription.next_msg(timeout=10)).data)
 
 
 async def test_pause_resume_round_trip(client: ChronicleClient) -> None:
     conversation_id = await conversation_with_history(client)
+    run_id = f"run-{uuid.uuid4().hex}"
+    signals = await run_signals_of(client, run_id)
     handle = await client.hitl.pause(
         conversation_id,
+        run_id=run_id,
         step="generate_image",
         checkpoint_type="error_recovery",
         prompt="The image API refused aspect ratio 16:9. Which one should I use?",
         data={"error": "invalid aspect ratio", "form": {"aspect_ratio": "16:9"}},
         conversation_mode=True,
     )
-    paused = await next_signal(client, handle.run_id, "paused")
-    assert paused["checkpoint"]["checkpoint_type"] == "error_recovery"
-    assert paused["checkpoint"]["data"]["form"] == {"aspect_ratio": "16:9"}
-    assert [m["content"] for m in paused["history"]][-1].startswith("The image API refused")
+    paused = await next_signal(signals)
+    assert set(paused) == {"event", "run_id", "conversation_id", "position", "at"}, "a signal carries no content"
+    assert (paused["event"], paused["run_id"], paused["conversation_id"]) == ("paused", run_id, str(conversation_id))
+    checkpoint = await client.hitl.get(run_id)  # the person's UI reads the checkpoint
+    assert checkpoint.checkpoint_type == "error_recovery"
+    assert checkpoint.data["form"] == {"aspect_ratio": "16:9"}
 
     waiting = asyncio.create_task(handle.wait_for_resume(timeout=10))
     resumed = await client.hitl.resume(handle.run_id, approved=True, edits={"aspect_ratio": "1:1"}, feedback="use 1:1")
     answer = await waiting
+    assert (await next_signal(signals))["event"] == "resumed"
+    await signals.unsubscribe()
 
     assert (answer.approved, answer.edits, answer.feedback) == (True, {"aspect_ratio": "1:1"}, "use 1:1")
     contents = [m.content for m in answer.history]
     assert contents[0] == "a 1:1 sunset image please", "the original request is in the history"
-    assert contents[-2:] == [paused["checkpoint"]["prompt"], "use 1:1"]
+    assert contents[-2:] == [checkpoint.prompt, "use 1:1"]
     assert len({m.id for m in answer.history}) == len(answer.history)
     assert [m.created_at for m in answer.history] == sorted(m.created_at for m in answer.history)
 
@@ -102,9 +104,7 @@ async def test_resume_while_orchestrator_is_down_reaches_a_new_process(
         await later.close()
 
 
-async def test_concurrent_waiters_take_an_answer_once_and_leave_no_consumer(
-    client: ChronicleClient, chronicle: Chronicle
-) -> None:
+async def test_concurrent_waiters_take_an_answer_once(client: ChronicleClient, chronicle: Chronicle) -> None:
     run_id = await answered_while_nobody_waits(client, approved=True, feedback="ship it")
     orchestrators = [await ChronicleClient.connect(chronicle.nats_url, client.token, prefix=client.prefix) for _ in range(2)]
     try:
@@ -114,12 +114,27 @@ async def test_concurrent_waiters_take_an_answer_once_and_leave_no_consumer(
         answers = [o for o in outcomes if isinstance(o, ResumeSignal)]
         assert [a.feedback for a in answers] == ["ship it"]
         assert sum(isinstance(o, TimeoutError) for o in outcomes) == 1
-        js = client.nc.jetstream()
-        with pytest.raises(NotFoundError):
-            await js.consumer_info(hitl_stream(client.prefix), f"hitl_{run_id}")
+        assert (await client.hitl.take(run_id)).status == "taken"
     finally:
         for o in orchestrators:
             await o.close()
+
+
+async def test_a_forged_signal_is_no_answer(client: ChronicleClient, chronicle: Chronicle) -> None:
+    """On a bus nobody else may publish on, still: a waiter woken by a message that is not
+    the service's takes nothing from it; it gets exactly the person's answer."""
+    conversation_id = await conversation_with_history(client)
+    handle = await client.hitl.pause(conversation_id, step="forge", prompt="Delete the database?")
+    subscriptions = len(client.nc._subs)
+    waiting = asyncio.create_task(handle.wait_for_resume(timeout=10))
+    subject = f"{run_signals(signals_prefix(client.prefix, client.user or ''), handle.run_id)}.resumed"
+    forged = {"event": "resumed", "run_id": handle.run_id, "approved": True, "edits": {"drop": "all"}, "position": 10**9}
+    await eventually(lambda: len(client.nc._subs) > subscriptions, "the waiter listening")
+    await client.nc.publish(subject, orjson.dumps(forged))
+    await client.hitl.resume(handle.run_id, approved=False, feedback="no!")
+    answer = await waiting
+    assert (answer.approved, answer.edits, answer.feedback) == (False, {}, "no!")
+    assert client.last_position is not None and client.last_position < 10**9
 
 
 async def test_an_answer_to_an_earlier_checkpoint_is_not_the_answer_to_the_next(client: ChronicleClient) -> None:
@@ -128,10 +143,9 @@ async def test_an_answer_to_an_earlier_checkpoint_is_not_the_answer_to_the_next(
     await client.hitl.pause(conversation_id, step="outline", prompt="Outline ok?", run_id=run_id)
     await client.hitl.resume(run_id, approved=True, feedback="outline ok")  # nobody took this one
     await client.hitl.pause(conversation_id, step="draft", prompt="Draft ok?", run_id=run_id)
-    await next_signal(client, run_id, "paused")
 
-    # The earlier answer is on the stream already (its signal came before this pause's), and
-    # a wait with no time left looks only at what is there: it must not take that one.
+    # The earlier answer was never taken, and a wait with no time left looks only at what
+    # is there: the current checkpoint has no answer, so it must not take that one.
     with pytest.raises(TimeoutError):
         await client.hitl.run(run_id).wait_for_resume(timeout=0)
     waiting = asyncio.create_task(client.hitl.run(run_id).wait_for_resume(timeout=10))
@@ -228,11 +242,13 @@ async def test_a_run_id_belongs_to_its_first_owner_and_conversation(
 
 async def test_expiry(client: ChronicleClient) -> None:
     conversation_id = await conversation_with_history(client)
-    handle = await client.hitl.pause(conversation_id, step="slow human", prompt="Quick!", expires_in=0.3)
+    run_id = f"run-{uuid.uuid4().hex}"
+    signals = await run_signals_of(client, run_id)
+    handle = await client.hitl.pause(conversation_id, run_id=run_id, step="slow human", prompt="Quick!", expires_in=0.3)
     with pytest.raises(Expired):
         await handle.wait_for_resume(timeout=15)
-    expired = await next_signal(client, handle.run_id, "expired")
-    assert expired["event"] == "expired"
+    assert [(await next_signal(signals))["event"] for _ in range(2)] == ["paused", "expired"]
+    await signals.unsubscribe()
     with pytest.raises(ChronicleError) as raised:
         await client.hitl.resume(handle.run_id, approved=True)
     assert raised.value.code == "conflict"

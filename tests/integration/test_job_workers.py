@@ -15,6 +15,7 @@ from adapters.auth import TokenAuthority
 from adapters.generation.agent_offline import OfflineAgent
 from domain.job import Chunk
 from services.client.connection import ChronicleClient
+from services.contract.bus import signals_prefix
 from services.entrypoints.bootstrap import Chronicle, bootstrap
 from services.ports.agent import JobSpec
 from tests.conftest import JWT_SECRET, make_settings, new_prefix
@@ -126,7 +127,7 @@ async def test_a_worker_that_goes_quiet_mid_phase_is_taken_over(servers: TestSer
             if orjson.loads(message.data)["status"] == "generating":
                 generating.set()
 
-        await client.nc.subscribe(f"{prefix}.jobs.*.progress", cb=progressed)
+        await client.nc.subscribe(f"{signals_prefix(prefix, client.user or '')}.jobs.*.progress", cb=progressed)
         requested = await client.jobs.request("a layout for a tulip shop", "layout", options={"chunks": 0})
         await asyncio.wait_for(generating.wait(), 30)  # the stuck worker holds the generating phase
         await stuck.stop()  # the worker dies with the job unfinished and its message unacked

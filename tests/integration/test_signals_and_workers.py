@@ -15,6 +15,8 @@ import pytest
 
 from adapters.auth import TokenAuthority
 from services.client.connection import ChronicleClient
+from services.contract.bus import signals_prefix
+from services.contract.hitl import run_signals
 from services.entrypoints.bootstrap import Chronicle
 from services.entrypoints.projection_process import ProjectionProcess
 from services.hitl.coordinator import SignalRelay
@@ -40,7 +42,8 @@ async def signals_of(client: ChronicleClient, run_id: str) -> tuple[list[dict[st
     async def received(message: Any) -> None:
         seen.append({"subject": message.subject.rsplit(".", 1)[-1], **orjson.loads(message.data)})
 
-    subscription = await client.nc.subscribe(f"{client.prefix}.hitl.{run_id}.*", cb=received)
+    subject = f"{run_signals(signals_prefix(client.prefix, client.user or ''), run_id)}.*"
+    subscription = await client.nc.subscribe(subject, cb=received)
     await client.nc.flush()
     return seen, subscription
 
@@ -83,11 +86,11 @@ async def test_the_relay_publishes_what_the_fast_path_did_not(own: tuple[Chronic
     handle = await client.hitl.pause(conversation_id, step="check", prompt="Go on?", run_id=run_id)
     waiting = asyncio.create_task(handle.wait_for_resume(timeout=10))
     await client.hitl.resume(run_id, approved=False, feedback="stop here")
-    assert (await waiting).approved is False
+    answer = await waiting
+    assert answer.approved is False and answer.history[-1].content == "stop here"
     await settle(seen, 2, chronicle, client)
     await subscription.unsubscribe()
     assert [s["subject"] for s in seen] == ["paused", "resumed"]
-    assert seen[1]["history"][-1]["content"] == "stop here"
 
 
 async def test_a_killed_projection_process_is_replaced_and_catches_up(own: tuple[Chronicle, ChronicleClient]) -> None:

@@ -15,10 +15,13 @@ from services.runtime.dispatch import Read, Serve
 
 # The subjects served before the tables were derived from the request models
 # (`chronicle.cmd.*` and `chronicle.query.*`): a client written against them still works.
+# Since then: cmd.hitl.take (an orchestrator takes the answer from the service) and
+# cmd.artifact.upload_part (large previews in parts, through the service).
 PUBLISHED_SUBJECTS = {
     "cmd.artifact.cache_preview", "cmd.artifact.generate", "cmd.artifact.refine", "cmd.artifact.store",
-    "cmd.artifact.tag", "cmd.artifact.variations", "cmd.conversation.add_message", "cmd.conversation.delete",
-    "cmd.conversation.start", "cmd.conversation.update", "cmd.hitl.pause", "cmd.hitl.resume", "cmd.job.request",
+    "cmd.artifact.tag", "cmd.artifact.upload_part", "cmd.artifact.variations", "cmd.conversation.add_message", "cmd.conversation.delete",
+    "cmd.conversation.start", "cmd.conversation.update", "cmd.hitl.pause", "cmd.hitl.resume",
+    "cmd.hitl.take", "cmd.job.request",
     "cmd.optimization.start", "cmd.optimization.stop", "cmd.round.end", "cmd.round.start", "cmd.session.close",
     "cmd.session.create", "cmd.session.update", "cmd.trial.record", "cmd.trial.record_many", "cmd.user.erase",
     "query.artifacts.by_example", "query.artifacts.compare", "query.artifacts.get", "query.artifacts.lineage",

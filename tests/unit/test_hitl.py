@@ -82,3 +82,32 @@ def test_history_window(window: HistoryWindow, expected: list[int]) -> None:
     messages = [message(0, 60), message(1, 50, pinned=True), message(2, 30), message(3, 1)]
     history = select_history(messages, window, NOW, keep={messages[0]["id"]})
     assert [m["n"] for m in history] == expected
+
+
+def test_an_answer_is_taken_once_and_a_new_checkpoint_has_its_own() -> None:
+    conversation = paused()
+    assert conversation.take_answer(run_id="r1", at=NOW)[1] is False, "nothing to take while paused"
+    resume(conversation)
+    conversation.collect_events()
+    checkpoint, taken = conversation.take_answer(run_id="r1", at=NOW + timedelta(seconds=1))
+    assert taken and checkpoint.status == "resumed" and checkpoint.taken_at == NOW + timedelta(seconds=1)
+    assert [type(e).__name__ for e in conversation.collect_events()] == ["HitlAnswerTaken"]
+    assert conversation.take_answer(run_id="r1", at=NOW + timedelta(seconds=2))[1] is False
+    assert conversation.collect_events() == []
+    pause(conversation, step="again")
+    assert conversation.take_answer(run_id="r1", at=NOW)[1] is False
+    resume(conversation)
+    assert conversation.take_answer(run_id="r1", at=NOW)[1] is True
+
+
+def test_an_expiry_is_taken_once_too() -> None:
+    conversation = paused(expires_at=NOW + timedelta(seconds=5))
+    conversation.expire_checkpoint(run_id="r1", at=NOW + timedelta(seconds=6))
+    checkpoint, taken = conversation.take_answer(run_id="r1", at=NOW + timedelta(seconds=7))
+    assert taken and checkpoint.status == "expired"
+    assert conversation.take_answer(run_id="r1", at=NOW + timedelta(seconds=8))[1] is False
+
+
+def test_taking_from_a_run_never_paused_here_is_refused() -> None:
+    with pytest.raises(Conflict):
+        paused().take_answer(run_id="other", at=NOW)
