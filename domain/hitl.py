@@ -229,7 +229,8 @@ class HitlRunAttributes:
 
 
 class HitlRun(HitlRunAttributes, Aggregate):
-    """Finds a run's conversation from its run id (run ids are global: they name NATS subjects)."""
+    """Finds a run's conversation from its owner and run id: run ids are each user's own,
+    so another user's run of the same id is another run, and says nothing of this one."""
 
 
     class Opened(Aggregate.Created):
@@ -242,24 +243,27 @@ class HitlRun(HitlRunAttributes, Aggregate):
             run.conversation_id = self.conversation_id
 
     @staticmethod
-    def id_for(run_id: str) -> UUID:
+    def id_for(owner: str, run_id: str) -> UUID:
+        return uuid.uuid5(RUN_NAMESPACE, f"{owner}\0{run_id}")
+
+    @staticmethod
+    def shared_id_for(run_id: str) -> UUID:
+        """The id runs opened before run ids were per user have (one for all users)."""
         return uuid.uuid5(RUN_NAMESPACE, run_id)
 
     @classmethod
     def open(cls, *, owner: str, run_id: str, conversation_id: UUID, at: datetime) -> HitlRun:
         return cls._create(
             cls.Opened,
-            id=cls.id_for(run_id),
+            id=cls.id_for(owner, run_id),
             timestamp=at,
             owner=owner,
             run_id=run_id,
             conversation_id=conversation_id,
         )
 
-    def check_reusable_by(self, owner: str, conversation_id: UUID) -> None:
-        """A run pauses again only for its owner and on its own conversation."""
-        if owner != self.owner:
-            raise Conflict(f"run id {self.run_id} is taken", field="run_id", rule="unique")
+    def check_reusable_on(self, conversation_id: UUID) -> None:
+        """A run pauses again only on its own conversation."""
         if conversation_id != self.conversation_id:
             raise Conflict(
                 f"run {self.run_id} belongs to conversation {self.conversation_id}",

@@ -12,7 +12,7 @@ from projections.batch import Batch
 
 class HitlProjection(Projection):
     name = "hitl"
-    version = 1
+    version = 2  # 2: a run is its owner's (checkpoints keyed by conversation, run id and seq)
     tables = """
     CREATE TABLE {schema}.conversations (
         id uuid PRIMARY KEY,
@@ -36,8 +36,9 @@ class HitlProjection(Projection):
         approved boolean,
         edits jsonb,
         feedback text,
-        PRIMARY KEY (run_id, seq)
+        PRIMARY KEY (conversation_id, run_id, seq)
     );
+    CREATE INDEX ON {schema}.checkpoints (owner, run_id, seq);
     CREATE INDEX ON {schema}.checkpoints (owner, status, paused_at);
     CREATE INDEX ON {schema}.checkpoints (conversation_id);
     CREATE INDEX ON {schema}.checkpoints (expires_at) WHERE status = 'paused' AND expires_at IS NOT NULL
@@ -76,16 +77,21 @@ class HitlProjection(Projection):
         )
 
     def _latest(self) -> str:
-        return "(SELECT max(seq) FROM {schema}.checkpoints WHERE run_id = %(run_id)s)"
+        return (
+            "(SELECT max(seq) FROM {schema}.checkpoints WHERE conversation_id = %(conversation_id)s"
+            " AND run_id = %(run_id)s)"
+        )
 
     @handles(HitlResumed)
     def resumed(self, batch: Batch, e: HitlResumed, _: int) -> None:
         batch.execute(
             self.sql(
                 "UPDATE {schema}.checkpoints SET status = 'resumed', resumed_at = %(at)s, approved = %(approved)s,"
-                " edits = %(edits)s, feedback = %(feedback)s WHERE run_id = %(run_id)s AND seq = " + self._latest()
+                " edits = %(edits)s, feedback = %(feedback)s"
+                " WHERE conversation_id = %(conversation_id)s AND run_id = %(run_id)s AND seq = " + self._latest()
             ),
-            {"at": e.timestamp, "approved": e.approved, "edits": Jsonb(e.edits), "feedback": e.feedback, "run_id": e.run_id},
+            {"at": e.timestamp, "approved": e.approved, "edits": Jsonb(e.edits), "feedback": e.feedback,
+             "run_id": e.run_id, "conversation_id": e.originator_id},
         )
 
     @handles(HitlExpired)
@@ -93,9 +99,9 @@ class HitlProjection(Projection):
         batch.execute(
             self.sql(
                 "UPDATE {schema}.checkpoints SET status = 'expired', expired_at = %(at)s"
-                " WHERE run_id = %(run_id)s AND seq = " + self._latest()
+                " WHERE conversation_id = %(conversation_id)s AND run_id = %(run_id)s AND seq = " + self._latest()
             ),
-            {"at": e.timestamp, "run_id": e.run_id},
+            {"at": e.timestamp, "run_id": e.run_id, "conversation_id": e.originator_id},
         )
 
     @handles(Conversation.Deleted)

@@ -18,14 +18,15 @@ from services.runtime.unit_of_work import UnitOfWork
 def pause_run(cmd: PauseRun, uow: UnitOfWork) -> dict[str, Any]:
     conversation = uow.get(Conversation, cmd.conversation_id)
     run_id = cmd.run_id or uow.new_id().hex
-    # A run pausing this conversation again is among its checkpoints; any other run id is
-    # almost always new, so the store is not asked first (see find_unless_new).
+    # A run pausing this conversation again is among its checkpoints (maybe under the id
+    # runs had when ids were shared); any other run id is almost always new, so the store
+    # is not asked first (see find_unless_new).
     if run_id in conversation.checkpoints:
-        run = uow.find(HitlRun, HitlRun.id_for(run_id))
+        run = find_run(run_id, uow)
     else:
-        run = uow.find_unless_new(HitlRun, HitlRun.id_for(run_id))
+        run = uow.find_unless_new(HitlRun, HitlRun.id_for(uow.user_id, run_id))
     if run is not None:
-        run.check_reusable_by(uow.user_id, conversation.id)
+        run.check_reusable_on(conversation.id)
     prompt_message_id = uow.new_id()
     conversation.pause_for_human(
         run_id=run_id,
@@ -44,11 +45,21 @@ def pause_run(cmd: PauseRun, uow: UnitOfWork) -> dict[str, Any]:
     return {"run_id": run_id, "conversation_id": str(conversation.id), "prompt_message_id": str(prompt_message_id)}
 
 
+def find_run(run_id: str, uow: UnitOfWork) -> HitlRun | None:
+    """The caller's run of that id: under its per-user id, or one opened before ids were
+    per user (then under the shared id, and only if it is the caller's)."""
+    run = uow.find(HitlRun, HitlRun.id_for(uow.user_id, run_id))
+    if run is None:
+        run = uow.find(HitlRun, HitlRun.shared_id_for(run_id))
+    if run is None or run.owner != uow.user_id or run.is_gone():
+        return None
+    return run
+
+
 def run_conversation(run_id: str, uow: UnitOfWork) -> Conversation:
-    try:
-        run = uow.get(HitlRun, HitlRun.id_for(run_id))
-    except NotFound:
-        raise NotFound(f"run {run_id} not found") from None
+    run = find_run(run_id, uow)
+    if run is None:
+        raise NotFound(f"run {run_id} not found")
     return uow.get(Conversation, run.conversation_id)
 
 

@@ -214,11 +214,13 @@ async def test_lifecycle_errors_write_nothing(client: ChronicleClient, connect: 
     assert first.feedback_message_id in {m.id for m in messages}
 
 
-async def test_a_run_id_belongs_to_its_first_owner_and_conversation(
+async def test_a_run_id_is_its_users_and_stays_on_its_conversation(
     chronicle: Chronicle, client: ChronicleClient, connect: ClientFactory
 ) -> None:
-    """Run ids are not looked up before a first pause: a taken one is caught when the
-    save fails, and the pause then gets the error it would have got, with nothing written."""
+    """Run ids are each user's own: another user pausing with the same id opens another
+    run (learning nothing of this one). Ids are not looked up before a first pause: one
+    the user already used on another conversation is caught when the save fails, and the
+    pause then gets the error it would have got, with nothing written."""
     conversation_id = await conversation_with_history(client)
     run_id = f"taken-{uuid.uuid4().hex}"
     handle = await client.hitl.pause(conversation_id, step="s1", prompt="first?", run_id=run_id)
@@ -226,18 +228,21 @@ async def test_a_run_id_belongs_to_its_first_owner_and_conversation(
     again = await client.hitl.pause(conversation_id, step="s2", prompt="second step?", run_id=run_id)
     assert again.paused.position > handle.paused.position  # the same run pauses again, later
 
-    chronicle.bus.cache.evict([HitlRun.id_for(run_id)])  # as another instance would be: not cached
     mallory = await connect()
     theirs = await conversation_with_history(mallory)
+    await mallory.hitl.pause(theirs, step="s", prompt="mine?", run_id=run_id)
+    await mallory.hitl.resume(run_id, approved=False, feedback="mallory's own")
+    assert (await mallory.hitl.get(run_id)).conversation_id == theirs
+    assert (await client.hitl.get(run_id)).status == "paused", "alice's run is untouched"
+
+    chronicle.bus.cache.evict([HitlRun.id_for(client.user or "", run_id)])  # as another instance: not cached
     other = await conversation_with_history(client)
-    for pauser, conversation, rule in ((mallory, theirs, "unique"), (client, other, "same_conversation")):
-        conflicts = chronicle.bus.conflicts
-        with pytest.raises(ChronicleError) as raised:
-            await pauser.hitl.pause(conversation, step="s", prompt="mine?", run_id=run_id)
-        assert (raised.value.code, raised.value.details[0]["rule"]) == ("conflict", rule)
-        assert chronicle.bus.conflicts == conflicts + 1  # found by the failed save, not a look-up
-        assert (await pauser.conversations.get(conversation)).message_count == 2  # no prompt was added
-        chronicle.bus.cache.evict([HitlRun.id_for(run_id)])
+    conflicts = chronicle.bus.conflicts
+    with pytest.raises(ChronicleError) as raised:
+        await client.hitl.pause(other, step="s", prompt="mine?", run_id=run_id)
+    assert (raised.value.code, raised.value.details[0]["rule"]) == ("conflict", "same_conversation")
+    assert chronicle.bus.conflicts == conflicts + 1  # found by the failed save, not a look-up
+    assert (await client.conversations.get(other)).message_count == 2  # no prompt was added
 
 
 async def test_expiry(client: ChronicleClient) -> None:

@@ -16,13 +16,14 @@ import pytest
 
 from adapters.store.memory import InMemoryEventStore
 from domain.conversation import Conversation
+from domain.hitl import HistoryWindow, HitlRun
 from domain.job import Chunk
 from services.contract.artifacts import RemoveArtifact, StoreArtifact, TagArtifact
 from services.contract.audit import RecordRead
 from services.contract.base import Command
 from services.contract.conversations import AddMessage, DeleteConversation, StartConversation, UpdateConversation
 from services.contract.errors import ChronicleError
-from services.contract.hitl import ExpireRun, PauseRun, ResumeRun
+from services.contract.hitl import ExpireRun, PauseRun, RecordTaken, ResumeRun
 from services.contract.jobs import DescribeJob, FailJob, RecordJob, RecordOutcomes, StartPhase
 from services.contract.optimizations import EndRound, RecordTrial, StartOptimization, StartRound
 from services.contract.sessions import CloseSession, CreateSession, UpdateSession
@@ -111,6 +112,35 @@ async def test_a_paused_run_is_resumed_once_and_expires_only_while_paused(bus: C
     assert (await refused(bus, ResumeRun(run_id="run-1", approved=False), "alice")).code == "conflict"
     clock.now += timedelta(minutes=5)
     assert (await bus.execute(ExpireRun(run_id="run-1"), "alice"))["expired"] is False
+
+
+async def test_run_ids_are_each_users_and_runs_from_before_still_answer(
+    bus: CommandBus, store: InMemoryEventStore, clock: Clock
+) -> None:
+    alices = UUID((await bus.execute(StartConversation(title="a"), "alice"))["conversation_id"])
+    mallorys = UUID((await bus.execute(StartConversation(title="m"), "mallory"))["conversation_id"])
+    await bus.execute(PauseRun(conversation_id=alices, run_id="same", step="s", prompt="alice?"), "alice")
+    await bus.execute(PauseRun(conversation_id=mallorys, run_id="same", step="s", prompt="mallory?"), "mallory")
+    await bus.execute(ResumeRun(run_id="same", approved=False), "mallory")
+    taken = await bus.execute(RecordTaken(run_id="same"), "mallory")
+    assert (taken["status"], taken["conversation_id"]) == ("resumed", str(mallorys))
+    assert (await bus.execute(RecordTaken(run_id="same"), "alice"))["status"] == "paused", "alice's run is untouched"
+
+    # A run opened when run ids were shared by all users lives under the shared id.
+    old = HitlRun._create(HitlRun.Opened, id=HitlRun.shared_id_for("old"), timestamp=clock.now, owner="alice",
+                          run_id="old", conversation_id=alices)
+    alices_conversation = store.load_many([alices])[alices]
+    alices_conversation.pause_for_human(
+        run_id="old", at=clock.now, step="s", checkpoint_type="approval", prompt="from before?",
+        prompt_message_id=uuid.uuid4(), data={}, conversation_mode=False, expires_at=None, history=HistoryWindow(),
+    )
+    store.recorder.record([store.mapper.to_stored_event(e) for e in (*old.collect_events(), *alices_conversation.collect_events())])
+    bus.cache.evict([alices])
+    assert (await refused(bus, ResumeRun(run_id="old", approved=True), "mallory")).code == "not_found"
+    await bus.execute(ResumeRun(run_id="old", approved=True), "alice")
+    assert (await bus.execute(RecordTaken(run_id="old"), "alice"))["status"] == "resumed"
+    again = await bus.execute(PauseRun(conversation_id=alices, run_id="old", step="t", prompt="and again?"), "alice")
+    assert again["run_id"] == "old"  # pauses again under the same (shared-id) run
 
 
 async def test_artifacts_descend_get_tagged_and_removed(bus: CommandBus) -> None:
