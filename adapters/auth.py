@@ -27,6 +27,7 @@ class Caller(str):
 
 
 AUDITOR = "auditor"
+MAX_SUBJECT = 256  # characters of a token's `sub`: the user id everything is scoped by
 
 
 class TokenAuthority:
@@ -82,12 +83,16 @@ class TokenAuthority:
         except jwt.PyJWTError:
             raise ChronicleError("unauthorized", "invalid or expired token") from None
         subject = claims.get("sub")
-        if not isinstance(subject, str) or not subject:
+        if not isinstance(subject, str) or not subject.strip():
             raise ChronicleError("unauthorized", "token has no subject")
+        if len(subject) > MAX_SUBJECT or not subject.isprintable():
+            raise ChronicleError("unauthorized", f"token's subject must be at most {MAX_SUBJECT} printable characters")
         if subject == SYSTEM_OWNER:
             raise ChronicleError("unauthorized", f"subject {SYSTEM_OWNER!r} is reserved for Chronicle itself")
         roles = claims.get("roles", [])
         if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
             raise ChronicleError("unauthorized", "token's roles claim must be a list of names")
         expires = claims.get("exp")
-        return Caller(subject, frozenset(roles)), float(expires) if isinstance(expires, int | float) else None
+        if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int | float)):
+            raise ChronicleError("unauthorized", "token's exp must be a number of seconds")
+        return Caller(subject, frozenset(roles)), None if expires is None else float(expires)

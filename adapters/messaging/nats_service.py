@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from adapters.auth import TokenAuthority
 from adapters.errors import translate
+from services.contract.base import idempotency_key
 from services.contract.bus import inbox_prefix
 from services.contract.errors import ChronicleError
 
@@ -148,7 +149,7 @@ class NatsService:
             if self.scoped_inboxes and not (request._msg.reply or "").startswith(inbox_prefix(user) + "."):
                 raise ChronicleError("unauthorized", "the reply subject must be under your own inbox prefix")
             payload = parse(route.model, request.data)
-            key = (request.headers or {}).get("Idempotency-Key") or None
+            key = idempotency_key((request.headers or {}).get("Idempotency-Key"))
             data = await route.action(user, payload, key)
             if self.check_replies:
                 check_reply(route, data)

@@ -23,7 +23,7 @@ from domain.artifact import (
     Origin,
 )
 from domain.variation_set import MAX_VARIATIONS
-from services.contract.base import Command, JsonObject, Page, Query, Reply, Request, Tags, Text, Written
+from services.contract.base import Command, JsonObject, Offset, Page, Query, Reply, Request, Tags, Text, Written
 
 Label = Annotated[str, Text(MAX_LABEL)]
 
@@ -397,7 +397,7 @@ class ListArtifacts(Query[Page[ArtifactSummaryView]], action="artifacts.list"):
     parent_id: UUID | None = None
     tags: Tags = Field(default=[], description="only artifacts carrying every one of these tags")
     limit: int = Field(default=50, ge=1, le=100)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0
 
 
 class SearchArtifacts(Query[ArtifactHits], action="artifacts.search"):
@@ -418,7 +418,7 @@ class RagInfluence(Query[Influence], action="artifacts.rag_influence"):
 class ByExample(Query[Page[Influenced]], action="artifacts.by_example"):
     example_id: Label
     limit: int = Field(default=50, ge=1, le=100)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0
 
 
 class CompareArtifacts(Query[ArtifactComparison], action="artifacts.compare"):
@@ -440,4 +440,4 @@ class PreviewChunk(Query[PreviewData], action="artifacts.preview"):
     artifact_id: UUID
     style: Label | None = None
     format: Label | None = None
-    offset: int = Field(default=0, ge=0, description="a multiple of the chunk size (512 KiB)")
+    offset: int = Field(default=0, ge=0, lt=MAX_PREVIEW_BYTES, description="a multiple of the chunk size (512 KiB)")

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pydantic import Field, model_validator
 
-from services.contract.base import Command, Query, Reply, Written
+from services.contract.base import MAX_POSITION, Command, Query, Reply, Written
 
 
 class AuditEvent(Reply):
@@ -69,9 +69,11 @@ class DigestPublished(Written):
 
 class AuditStream(Query[StreamPage], action="audit.stream"):
     aggregate_id: UUID
-    after_version: int = Field(default=0, ge=0, description="events with a greater version (paging)")
+    after_version: int = Field(default=0, ge=0, le=MAX_POSITION, description="events with a greater version (paging)")
     limit: int = Field(default=100, ge=1, le=1_000)
-    at_version: int | None = Field(default=None, ge=1, description="also rebuild the state as of this version")
+    at_version: int | None = Field(
+        default=None, ge=1, le=MAX_POSITION, description="also rebuild the state as of this version"
+    )
     at_time: datetime | None = Field(default=None, description="also rebuild the state as of this time")
 
     @model_validator(mode="after")
@@ -83,7 +85,7 @@ class AuditStream(Query[StreamPage], action="audit.stream"):
 
 class AuditTimeline(Query[Timeline], action="audit.timeline"):
     scope_id: UUID = Field(description="a session or conversation id")
-    after_position: int = Field(default=0, ge=0, description="events after this notification id (paging)")
+    after_position: int = Field(default=0, ge=0, le=MAX_POSITION, description="events after this notification id (paging)")
     limit: int = Field(default=500, ge=1, le=5_000)
 
 

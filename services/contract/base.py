@@ -14,6 +14,7 @@ from pydantic_core import CoreSchema
 
 from domain.base import MAX_TAG_LENGTH, MAX_TAGS
 from domain.conversation import MAX_CONTENT, MAX_TITLE
+from services.contract.errors import ChronicleError
 
 
 def no_nul(text: str) -> str:
@@ -131,10 +132,30 @@ class Command(Request[ReplyT], Generic[ReplyT]):
         return [v for k, v in self if isinstance(v, UUID) and k.endswith("_id")]
 
 
+MAX_IDEMPOTENCY_KEY = 200  # characters
+
+
+def idempotency_key(value: str | None) -> str | None:
+    """The Idempotency-Key header as a request gives it, checked before it costs anything:
+    at most MAX_IDEMPOTENCY_KEY printable characters; an empty one is none."""
+    if not value:
+        return None
+    if len(value) > MAX_IDEMPOTENCY_KEY or not value.isprintable():
+        message = f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters"
+        raise ChronicleError("invalid", message, [{"field": "Idempotency-Key", "rule": "max_length", "message": message}])
+    return value
+
+
+# Log positions and versions are Postgres bigints; a larger number is no position at all.
+MAX_POSITION = 2**63 - 1
+# Paging by offset makes Postgres walk past every skipped row: deeper than this, page on.
+MAX_OFFSET = 100_000
+Position = Annotated[int, Field(ge=0, le=MAX_POSITION)]
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET, description=f"rows to skip (at most {MAX_OFFSET:,})")]
+
+
 class Query(Request[ReplyT], Generic[ReplyT]):
-    min_position: int | None = Field(
-        default=None, ge=0, description="wait until read models include this notification id"
-    )
+    min_position: Position | None = Field(default=None, description="wait until read models include this notification id")
 
 
 class Written(Reply):

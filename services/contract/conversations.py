@@ -13,6 +13,7 @@ from services.contract.base import (
     Command,
     Content,
     JsonObject,
+    Offset,
     Page,
     Query,
     Reply,
@@ -124,7 +125,7 @@ class DeleteConversation(Command[Written], action="conversation.delete"):
 
 class ListConversations(Query[Page[ConversationSummaryView]], action="conversations.list"):
     limit: int = Field(default=50, ge=1, le=100)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0
     tags: Tags = Field(default=[], description="only conversations carrying every one of these tags")
     session_id: UUID | None = None
     sort_by: Literal["created_at", "updated_at", "title"] = "updated_at"

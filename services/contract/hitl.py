@@ -12,6 +12,7 @@ from domain.hitl import MAX_CHECKPOINT_TYPE, MAX_PROMPT, MAX_STEP, HistoryWindow
 from services.contract.base import (
     Command,
     JsonObject,
+    Offset,
     Page,
     Query,
     Reply,
@@ -172,4 +173,4 @@ class GetRun(Query[RunStatus], action="hitl.get"):
 
 class ListRuns(Query[Page[RunStatus]], action="hitl.list"):
     limit: int = Field(default=50, ge=1, le=100)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0

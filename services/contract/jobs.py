@@ -9,7 +9,7 @@ from uuid import UUID
 from pydantic import Field, model_validator
 
 from domain.job import MAX_CONTENT, MAX_REASON, MAX_WORKER, Chunk, Status
-from services.contract.base import Command, JsonObject, Page, Query, Reply, Text, Written
+from services.contract.base import Command, JsonObject, Offset, Page, Position, Query, Reply, Text, Written
 
 ArtifactType = Literal["quiz", "summary", "layout"]
 
@@ -74,8 +74,8 @@ class RequestJob(Command[JobRequested], action="job.request"):
         default=[], max_length=100, description="conversations or artifacts to retrieve from; default: all the caller's"
     )
     options: JsonObject = Field(default={}, description="e.g. questions (quiz), chunks (how many to retrieve)")
-    min_position: int | None = Field(
-        default=None, ge=0, description="the snapshot includes content up to this notification id (the client's last write)"
+    min_position: Position | None = Field(
+        default=None, description="the snapshot includes content up to this notification id (the client's last write)"
     )
 
 
@@ -127,4 +127,4 @@ class ListJobs(Query[Page[JobView]], action="jobs.list"):
     session_id: UUID | None = None
     status: Status | None = None
     limit: int = Field(default=50, ge=1, le=100)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0

@@ -14,6 +14,7 @@ from domain.trial import MAX_CANDIDATE_ID
 from services.contract.base import (
     Command,
     JsonObject,
+    Offset,
     Page,
     Query,
     Reply,
@@ -279,7 +280,7 @@ class StopOptimization(Command[OptimizationStopped], action="optimization.stop")
 
 class ListOptimizations(Query[Page[OptimizationView]], action="optimizations.list"):
     limit: int = Field(default=50, ge=1, le=100)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0
     project: Label | None = None
     optimizer: Label | None = None
     stopped: bool | None = None

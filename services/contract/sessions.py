@@ -12,6 +12,7 @@ from domain.session import MAX_SESSION_DESCRIPTION, MAX_SESSION_NAME, SessionKin
 from services.contract.base import (
     Command,
     JsonObject,
+    Offset,
     Page,
     Query,
     Reply,
@@ -60,7 +61,7 @@ class CloseSession(Command[Written], action="session.close"):
 
 class ListSessions(Query[Page[SessionView]], action="sessions.list"):
     limit: int = Field(default=50, ge=1, le=100)
-    offset: int = Field(default=0, ge=0)
+    offset: Offset = 0
     kind: Annotated[str, Text(50)] | None = None
 
 

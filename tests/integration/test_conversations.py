@@ -69,6 +69,25 @@ async def test_bad_json_and_missing_token(client: ChronicleClient) -> None:
         assert reply["error"]["code"] == "unauthorized"
 
 
+@pytest.mark.parametrize(
+    ("subject", "payload", "field"),
+    [
+        ("query.conversations.list", {"offset": 2**63}, "offset"),
+        ("query.conversations.list", {"offset": 100_001}, "offset"),
+        ("query.sessions.list", {"offset": 2**63}, "offset"),
+        ("query.conversations.list", {"min_position": 2**63}, "min_position"),
+        ("query.audit.timeline", {"scope_id": str(uuid.uuid4()), "after_position": 2**63}, "after_position"),
+    ],
+)
+async def test_numbers_past_what_the_database_takes_are_invalid(
+    client: ChronicleClient, subject: str, payload: dict, field: str
+) -> None:
+    """Not `unavailable`: the request will never succeed, and it is refused before any query."""
+    with pytest.raises(ChronicleError) as raised:
+        await client.request(subject, payload)
+    assert (raised.value.code, raised.value.fields) == ("invalid", [field])
+
+
 async def test_another_users_conversation_is_not_found(connect: ClientFactory) -> None:
     alice, mallory = await connect(), await connect()
     started = await alice.conversations.start(title="private")

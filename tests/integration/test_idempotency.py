@@ -101,3 +101,13 @@ async def test_stored_replies_are_sealed_and_unreadable_after_erasure(
     assert stored_records(chronicle, user) == []
     with pytest.raises(ErasedContent):  # the backup's record cannot be opened any more
         chronicle.store.mapper.open_reply(user, key, backup[0])
+
+
+@pytest.mark.parametrize("key", ["k" * 3000, "tab\tkey"], ids=["3,000 characters", "control character"])
+async def test_an_unusable_key_is_invalid_and_changes_nothing(chronicle: Chronicle, client: ChronicleClient, key: str) -> None:
+    """Checked before the command reaches the group commit, where it would fail its batch."""
+    started = await client.conversations.start(title="keys")
+    with pytest.raises(ChronicleError) as raised:
+        await client.conversations.add_message(started.conversation_id, "user", "hello", idempotency_key=key)
+    assert (raised.value.code, raised.value.fields) == ("invalid", ["Idempotency-Key"])
+    assert events_count(chronicle, started.conversation_id) == 1

@@ -43,7 +43,13 @@ def test_an_expired_token_is_refused_even_after_it_was_verified() -> None:
         bearer(jwt.encode({"name": "no subject"}, SECRET, algorithm="HS256")),
         bearer(jwt.encode({"sub": "chronicle"}, SECRET, algorithm="HS256")),  # reserved for the system
         bearer(jwt.encode({"sub": "alice", "roles": "auditor"}, SECRET, algorithm="HS256")),  # roles must be a list
+        bearer(jwt.encode({"sub": "   "}, SECRET, algorithm="HS256")),  # a blank subject is nobody
+        bearer(jwt.encode({"sub": "al\x00ice"}, SECRET, algorithm="HS256")),  # control characters
+        bearer(jwt.encode({"sub": "a" * 257}, SECRET, algorithm="HS256")),
+        bearer(jwt.encode({"sub": "alice", "exp": str(int(time.time()) + 60)}, SECRET, algorithm="HS256")),
+        bearer(jwt.encode({"sub": "alice", "exp": True}, SECRET, algorithm="HS256")),
     ],
+    ids=["none", "basic", "other secret", "no subject", "system", "roles", "blank", "nul", "long", "exp text", "exp bool"],
 )
 def test_bad_tokens_are_unauthorized(header: dict[str, str]) -> None:
     with pytest.raises(ChronicleError) as raised:
