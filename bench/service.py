@@ -45,6 +45,9 @@ def add_service_setting_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+UNLIMITED = ("REQUESTS_PER_MINUTE", "SEARCH_PER_MINUTE", "EXPORT_PER_MINUTE", "HEAVY_PER_MINUTE", "IN_FLIGHT_PER_USER")
+
+
 def chronicle_command() -> list[str]:
     """The `chronicle` script of this virtualenv (what ./dev serve runs), or the module behind it."""
     script = Path(sys.executable).parent / "chronicle"
@@ -96,6 +99,8 @@ class ServiceProcess:
             CHRONICLE_DATA_DIR=str(self.workdir / "data"),
             CHRONICLE_LOG_LEVEL="INFO",
         )
+        # Benchmarks measure capacity: per-user limits off unless a setting turns them on.
+        env.update({f"CHRONICLE_LIMIT_{name}": "0" for name in UNLIMITED})
         env.update(self.settings)
         return env
 

@@ -58,9 +58,10 @@ async def main() -> None:
     chronicle = await bootstrap(settings)
     rng = random.Random(42)
     try:
-        client = await ChronicleClient.connect(
-            chronicle.nats_url, authority_for(settings).issue("demo-optimizer"), prefix=settings.subject_prefix
-        )
+        # An optimizer records far more than a person types: its token has the bulk role
+        # (each per-user limit times CHRONICLE_LIMIT_BULK_FACTOR).
+        token = authority_for(settings).issue("demo-optimizer", claims={"roles": ["bulk"]})
+        client = await ChronicleClient.connect(chronicle.nats_url, token, prefix=settings.subject_prefix)
         state = client.optimization(
             name="sampling parameters", optimizer="random_search+mutation", direction="maximize",
             project="demo", dataset="synthetic",

@@ -62,6 +62,10 @@ def make_settings(database_url: str, nats_url: str, data_dir: Path, **overrides:
         subject_prefix=new_prefix(),
         jwt_secret=JWT_SECRET,
         check_replies=True,  # a reply that breaks its contract model fails the test that sent it
+        # Tests make requests far faster than a person; tests/integration/test_fair_share.py
+        # turns the per-user limits back on.
+        limit_requests_per_minute=0, limit_search_per_minute=0, limit_export_per_minute=0,
+        limit_heavy_per_minute=0, limit_in_flight_per_user=0,
         **overrides,  # type: ignore[arg-type]
     )
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from adapters.auth import TokenAuthority
 from adapters.errors import translate
+from adapters.messaging.fair_share import FairShare
 from services.contract.base import idempotency_key
 from services.contract.bus import inbox_prefix
 from services.contract.errors import ChronicleError
@@ -83,6 +84,7 @@ class NatsService:
         max_in_flight: int = 2048,
         check_replies: bool = False,
         scoped_inboxes: bool = False,
+        fair_share: FairShare | None = None,
     ):
         self.nc = nc
         self.routes = routes
@@ -95,6 +97,7 @@ class NatsService:
         # must ask for its reply there: a token someone holds without being able to receive
         # as its user gets them nothing, and nobody has replies sent into another's inbox.
         self.scoped_inboxes = scoped_inboxes
+        self.fair_share = fair_share
         self.in_flight: set[asyncio.Task[None]] = set()
         self.service: Service | None = None
 
@@ -141,6 +144,12 @@ class NatsService:
 
         return dispatch
 
+    @staticmethod
+    async def _act(route: Route, user: str, request: Request) -> Any:
+        payload = parse(route.model, request.data)
+        key = idempotency_key((request.headers or {}).get("Idempotency-Key"))
+        return await route.action(user, payload, key)
+
     async def _handle(self, route: Route, request: Request) -> None:
         started = time.perf_counter()
         code = "ok"
@@ -148,9 +157,12 @@ class NatsService:
             user = self.authority.user_of(request.headers)
             if self.scoped_inboxes and not (request._msg.reply or "").startswith(inbox_prefix(user) + "."):
                 raise ChronicleError("unauthorized", "the reply subject must be under your own inbox prefix")
-            payload = parse(route.model, request.data)
-            key = idempotency_key((request.headers or {}).get("Idempotency-Key"))
-            data = await route.action(user, payload, key)
+            if self.fair_share is None:
+                data = await self._act(route, user, request)
+            else:
+                self.fair_share.admit(user, getattr(route.model, "action", route.subject))
+                with self.fair_share.handling(user):
+                    data = await self._act(route, user, request)
             if self.check_replies:
                 check_reply(route, data)
             body = envelope_ok(data)

@@ -29,6 +29,7 @@ from adapters.generation.agent_openai import OpenAIAgent
 from adapters.generation.generator_offline import OfflineGenerator
 from adapters.generation.generator_openai import OpenAICompatibleGenerator
 from adapters.messaging.callout import AuthCallout
+from adapters.messaging.fair_share import FairShare, Limits
 from adapters.messaging.jetstream import remove_stream
 from adapters.messaging.nats_service import NatsService
 from adapters.store.blobs import BlobStore
@@ -282,6 +283,14 @@ class Chronicle:
             max_in_flight=settings.max_in_flight,
             check_replies=settings.check_replies,
             scoped_inboxes=self.servers.callout is not None,
+            fair_share=FairShare(Limits(
+                per_minute={
+                    "requests": settings.limit_requests_per_minute, "search": settings.limit_search_per_minute,
+                    "export": settings.limit_export_per_minute, "heavy": settings.limit_heavy_per_minute,
+                },
+                in_flight=settings.limit_in_flight_per_user,
+                bulk_factor=settings.limit_bulk_factor,
+            )),
         )
         await self.service.start()
         stack.push_async_callback(self.service.stop)

@@ -41,6 +41,16 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
     max_in_flight: int = Field(default=2048, ge=1, description="requests handled at once per instance")
+    limit_requests_per_minute: int = Field(default=100, ge=0, description="requests a user may make a minute; 0: no limit")
+    limit_search_per_minute: int = Field(default=10, ge=0, description="searches a user may make a minute; 0: no limit")
+    limit_export_per_minute: int = Field(default=5, ge=0, description="exports a user may make a minute; 0: no limit")
+    limit_heavy_per_minute: int = Field(
+        default=30, ge=0, description="pareto, lineage and by-example queries a user may make a minute; 0: no limit"
+    )
+    limit_in_flight_per_user: int = Field(default=64, ge=0, description="a user's requests handled at once; 0: no limit")
+    limit_bulk_factor: int = Field(
+        default=100, ge=1, description="how many times each limit a token with the `bulk` role gets"
+    )
     check_replies: bool = Field(
         default=False, description="validate every reply against its contract model before sending it (tests do)"
     )
