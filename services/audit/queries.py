@@ -90,26 +90,37 @@ class Audit:
         self.decoder = Decoder(keys)
         self.snapshots = SnapshotCodec(self.decoder.mapper)
 
-    async def _check_reader(self, caller: str, owner: str, what: str, aggregate_id: UUID, **point: Any) -> None:
+    async def _check_reader(
+        self, caller: str, owner: str, what: str, aggregate_id: UUID, not_found: ChronicleError, **point: Any
+    ) -> None:
+        """Another user's id is answered as a missing one is (`not_found`, the same words)."""
         if caller == owner:
             return
         if AUDITOR not in getattr(caller, "roles", ()):
-            raise ChronicleError("not_found", f"{what} {aggregate_id} not found")
+            raise not_found
         await self.record_read(
             str(caller), {"what": what, "aggregate_id": aggregate_id, "aggregate_owner": owner, **point}
         )
 
     async def stream(self, caller: str, q: AuditStream) -> dict[str, Any]:
-        rows = await self.queries.fetch_all(
-            f"SELECT {EVENT_COLUMNS} FROM chronicle.events WHERE originator_id = %s"
-            " AND (originator_version = 1 OR originator_version > %s) ORDER BY originator_version LIMIT %s",
-            (q.aggregate_id, q.after_version, q.limit + 2),
+        # The first event alone says whose the aggregate is: another user's stream is
+        # refused after reading one row, as a missing one is after reading none.
+        first = await self.queries.fetch_one(
+            f"SELECT {EVENT_COLUMNS} FROM chronicle.events WHERE originator_id = %s AND originator_version = 1",
+            (q.aggregate_id,),
         )
-        if not rows or rows[0]["originator_version"] != 1:
-            raise ChronicleError("not_found", f"aggregate {q.aggregate_id} not found")
-        owner, aggregate_type = self.decoder.owner_and_type(rows[0])
-        await self._check_reader(caller, owner, "aggregate", q.aggregate_id, at_version=q.at_version, at_time=q.at_time)
-        page = [row for row in rows if row["originator_version"] > q.after_version][: q.limit + 1]
+        missing = ChronicleError("not_found", f"aggregate {q.aggregate_id} not found")
+        if first is None:
+            raise missing
+        owner, aggregate_type = self.decoder.owner_and_type(first)
+        await self._check_reader(
+            caller, owner, "aggregate", q.aggregate_id, missing, at_version=q.at_version, at_time=q.at_time
+        )
+        page = await self.queries.fetch_all(
+            f"SELECT {EVENT_COLUMNS} FROM chronicle.events WHERE originator_id = %s AND originator_version > %s"
+            " ORDER BY originator_version LIMIT %s",
+            (q.aggregate_id, q.after_version, q.limit + 1),
+        )
         more = len(page) > q.limit
         page = page[: q.limit]
         reply: dict[str, Any] = {
@@ -172,9 +183,10 @@ class Audit:
         scope = await self.queries.fetch_one(
             "SELECT owner, type FROM rm_audit.aggregates WHERE id = %s", (q.scope_id,)
         )
+        missing = ChronicleError("not_found", f"session or conversation {q.scope_id} not found")
         if scope is None or scope["type"] not in ("Session", "Conversation"):
-            raise ChronicleError("not_found", f"session or conversation {q.scope_id} not found")
-        await self._check_reader(caller, scope["owner"], "timeline", q.scope_id)
+            raise missing
+        await self._check_reader(caller, scope["owner"], "timeline", q.scope_id, missing)
         # Every aggregate that names the scope, or names one that does (a conversation's
         # HITL runs, an optimization's rounds and trials), found through the links the
         # audit read model keeps for every aggregate type.

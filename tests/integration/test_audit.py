@@ -61,9 +61,11 @@ async def test_only_the_owner_or_an_auditor_reads_a_stream_and_auditor_reads_are
         await stranger.audit.stream(conversation_id)
     assert hidden.value.code == "not_found"
     missing = await connect()
+    missing_id = uuid.uuid4()
     with pytest.raises(ChronicleError) as absent:
-        await missing.audit.stream(uuid.uuid4())
+        await missing.audit.stream(missing_id)
     assert absent.value.code == "not_found" and absent.value.message.startswith("aggregate")
+    assert hidden.value.message.replace(str(conversation_id), "ID") == absent.value.message.replace(str(missing_id), "ID")
 
     auditor_id = f"auditor-{uuid.uuid4().hex[:8]}"
     auditor = await connect(auditor_id, roles=("auditor",))
@@ -107,7 +109,12 @@ async def test_timeline_gathers_a_session_across_aggregates_in_global_order(
     stranger = await connect()
     with pytest.raises(ChronicleError) as hidden:
         await stranger.audit.timeline(session.session_id)
-    assert hidden.value.code == "not_found"
+    missing_id = uuid.uuid4()
+    with pytest.raises(ChronicleError) as absent:
+        await stranger.audit.timeline(missing_id)
+    # The same answer, word for word but the id: nothing tells that the id exists.
+    assert hidden.value.code == absent.value.code == "not_found"
+    assert hidden.value.message.replace(str(session.session_id), "ID") == absent.value.message.replace(str(missing_id), "ID")
 
 
 async def test_an_optimization_timeline_holds_its_rounds_and_trials(client: ChronicleClient) -> None:
