@@ -15,6 +15,21 @@ from services.contract.errors import ChronicleError, invalid_from_validation
 log = logging.getLogger(__name__)
 
 
+# Failures of the statement's values, not of the database: a retry fails the same way.
+STATEMENT_FAILURES = (psycopg.errors.DataError, psycopg.errors.ProgramLimitExceeded)
+
+
+def statement_failed(error: BaseException) -> bool:
+    """Whether a value in the statement failed it (too long for an index, not encodable),
+    looking through the library's wrapping to the driver's error."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, STATEMENT_FAILURES):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def translate(error: BaseException) -> ChronicleError:
     """Map library, driver and domain errors to a ChronicleError without leaking internals."""
     if isinstance(error, ChronicleError):
@@ -28,6 +43,9 @@ def translate(error: BaseException) -> ChronicleError:
             else []
         )
         return ChronicleError(error.code, error.message, details)
+    if statement_failed(error):
+        log.warning("a value could not be stored", extra={"error_type": type(error).__name__})
+        return ChronicleError("invalid", "the request holds a value the database cannot store")
     if isinstance(error, (OperationalError, psycopg.OperationalError, psycopg.InterfaceError, TimeoutError)):
         return ChronicleError("unavailable", "the database is unavailable; retry later")
     if isinstance(error, (PersistenceError, psycopg.Error)):

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 from eventsourcing.persistence import (
+    DataError,
     InterfaceError,
     OperationalError,
     StoredEvent,
@@ -21,6 +22,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import retry
 from psycopg.sql import SQL
 
+from adapters.errors import statement_failed
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import ErasedContent, PydanticMapper
 from adapters.store.postgres import PostgresTarget
@@ -109,7 +111,16 @@ class ChronicleRecorder(PostgresApplicationRecorder):
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def record(self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = ()) -> list[int]:
         """One transaction: the events and the commands' replies; returns the events'
-        notification ids, in the order of `stored_events`."""
+        notification ids, in the order of `stored_events`. A connection that failed is
+        tried again; a statement whose values failed it is not (DataError)."""
+        try:
+            return self._record(stored_events, replies)
+        except OperationalError as error:
+            if statement_failed(error):
+                raise DataError(str(error)) from error
+            raise
+
+    def _record(self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord]) -> list[int]:
         reply_columns = (
             [r.owner for r in replies],
             [r.key for r in replies],

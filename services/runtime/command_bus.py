@@ -24,7 +24,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from adapters.errors import translate
+from adapters.errors import statement_failed, translate
 from adapters.store.event_store import IdempotencyRecord, StoredReply
 from adapters.store.keys import UserErased
 from adapters.store.mapper import ErasedContent, PydanticMapper
@@ -226,6 +226,14 @@ class CommandBus:
 
     def _commit_batch(self, batch: list[Submission]) -> None:
         self.batches += 1
+        self._commit(batch)
+        for s in batch:
+            if s.duplicate_of is not None:
+                s.reply, s.error = s.duplicate_of.reply, s.duplicate_of.error
+            s.settle()
+
+    def _commit(self, batch: list[Submission]) -> None:
+        """Decide and save the batch; each submission ends with its reply or its error."""
         pending = list(batch)
         saved, committed = False, []
         for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -245,6 +253,12 @@ class CommandBus:
                 time.sleep(random.uniform(0, CONFLICT_BACKOFF * 2 ** min(attempt, 6)))
             except Exception as error:  # the database failed: nobody's events were saved
                 self._forget(pending)
+                if len(pending) > 1 and statement_failed(error):
+                    # One command's values broke the statement, not the database: each
+                    # saved alone, only that one fails.
+                    for s in pending:
+                        self._commit([s])
+                    return
                 failure = translate(error)
                 for s in pending:
                     s.error = failure
@@ -254,10 +268,6 @@ class CommandBus:
                 s.error = ChronicleError("conflict", "too much contention on this aggregate; retry")
         if saved and committed:
             self._tell_listeners(committed)
-        for s in batch:
-            if s.duplicate_of is not None:
-                s.reply, s.error = s.duplicate_of.reply, s.duplicate_of.error
-            s.settle()
         if saved and self.snapshots is not None:
             self.snapshots.after_commit(saved_aggregates(pending))
 

@@ -4,6 +4,7 @@ command that fails after changing an aggregate takes nothing of its own with it.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import uuid
 from typing import Any
 
@@ -73,3 +74,22 @@ async def test_a_group_commit_of_tens_of_megabytes_is_saved(chronicle: Chronicle
     finally:
         bus.stop()
     assert len({r["artifact_id"] for r in replies}) == 30 and bus.batches < 30
+
+
+async def test_a_value_the_database_refuses_fails_only_its_own_command(chronicle: Chronicle) -> None:
+    """A key too long for the idempotency index (the edge refuses it earlier; here it reaches
+    the bus) broke the batch's one statement: every batch mate got `unavailable`, after ten
+    retries. Now the batch is saved command by command and only that one is refused."""
+    bus = CommandBus(chronicle.store, command_handlers())
+    users = [f"mate-{n}-{uuid.uuid4().hex[:6]}" for n in range(5)]
+    try:
+        futures = [asyncio.ensure_future(bus.execute(StartConversation(title="bad key"), users[0], secrets.token_urlsafe(6000)))]
+        futures += [asyncio.ensure_future(bus.execute(StartConversation(title="fine"), user)) for user in users[1:]]
+        await asyncio.sleep(0)  # every submission reaches the queue before the writer starts
+        bus.start()
+        results = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), 30)
+    finally:
+        bus.stop()
+    assert isinstance(results[0], ChronicleError) and results[0].code == "invalid"
+    assert all(isinstance(r, dict) and r["conversation_id"] for r in results[1:])
+    assert bus.batches == 1
