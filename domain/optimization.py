@@ -9,6 +9,7 @@ indices run on, gap-free, from one round into the next.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -127,17 +128,39 @@ class Optimizing:
 
 def pareto_front(points: list[tuple[Any, tuple[float, ...]]], directions: tuple[Direction, ...]) -> list[Any]:
     """The keys of the points no other point dominates (at least as good in every
-    objective, better in one), in the order given; equal points are all kept. O(n × front)."""
+    objective, better in one), in the order given; equal points are all kept.
+    O(n log n) for one or two objectives, O(n × front) for more."""
     signs = tuple(1.0 if d == "maximize" else -1.0 for d in directions)
     oriented = [(key, tuple(s * v for s, v in zip(signs, values, strict=True))) for key, values in points]
     # Best first in the first objective, so a point can only be dominated by one seen before.
     order = sorted(range(len(oriented)), key=lambda i: tuple(-v for v in oriented[i][1]))
+    front = two_objective_front(oriented, order) if len(directions) <= 2 else many_objective_front(oriented, order)
+    return [oriented[i][0] for i in sorted(front)]
+
+
+def two_objective_front(oriented: list[tuple[Any, tuple[float, ...]]], order: list[int]) -> list[int]:
+    """One sweep: a point is on the front when no point better in the first objective is
+    at least as good in the second, and none equal in the first is better in the second."""
+    front: list[int] = []
+    best_before = -math.inf  # the best second value among points better in the first
+    group_first, group_best = None, -math.inf
+    for i in order:
+        first, second = oriented[i][1][0], oriented[i][1][-1]
+        if first != group_first:
+            best_before = max(best_before, group_best)
+            group_first, group_best = first, second  # (the group's best comes first)
+        if second == group_best and second > best_before:
+            front.append(i)
+    return front
+
+
+def many_objective_front(oriented: list[tuple[Any, tuple[float, ...]]], order: list[int]) -> list[int]:
     front: list[int] = []
     for i in order:
         values = oriented[i][1]
         if not any(dominates(oriented[j][1], values) for j in front):
             front.append(i)
-    return [oriented[i][0] for i in sorted(front)]
+    return front
 
 
 def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from uuid import UUID
 
@@ -240,6 +241,10 @@ def objective_value(trial: dict[str, Any], objective: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+MAX_PARETO_TRIALS = 20_000  # one or two objectives: a sweep, n log n
+MAX_PARETO_TRIALS_MANY_OBJECTIVES = 2_000  # three or more: n × front
+
+
 async def pareto(queries: Queries, user: str, q: ParetoQuery) -> dict[str, Any]:
     optimization = await summary(queries, user, q.optimization_id)
     objectives = list(dict.fromkeys(q.objectives or ["score"]))
@@ -252,9 +257,19 @@ async def pareto(queries: Queries, user: str, q: ParetoQuery) -> dict[str, Any]:
         )
     directions = {name: q.directions.get(name, optimization["direction"]) for name in objectives}
     last_round = " AND round_index = (SELECT max(round_index) FROM rm_optimizations.rounds WHERE optimization_id = %(id)s)"
+    scope = " WHERE optimization_id = %(id)s" + (last_round if q.scope == "last_round" else "")
+    # Bounded before the trials are read: a front over more objectives costs n × front.
+    most = MAX_PARETO_TRIALS if len(objectives) <= 2 else MAX_PARETO_TRIALS_MANY_OBJECTIVES
+    count = await queries.fetch_one("SELECT count(*) AS trials FROM rm_optimizations.trials" + scope, {"id": q.optimization_id})
+    if count is not None and count["trials"] > most:
+        message = (
+            f"a Pareto front over {len(objectives)} objective(s) considers at most {most:,} trials;"
+            f" scope '{q.scope}' holds {count['trials']:,}"
+        )
+        raise ChronicleError("invalid", message, [{"field": "scope", "rule": "max_trials", "message": message}])
     trials = await queries.fetch_all(
         "SELECT trial_index, round_index, candidate_id, candidate, score, metrics FROM rm_optimizations.trials"
-        " WHERE optimization_id = %(id)s" + (last_round if q.scope == "last_round" else "") + " ORDER BY trial_index",
+        + scope + " ORDER BY trial_index",
         {"id": q.optimization_id},
     )
     points = []
@@ -262,7 +277,8 @@ async def pareto(queries: Queries, user: str, q: ParetoQuery) -> dict[str, Any]:
         values = tuple(objective_value(trial, name) for name in objectives)
         if None not in values:
             points.append((trial, values))
-    front = pareto_front(points, tuple(directions[name] for name in objectives))  # type: ignore[arg-type]
+    wanted = tuple(directions[name] for name in objectives)
+    front = await asyncio.to_thread(pareto_front, points, wanted)  # type: ignore[arg-type]  # off the event loop
     return {
         "optimization_id": q.optimization_id,
         "scope": q.scope,

@@ -20,7 +20,7 @@ async def limited(chronicle: Chronicle) -> AsyncIterator[Chronicle]:
     """An instance with the default limits, on the session's database and read models."""
     defaults = Settings.model_fields
     settings = chronicle.settings.model_copy(update={
-        "subject_prefix": new_prefix(), "run_projections": False,
+        "subject_prefix": new_prefix(), "run_projections": False, "query_wait_timeout": 1.0,
         **{name: defaults[name].default for name in defaults if name.startswith("limit_")},
     })
     instance = await bootstrap(settings)
@@ -67,4 +67,24 @@ async def test_search_has_its_own_budget(limited: Chronicle, authority: TokenAut
         assert (refused.value.code, refused.value.details[0]["rule"]) == ("rate_limited", "search")
         await alice.conversations.list()  # the other requests still go through
     finally:
+        await alice.close()
+
+
+async def test_parked_waits_count_against_their_users_requests_in_flight(
+    limited: Chronicle, authority: TokenAuthority
+) -> None:
+    """Queries waiting for a log position nobody reaches used to fill the instance's whole
+    in-flight cap; now they fill their own user's share only."""
+    mallory = await client_of(limited, authority, f"mallory-{uuid.uuid4().hex[:6]}")
+    alice = await client_of(limited, authority, f"alice-{uuid.uuid4().hex[:6]}")
+    try:
+        parked = [asyncio.ensure_future(mallory.request("query.sessions.list", {"min_position": 10**15}))
+                  for _ in range(100)]
+        served = await asyncio.gather(*(outcome(alice.sessions.list()) for _ in range(20)))
+        outcomes = await asyncio.gather(*(outcome(p) for p in parked))
+        assert set(served) == {"ok"}
+        limit = limited.settings.limit_in_flight_per_user
+        assert outcomes.count("rate_limited") >= 100 - limit and outcomes.count("ok") == 0
+    finally:
+        await mallory.close()
         await alice.close()

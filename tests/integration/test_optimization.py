@@ -16,6 +16,7 @@ from services.client.connection import ChronicleClient, ChronicleError
 from services.contract.optimizations import TrialEntry
 from services.entrypoints.bootstrap import Chronicle
 from services.optimizations import queries as queries_optimization
+from services.optimizations.queries import MAX_PARETO_TRIALS_MANY_OBJECTIVES
 from tests.conftest import ClientFactory
 
 ROUND_KEYS = {
@@ -334,6 +335,23 @@ async def test_pareto_front_of_the_last_round_and_of_all_trials(client: Chronicl
     with pytest.raises(ChronicleError) as bad:
         await client.optimizations.pareto(state.optimization_id, directions={"speed": "maximize"})
     assert bad.value.code == "invalid" and bad.value.fields == ["directions"]
+
+
+async def test_a_pareto_front_too_large_to_compute_is_refused_before_any_is_read(client: ChronicleClient) -> None:
+    state = client.optimization(name="wide front", optimizer="nsga", direction="maximize")
+    round = await state.start_round()
+    trials = [
+        {"candidate": {"n": n}, "score": n, "metrics": {"a": n, "b": -n, "c": n % 7}}
+        for n in range(MAX_PARETO_TRIALS_MANY_OBJECTIVES + 1)
+    ]
+    for start in range(0, len(trials), 1000):
+        await state.record_trials(round, trials[start : start + 1000])
+    with pytest.raises(ChronicleError) as refused:
+        await client.optimizations.pareto(state.optimization_id, objectives=["a", "b", "c"])
+    assert (refused.value.code, refused.value.fields) == ("invalid", ["scope"])
+    assert "at most 2,000 trials" in refused.value.message
+    two = await client.optimizations.pareto(state.optimization_id, objectives=["a", "b"])  # a sweep: allowed
+    assert two.considered == len(trials) and len(two.front) == len(trials)  # every trial is on it
 
 
 async def test_compare_gives_each_best_so_far_curve(client: ChronicleClient, connect: ClientFactory) -> None:

@@ -149,3 +149,25 @@ def test_pareto_front_is_exactly_the_undominated_points(vectors: list, second: s
 def test_improves_treats_no_score_as_never_better() -> None:
     assert improves("maximize", 1.0, None) and not improves("maximize", None, 1.0)
     assert improves("minimize", 0.5, 1.0) and not improves("minimize", 1.0, 1.0)
+
+
+@given(
+    st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), max_size=40),
+    st.sampled_from(["maximize", "minimize"]),
+    st.sampled_from(["maximize", "minimize"]),
+)
+def test_the_two_objective_sweep_finds_what_pairwise_comparison_finds(
+    values: list[tuple[int, int]], first: str, second: str
+) -> None:
+    points = [(n, (float(a), float(b))) for n, (a, b) in enumerate(values)]
+    directions = (first, second)
+    signs = tuple(1.0 if d == "maximize" else -1.0 for d in directions)
+    expected = [
+        key for key, mine in points
+        if not any(dominates(tuple(s * v for s, v in zip(signs, other, strict=True)),
+                             tuple(s * v for s, v in zip(signs, mine, strict=True))) for _, other in points)
+    ]
+    assert pareto_front(points, directions) == expected  # type: ignore[arg-type]
+    one = pareto_front([(key, v[:1]) for key, v in points], directions[:1])  # type: ignore[arg-type]
+    best = max((signs[0] * v[0] for _, v in points), default=None)
+    assert one == [key for key, v in points if signs[0] * v[0] == best]
