@@ -327,11 +327,17 @@ async def compare(queries: Queries, user: str, q: CompareOptimizations) -> dict[
     return {"curves": curves}
 
 
+LINEAGE_SECONDS = 0.5
+
+
 async def lineage(queries: Queries, user: str, q: CandidateLineage) -> dict[str, Any]:
     optimization = await summary(queries, user, q.optimization_id)
     # UNION (not UNION ALL) on (candidate, depth) keeps a diamond or a cycle in the
-    # ancestry from multiplying paths; depth bounds the walk.
-    rows = await queries.fetch_all(
+    # ancestry from multiplying paths; depth bounds the walk, and time bounds its work (a
+    # dense graph walked deep visits every candidate at every depth).
+    message = f"this lineage is too large to walk {q.depth} generations deep within {LINEAGE_SECONDS} s; ask for less depth"
+    too_long = ChronicleError("invalid", message, [{"field": "depth", "rule": "work", "message": message}])
+    rows = await queries.fetch_all_within(
         "WITH RECURSIVE walk(candidate_id, depth) AS ("
         " SELECT %(candidate)s::text, 0"
         " UNION SELECT p.parent_id, w.depth + 1 FROM walk w JOIN rm_lineage.candidate_parents p"
@@ -344,6 +350,8 @@ async def lineage(queries: Queries, user: str, q: CandidateLineage) -> dict[str,
         " GROUP BY c.candidate_id, c.origin, c.ops, c.first_round_index, c.first_trial_index"
         " ORDER BY depth, c.first_trial_index",
         {"candidate": q.candidate_id, "id": q.optimization_id, "depth": q.depth, "user": user},
+        seconds=LINEAGE_SECONDS,
+        too_long=too_long,
     )
     if not rows or rows[0]["depth"] != 0:
         raise ChronicleError("not_found", f"candidate {q.candidate_id} not found in optimization {q.optimization_id}")

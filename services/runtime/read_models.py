@@ -53,6 +53,21 @@ class Queries:
                     raise
         raise AssertionError("unreachable")
 
+    async def fetch_all_within(
+        self, query: Any, params: Any, *, seconds: float, too_long: ChronicleError
+    ) -> list[dict[str, Any]]:
+        """As fetch_all, for a query whose work grows with the data (a graph walk): Postgres
+        cancels it after `seconds`, and the caller hears `too_long` (which names the input
+        to ask less of) rather than holding a pooled connection for as long as it takes."""
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{round(seconds * 1000)}ms",))
+            cur = conn.cursor(row_factory=dict_row)
+            try:
+                await cur.execute(query, params, prepare=True)
+            except psycopg.errors.QueryCanceled:
+                raise too_long from None
+            return await cur.fetchall()
+
     async def fetch_one(self, query: Any, params: Any) -> dict[str, Any] | None:
         rows = await self.fetch_all(query, params)
         return rows[0] if rows else None

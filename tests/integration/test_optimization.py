@@ -373,6 +373,25 @@ async def test_compare_gives_each_best_so_far_curve(client: ChronicleClient, con
     assert hidden.value.code == "not_found"
 
 
+async def test_a_lineage_too_dense_to_walk_deep_is_refused_naming_depth(client: ChronicleClient) -> None:
+    """101 candidates each listing all the others as parents: walked 1,000 generations deep
+    it would visit every candidate at every depth; it is cut off and named, not waited for."""
+    state = client.optimization(name="dense", optimizer="evolutionary")
+    round = await state.start_round()
+    names = [f"c{n}" for n in range(101)]
+    trials = [
+        {"candidate": {"id": name}, "score": 0.0, "extra": {"parents": [p for p in names if p != name]}}
+        for name in names
+    ]
+    for start in range(0, len(trials), 50):
+        await state.record_trials(round, trials[start : start + 50])
+    shallow = await client.optimizations.lineage(state.optimization_id, "c0", depth=2)
+    assert len(shallow.lineage) == 101  # every candidate is a parent of c0
+    with pytest.raises(ChronicleError) as refused:
+        await client.optimizations.lineage(state.optimization_id, "c0", depth=1000)
+    assert (refused.value.code, refused.value.fields) == ("invalid", ["depth"])
+
+
 async def test_candidate_lineage_across_rounds(client: ChronicleClient) -> None:
     state = client.optimization(name="lineage", optimizer="evolutionary")
     first = await state.start_round()
