@@ -136,6 +136,9 @@ class EmbeddedNats:
         self.pid_file = data_dir / "nats.pid"
         self.port = port or free_port()
         self.monitor_port = free_port()
+        while self.monitor_port == self.port:  # (a port just freed may be handed out again)
+            self.monitor_port = free_port()
+        self.log_file = data_dir / "nats.log"
         self.extra_args = extra_args or []
         self.auth = auth
         self.process: subprocess.Popen[bytes] | None = None
@@ -148,22 +151,24 @@ class EmbeddedNats:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         stop_leftover(self.pid_file)
         configured = ["-c", str(NATS_CONFIG)] if self.auth is not None else []
-        self.process = subprocess.Popen(
-            [nats_server_binary(), *configured, "-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.monitor_port),
-             "-js", "-sd", str(self.store_dir), *self.extra_args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            # The secrets go by environment, never on a command line others can list.
-            env={**os.environ, **(self.auth.server_environment() if self.auth else {})},
-            # Its own session: a Ctrl-C meant for us must not kill it before we drain.
-            start_new_session=True,
-        )
+        with self.log_file.open("ab") as log:  # its own log: why it did not start, if it does not
+            self.process = subprocess.Popen(
+                [nats_server_binary(), *configured, "-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.monitor_port),
+                 "-js", "-sd", str(self.store_dir), *self.extra_args],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                # The secrets go by environment, never on a command line others can list.
+                env={**os.environ, **(self.auth.server_environment() if self.auth else {})},
+                # Its own session: a Ctrl-C meant for us must not kill it before we drain.
+                start_new_session=True,
+            )
         self.pid_file.write_text(str(self.process.pid))
         deadline = time.monotonic() + timeout
         # Healthy means JetStream too: its API answers "no responders" until it is up.
         while not self.healthy():
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"nats-server did not start on port {self.port}")
+                said = self.log_file.read_text(errors="replace").splitlines()[-5:]
+                raise RuntimeError(f"nats-server did not start on port {self.port}: " + " | ".join(said))
             time.sleep(0.05)
         return self.url
 

@@ -289,7 +289,19 @@ class Conversations:
         return await self._client.query(build(ListConversations, **fields))
 
     async def get(self, conversation_id: UUID) -> ConversationView:
-        return await self._client.query(build(GetConversation, conversation_id=conversation_id))
+        """The conversation with all its messages, read a page at a time."""
+        first = await self.get_page(conversation_id)
+        messages, cursor = list(first.messages), first.next_cursor
+        while cursor is not None:
+            page = await self.get_page(conversation_id, cursor=cursor)
+            messages += page.messages
+            cursor = page.next_cursor
+        return first.model_copy(update={"messages": messages, "next_cursor": None})
+
+    async def get_page(self, conversation_id: UUID, **messages: Any) -> ConversationView:
+        """The conversation with one page of messages; `messages`: limit (up to 1,000),
+        order ("oldest" | "newest"), cursor (a page's next_cursor)."""
+        return await self._client.query(build(GetConversation, conversation_id=conversation_id, messages=messages))
 
     async def search(self, q: str, **fields: Any) -> SearchResults:
         return await self._client.query(build(SearchConversations, q=q, **fields))
@@ -298,4 +310,17 @@ class Conversations:
         return await self._client.query(build(ConversationStatsQuery, **fields))
 
     async def export(self, conversation_id: UUID, format: Literal["json", "markdown"] = "json") -> Export:
-        return await self._client.query(build(ExportConversation, conversation_id=conversation_id, format=format))
+        """The whole export, its parts joined (a JSON document's messages, Markdown's text)."""
+        request = build(ExportConversation, conversation_id=conversation_id, format=format)
+        parts = [await self._client.query(request)]
+        while parts[-1].next_cursor is not None:
+            parts.append(await self._client.query(request.model_copy(update={"cursor": parts[-1].next_cursor})))
+        if len(parts) == 1:
+            return parts[0]
+        if format == "markdown":
+            content = "\n".join(part.content for part in parts)
+        else:
+            documents = [orjson.loads(part.content) for part in parts]
+            documents[0]["messages"] = [m for document in documents for m in document["messages"]]
+            content = orjson.dumps(documents[0], option=orjson.OPT_INDENT_2).decode()
+        return Export(format=format, content=content)

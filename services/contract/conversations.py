@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from domain.conversation import MAX_EMBEDDING_PROVIDER, MAX_MESSAGE_TYPE
 from services.contract.base import (
@@ -60,7 +60,8 @@ class MessageView(Reply):
 class ConversationView(ConversationSummaryView):
     document_context: dict[str, Any] | None
     embedding_provider: str | None
-    messages: list[MessageView]
+    messages: list[MessageView]  # one page, oldest first
+    next_cursor: str | None = None  # the next page's (older ones when the order is newest first); None: no more
 
 
 class SearchHit(Reply):
@@ -93,7 +94,8 @@ class ConversationStats(Reply):
 
 class Export(Reply):
     format: Literal["json", "markdown"]
-    content: str
+    content: str  # one part: a JSON document or Markdown of one page of messages
+    next_cursor: str | None = None  # the next part's; None: this is the last
 
 
 class StartConversation(Command[ConversationStarted], action="conversation.start"):
@@ -132,8 +134,26 @@ class ListConversations(Query[Page[ConversationSummaryView]], action="conversati
     order: Literal["asc", "desc"] = "desc"
 
 
+MAX_PAGE_MESSAGES = 1000
+# What a page's messages may hold (content and metadata), well under a NATS message.
+PAGE_BYTES = 512 * 1024
+Cursor = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+class MessagePage(BaseModel):
+    """Which messages a page holds: `limit` of them (fewer when they pass PAGE_BYTES), from
+    the oldest or the newest, continuing from `cursor` (a previous page's next_cursor)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    limit: int = Field(default=MAX_PAGE_MESSAGES, ge=1, le=MAX_PAGE_MESSAGES)
+    order: Literal["oldest", "newest"] = "oldest"
+    cursor: Cursor | None = None
+
+
 class GetConversation(Query[ConversationView], action="conversations.get"):
     conversation_id: UUID
+    messages: MessagePage = MessagePage()
 
 
 class SearchConversations(Query[SearchResults], action="conversations.search"):
@@ -148,3 +168,4 @@ class ConversationStatsQuery(Query[ConversationStats], action="conversations.sta
 class ExportConversation(Query[Export], action="conversations.export"):
     conversation_id: UUID
     format: Literal["json", "markdown"] = "json"
+    cursor: Cursor | None = Field(default=None, description="the next part of a large export (next_cursor)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 from uuid import UUID
 
@@ -9,12 +10,15 @@ import orjson
 from psycopg.sql import SQL, Composed, Identifier
 
 from services.contract.conversations import (
+    PAGE_BYTES,
     ConversationStatsQuery,
     ExportConversation,
     GetConversation,
     ListConversations,
+    MessagePage,
     SearchConversations,
 )
+from services.contract.errors import ChronicleError
 from services.runtime.full_text import QUERY, headline, mine_matching, ranked_search
 from services.runtime.read_models import Queries, not_found, page
 
@@ -43,10 +47,31 @@ async def list_conversations(queries: Queries, user: str, q: ListConversations) 
 
 
 async def get(queries: Queries, user: str, q: GetConversation) -> dict[str, Any]:
-    return await get_conversation(queries, user, q.conversation_id)
+    return await get_conversation(queries, user, q.conversation_id, q.messages)
 
 
-async def get_conversation(queries: Queries, user: str, conversation_id: UUID) -> dict[str, Any]:
+def encode_cursor(seq: int, order: str) -> str:
+    return base64.urlsafe_b64encode(f"{order[0]}{seq}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, order: str, field: str) -> int:
+    """A page's next_cursor back to the message seq it continues from (`invalid` naming the
+    field when it is not one, or was made for the other order)."""
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if text[:1] != order[0]:
+            raise ValueError(text)
+        return int(text[1:])
+    except ValueError:
+        message = "not a cursor this service gave for this order"
+        raise ChronicleError("invalid", message, [{"field": field, "rule": "cursor", "message": message}]) from None
+
+
+async def get_conversation(
+    queries: Queries, user: str, conversation_id: UUID, window: MessagePage | None = None, field: str = "messages.cursor"
+) -> dict[str, Any]:
+    """The conversation and one page of its messages (all of them when they fit one)."""
+    window = window or MessagePage()
     conversation = await queries.fetch_one(
         "SELECT " + CONVERSATION_COLUMNS + ", document_context, embedding_provider"
         " FROM rm_history.conversations WHERE id = %s AND owner = %s",
@@ -54,11 +79,28 @@ async def get_conversation(queries: Queries, user: str, conversation_id: UUID) -
     )
     if conversation is None:
         raise not_found("conversation", conversation_id)
-    conversation["messages"] = await queries.fetch_all(
-        "SELECT id, role, content, metadata, pinned, message_type, created_at"
-        " FROM rm_history.messages WHERE conversation_id = %s ORDER BY seq",
-        (conversation_id,),
+    newest = window.order == "newest"
+    after = decode_cursor(window.cursor, window.order, field) if window.cursor else (2**63 - 1 if newest else -1)
+    rows = await queries.fetch_all(
+        "SELECT id, role, content, metadata, pinned, message_type, created_at, seq,"
+        " length(content) + length(metadata::text) AS size"
+        " FROM rm_history.messages WHERE conversation_id = %s"
+        + (" AND seq < %s ORDER BY seq DESC" if newest else " AND seq > %s ORDER BY seq")
+        + " LIMIT %s",
+        (conversation_id, after, window.limit + 1),
     )
+    taken: list[dict[str, Any]] = []
+    size = 0
+    for row in rows[: window.limit]:
+        size += row["size"]
+        if taken and size > PAGE_BYTES:
+            break
+        taken.append(row)
+    more = len(taken) < len(rows)
+    conversation["next_cursor"] = encode_cursor(taken[-1]["seq"], window.order) if more else None
+    for row in taken:
+        del row["seq"], row["size"]
+    conversation["messages"] = taken[::-1] if newest else taken
     return conversation
 
 
@@ -105,12 +147,16 @@ async def conversation_stats(queries: Queries, user: str, q: ConversationStatsQu
 
 
 async def export_conversation(queries: Queries, user: str, q: ExportConversation) -> dict[str, Any]:
-    conversation = await get_conversation(queries, user, q.conversation_id)
+    """One part of the export: the conversation with one page of its messages (the
+    client joins the parts: services/client/connection.py)."""
+    page = MessagePage(cursor=q.cursor)
+    conversation = await get_conversation(queries, user, q.conversation_id, page, field="cursor")
+    next_cursor = conversation.pop("next_cursor")
     if q.format == "json":
         content = orjson.dumps(conversation, option=orjson.OPT_INDENT_2).decode()
     else:
-        content = to_markdown(conversation)
-    return {"format": q.format, "content": content}
+        content = to_markdown(conversation, heading=q.cursor is None)
+    return {"format": q.format, "content": content, "next_cursor": next_cursor}
 
 
 def conversation_filters(q: ListConversations) -> Composed:
@@ -122,11 +168,15 @@ def conversation_filters(q: ListConversations) -> Composed:
     return SQL(" AND ").join(conditions)
 
 
-def to_markdown(conversation: dict[str, Any]) -> str:
-    lines = [f"# {conversation['title'] or 'Untitled conversation'}", ""]
-    if conversation["tags"]:
-        lines += ["Tags: " + ", ".join(conversation["tags"]), ""]
-    lines += [f"Created: {conversation['created_at'].isoformat()}", ""]
+def to_markdown(conversation: dict[str, Any], *, heading: bool = True) -> str:
+    """Markdown of the conversation's messages, after its heading unless `heading` is off
+    (a later part of an export)."""
+    lines: list[str] = []
+    if heading:
+        lines += [f"# {conversation['title'] or 'Untitled conversation'}", ""]
+        if conversation["tags"]:
+            lines += ["Tags: " + ", ".join(conversation["tags"]), ""]
+        lines += [f"Created: {conversation['created_at'].isoformat()}", ""]
     for message in conversation["messages"]:
         lines += [f"## {message['role']} · {message['created_at'].isoformat()}", "", message["content"], ""]
     return "\n".join(lines)

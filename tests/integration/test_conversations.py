@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import orjson
@@ -132,3 +133,33 @@ async def test_sessions(client: ChronicleClient) -> None:
         await client.conversations.start(session_id=session.session_id)
     assert raised.value.code == "conflict"
     assert (await client.sessions.list()).items[0].status == "closed"
+
+
+async def test_a_conversation_larger_than_a_nats_message_is_read_and_exported_in_pages(client: ChronicleClient) -> None:
+    """150 messages of 10,000 characters (1.5 MB) timed out: the reply passed NATS's 1 MiB."""
+    started = await client.conversations.start(title="long")
+    texts = [f"{n:04d} " + "w" * 9_995 for n in range(150)]
+    for start in range(0, 150, 50):
+        await asyncio.gather(*(
+            client.conversations.add_message(started.conversation_id, "user", text) for text in texts[start : start + 50]
+        ))
+    first = await client.conversations.get_page(started.conversation_id)
+    assert first.next_cursor is not None and 0 < len(first.messages) < 150
+    whole = await client.conversations.get(started.conversation_id)
+    assert sorted(m.content for m in whole.messages) == texts and len({m.id for m in whole.messages}) == 150
+    assert [m.created_at for m in whole.messages] == sorted(m.created_at for m in whole.messages)
+
+    newest = await client.conversations.get_page(started.conversation_id, order="newest", limit=10)
+    assert [m.id for m in newest.messages] == [m.id for m in whole.messages[-10:]]
+    older = await client.conversations.get_page(started.conversation_id, order="newest", limit=10, cursor=newest.next_cursor)
+    assert [m.id for m in older.messages] == [m.id for m in whole.messages[-20:-10]]
+
+    exported = await client.conversations.export(started.conversation_id, format="json")
+    assert [m["content"] for m in orjson.loads(exported.content)["messages"]] == [m.content for m in whole.messages]
+    markdown = await client.conversations.export(started.conversation_id, format="markdown")
+    assert markdown.content.startswith("# long") and all(text in markdown.content for text in texts)
+    assert markdown.content.count("# long") == 1
+
+    with pytest.raises(ChronicleError) as refused:
+        await client.conversations.get_page(started.conversation_id, order="oldest", cursor=newest.next_cursor)
+    assert (refused.value.code, refused.value.fields) == ("invalid", ["messages.cursor"])
