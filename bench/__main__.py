@@ -27,6 +27,7 @@ def parser() -> argparse.ArgumentParser:
         epilog="Defaults are the full scale (about 10-20 minutes on 2 cores); --quick takes about a minute. "
         "`python -m bench hitl --help`: the HITL signal latency benchmark; "
         "`python -m bench bus --help`: the closed bus's cost (connect, HITL, add_message) against an open one; "
+        "`python -m bench fairness --help`: other users' latency while one user floods; "
         "`python -m bench optimization --help`: trial.record throughput and optimizations.history; "
         "`python -m bench snapshots --help`: loading and auditing a 10,000-event aggregate; "
         "`python -m bench audit --help`: hash-chain verification and export rates; "
@@ -96,6 +97,7 @@ def plan_from(args: argparse.Namespace) -> Plan:
 SUITES = {
     "hitl": "bench.hitl",  # HITL signal latency
     "bus": "bench.bus",  # what the closed bus costs: open vs closed nats-server side by side
+    "fairness": "bench.fairness",  # other users' latency while one user floods (default limits)
     "optimization": "bench.optimization",  # trial.record throughput, optimizations.history
     "snapshots": "bench.snapshots",  # loading and auditing a 10,000-event aggregate
     "audit": "bench.audit",  # hash-chain verification and export rates

@@ -66,6 +66,7 @@ class ServiceProcess:
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     settings: dict[str, str] = field(default_factory=dict)  # more CHRONICLE_* variables, e.g. CHRONICLE_JOB_WORKERS
+    limited: bool = False  # the service's own per-user limits (benchmarks of capacity turn them off)
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -99,8 +100,9 @@ class ServiceProcess:
             CHRONICLE_DATA_DIR=str(self.workdir / "data"),
             CHRONICLE_LOG_LEVEL="INFO",
         )
-        # Benchmarks measure capacity: per-user limits off unless a setting turns them on.
-        env.update({f"CHRONICLE_LIMIT_{name}": "0" for name in UNLIMITED})
+        # Benchmarks measure capacity: per-user limits off unless asked for (or set).
+        if not self.limited:
+            env.update({f"CHRONICLE_LIMIT_{name}": "0" for name in UNLIMITED})
         env.update(self.settings)
         return env
 
