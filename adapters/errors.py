@@ -15,19 +15,37 @@ from services.contract.errors import ChronicleError, invalid_from_validation
 log = logging.getLogger(__name__)
 
 
+# What chronicle.begin_append raises for content sealed for a user erased before
+# (migration 0007).
+WRITER_ERASED = "CH001"
+
+
+class WriterErased(Exception):
+    """A statement held content for a user whose erasure committed before it."""
+
+
 # Failures of the statement's values, not of the database: a retry fails the same way.
-STATEMENT_FAILURES = (psycopg.errors.DataError, psycopg.errors.ProgramLimitExceeded)
+STATEMENT_FAILURES = (psycopg.errors.DataError, psycopg.errors.ProgramLimitExceeded, WriterErased)
+
+
+def causes(error: BaseException) -> list[BaseException]:
+    """The error and what caused it, through the library's wrapping to the driver's error."""
+    found: list[BaseException] = []
+    seen: BaseException | None = error
+    while seen is not None and seen not in found:
+        found.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return found
 
 
 def statement_failed(error: BaseException) -> bool:
-    """Whether a value in the statement failed it (too long for an index, not encodable),
-    looking through the library's wrapping to the driver's error."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, STATEMENT_FAILURES):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    """Whether the statement's own content failed it (a value too long for an index, not
+    encodable, sealed for an erased user): saved alone, the others would not fail."""
+    return any(isinstance(cause, STATEMENT_FAILURES) for cause in causes(error))
+
+
+def sqlstate_of(error: BaseException) -> str | None:
+    return next((cause.sqlstate for cause in causes(error) if isinstance(cause, psycopg.Error)), None)
 
 
 def translate(error: BaseException) -> ChronicleError:
@@ -43,6 +61,9 @@ def translate(error: BaseException) -> ChronicleError:
             else []
         )
         return ChronicleError(error.code, error.message, details)
+    if any(isinstance(cause, WriterErased) for cause in causes(error)):
+        message = "the user was erased; nothing more is recorded for them"
+        return ChronicleError("conflict", message, [{"field": "owner", "rule": "not_erased", "message": message}])
     if statement_failed(error):
         log.warning("a value could not be stored", extra={"error_type": type(error).__name__})
         return ChronicleError("invalid", "the request holds a value the database cannot store")

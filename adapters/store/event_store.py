@@ -7,7 +7,7 @@ command's reply exists exactly when its events do.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -16,13 +16,14 @@ from eventsourcing.persistence import (
     DataError,
     InterfaceError,
     OperationalError,
+    PersistenceError,
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
 from psycopg.sql import SQL
 
-from adapters.errors import statement_failed
+from adapters.errors import WRITER_ERASED, WriterErased, sqlstate_of, statement_failed
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import ErasedContent, PydanticMapper
 from adapters.store.postgres import PostgresTarget
@@ -76,7 +77,11 @@ class ChronicleRecorder(PostgresApplicationRecorder):
             " FROM unnest(%b::text[], %b::text[], %b::text[], %b::bytea[], %b::int4[])"
             " AS r(owner, key, fingerprint, reply, last_event)"
         )
-        self.insert_replies = replies.format(position="NULL")
+        # Replies of commands that recorded no event: under the append lock and its erasure
+        # check too (migration 0007).
+        self.insert_replies = (
+            replies.format(position="NULL") + " WHERE (SELECT chronicle.begin_append(%b::text[], %b::text[], %b::text[]))"
+        )
         # One statement, so one round trip and its own transaction (migration 0006): the
         # lock is taken before the first notification id is drawn, ids are drawn in the
         # order of the rows, and a version or key conflict anywhere fails the whole
@@ -85,7 +90,7 @@ class ChronicleRecorder(PostgresApplicationRecorder):
             "WITH appended AS ("
             " INSERT INTO chronicle.events (originator_id, originator_version, topic, state)"
             " SELECT * FROM unnest(%b::uuid[], %b::int8[], %b::text[], %b::bytea[])"
-            " WHERE (SELECT chronicle.begin_append(%b::text[]))"
+            " WHERE (SELECT chronicle.begin_append(%b::text[], %b::text[], %b::text[]))"
             " RETURNING notification_id"
             "), positions AS (SELECT array_agg(notification_id ORDER BY notification_id) AS ids FROM appended"
             "), replied AS ("
@@ -109,18 +114,28 @@ class ChronicleRecorder(PostgresApplicationRecorder):
         return self.record(stored_events)
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
-    def record(self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = ()) -> list[int]:
+    def record(
+        self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = (), *,
+        writers: Collection[str] = (), erased: Collection[str] = (),
+    ) -> list[int]:
         """One transaction: the events and the commands' replies; returns the events'
-        notification ids, in the order of `stored_events`. A connection that failed is
-        tried again; a statement whose values failed it is not (DataError)."""
+        notification ids, in the order of `stored_events`. `writers`: the users whose
+        content is sealed in it (WriterErased if one was erased before); `erased`: the users
+        whose erasure it records (their keys are destroyed with it). A connection that failed
+        is tried again; a statement whose values failed it is not (DataError)."""
         try:
-            return self._record(stored_events, replies)
-        except OperationalError as error:
-            if statement_failed(error):
+            return self._record(stored_events, replies, sorted(writers), sorted(erased))
+        except PersistenceError as error:
+            if sqlstate_of(error) == WRITER_ERASED:
+                raise WriterErased("content for an erased user") from None
+            if isinstance(error, OperationalError) and statement_failed(error):
                 raise DataError(str(error)) from error
             raise
 
-    def _record(self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord]) -> list[int]:
+    def _record(
+        self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord],
+        writers: list[str], erased: list[str],
+    ) -> list[int]:
         reply_columns = (
             [r.owner for r in replies],
             [r.key for r in replies],
@@ -132,7 +147,7 @@ class ChronicleRecorder(PostgresApplicationRecorder):
             if not stored_events:
                 # Commands that changed nothing still keep their replies (if they have any).
                 if replies:
-                    curs.execute(self.insert_replies, reply_columns, prepare=True)
+                    curs.execute(self.insert_replies, (*reply_columns, [], writers, erased), prepare=True)
                 return []
             relays = {self.channel_of_topic[e.topic] for e in stored_events if e.topic in self.channel_of_topic}
             curs.execute(
@@ -143,6 +158,8 @@ class ChronicleRecorder(PostgresApplicationRecorder):
                     [e.topic for e in stored_events],
                     [e.state for e in stored_events],
                     [EVENTS_CHANNEL, *sorted(relays)],
+                    writers,
+                    erased,
                     *reply_columns,
                 ),
                 prepare=True,

@@ -6,13 +6,14 @@ the same idempotency records, and no server.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
+from adapters.errors import WriterErased
 from adapters.store.event_store import IdempotencyRecord, StoredReply
 from adapters.store.mapper import PydanticMapper
 
@@ -22,10 +23,16 @@ class InMemoryRecorder:
         self.events: list[StoredEvent] = []  # notification id = index + 1
         self.versions: set[tuple[UUID | str, int]] = set()
         self.stored_replies: dict[tuple[str, str], StoredReply] = {}
+        self.erased: set[str] = set()  # users whose erasure was recorded
         self._lock = threading.Lock()
 
-    def record(self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = ()) -> list[int]:
+    def record(
+        self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = (), *,
+        writers: Collection[str] = (), erased: Collection[str] = (),
+    ) -> list[int]:
         with self._lock:
+            if set(writers) & self.erased:
+                raise WriterErased("content for an erased user")
             taken = {(e.originator_id, e.originator_version) for e in stored_events}
             if len(taken) < len(stored_events) or taken & self.versions:
                 raise IntegrityError("an aggregate version is already taken")
@@ -38,6 +45,7 @@ class InMemoryRecorder:
             for reply in replies:
                 position = positions[reply.last_event] if reply.last_event is not None else None
                 self.stored_replies[(reply.owner, reply.key)] = StoredReply(reply.fingerprint, reply.reply, position)
+            self.erased |= set(erased)
             return positions
 
     def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], StoredReply]:

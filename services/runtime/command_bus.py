@@ -16,7 +16,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -29,6 +29,7 @@ from adapters.store.event_store import IdempotencyRecord, StoredReply
 from adapters.store.keys import UserErased
 from adapters.store.mapper import ErasedContent, PydanticMapper
 from domain.base import SYSTEM_OWNER
+from domain.erasure import DataSubject
 from services.contract.base import Command
 from services.contract.errors import ChronicleError
 from services.runtime.dispatch import Decide
@@ -94,7 +95,10 @@ class _Rerun(Exception):
 
 
 class Recorder(Protocol):
-    def record(self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = ()) -> list[int]: ...
+    def record(
+        self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = (), *,
+        writers: Collection[str] = (), erased: Collection[str] = (),
+    ) -> list[int]: ...
     def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], StoredReply]: ...
 
 
@@ -291,7 +295,11 @@ class CommandBus:
         stored_replies = self.store.recorder.replies(keys)
         self._prefetch(batch)
         seen: dict[tuple[str, str], Submission] = {}
+        erased_here: set[str] = set()  # users this batch erases: nothing more of theirs in it
         for s in batch:
+            if s.user_id in erased_here:
+                s.error = translate(UserErased(f"user {s.user_id} was erased", field="owner", rule="not_erased"))
+                continue
             first = seen.get((s.user_id, s.key))
             if first is not None:
                 self._check_same_request(s, first.fingerprint)
@@ -309,6 +317,7 @@ class CommandBus:
                     s.reply, s.replayed = reply, True
                 continue
             self._decide(s, first_attempt=not replay_all_keys)
+            erased_here |= {e.user_id for e in s.events if isinstance(e, DataSubject.Erased)}
         return self._save(batch)
 
     def _check_same_request(self, s: Submission, known_fingerprint: str) -> None:
@@ -361,7 +370,12 @@ class CommandBus:
             if s.sealed_reply is not None:
                 last_event = events_so_far - 1 if s.events else None
                 replies.append(IdempotencyRecord(s.user_id, s.key, "", s.sealed_reply, last_event))
-        positions = iter(self.store.recorder.record(stored, replies))
+        # Whose content the statement seals (refused if their erasure came first), and whose
+        # erasure it records (their keys go with it): adapters/store/event_store.py.
+        writers = {owner for s in decided for owner in s.owners.values() if owner is not None}
+        writers |= {r.owner for r in replies if r.owner != SYSTEM_OWNER}
+        erased = {e.user_id for s in decided for e in s.events if isinstance(e, DataSubject.Erased)}
+        positions = iter(self.store.recorder.record(stored, replies, writers=writers - erased, erased=erased))
         committed: list[tuple[int, Any]] = []
         for s in decided:
             committed.extend((next(positions), event) for event in s.events)

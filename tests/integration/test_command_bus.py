@@ -93,3 +93,38 @@ async def test_a_value_the_database_refuses_fails_only_its_own_command(chronicle
     assert isinstance(results[0], ChronicleError) and results[0].code == "invalid"
     assert all(isinstance(r, dict) and r["conversation_id"] for r in results[1:])
     assert bus.batches == 1
+
+
+async def test_an_erasure_batched_with_the_users_own_writes_fails_only_what_comes_after_it(
+    chronicle: Chronicle,
+) -> None:
+    """add_message(v), erase(v), add_message(v), start(bystander) in one batch: all four got
+    `conflict "too much contention"` (the erasure dropped v's cached conversation, the
+    second add_message reused a version). Now the bystander and what came before stand."""
+    from services.contract.users import EraseUser
+
+    bus = CommandBus(chronicle.store, command_handlers())
+    victim, bystander = f"v-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"
+    bus.start()
+    try:
+        conversation_id = uuid.UUID((await bus.execute(StartConversation(title="t"), victim))["conversation_id"])
+    finally:
+        bus.stop()
+    bus = CommandBus(chronicle.store, command_handlers())
+    message = AddMessage(conversation_id=conversation_id, role="user", content="hi")
+    try:
+        futures = [
+            asyncio.ensure_future(bus.execute(message, victim)),
+            asyncio.ensure_future(bus.execute(EraseUser(user_id=victim), "an-admin")),
+            asyncio.ensure_future(bus.execute(message, victim)),
+            asyncio.ensure_future(bus.execute(StartConversation(title="mine"), bystander)),
+        ]
+        await asyncio.sleep(0)  # every submission reaches the queue before the writer starts
+        bus.start()
+        results = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), 30)
+    finally:
+        bus.stop()
+    assert isinstance(results[0], dict) and results[1]["erased"] is True  # type: ignore[index]
+    assert isinstance(results[2], ChronicleError) and results[2].code == "conflict"
+    assert isinstance(results[3], dict) and results[3]["conversation_id"]
+    assert bus.batches == 1

@@ -118,3 +118,49 @@ async def test_erasing_a_user_shreds_content_and_keeps_the_audit_trail(
     for projection in PROJECTIONS:
         result = await asyncio.to_thread(verify, chronicle.target, projection)
         assert result.ok, (projection.name, result.tables)
+
+
+def events_after(chronicle: Chronicle, url: str, position: int, owner: str) -> list[int]:
+    """Notification ids, after `position`, of events holding the owner's content."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT notification_id, state FROM chronicle.events WHERE notification_id > %s", (position,)
+        ).fetchall()
+    mapper = chronicle.postgres_store.mapper
+    return [n for n, state in rows if mapper.stored_json(bytes(state)).get("_owner") == owner]
+
+
+@pytest.mark.parametrize("repetition", range(20))
+async def test_no_write_of_an_erased_user_commits_after_the_erasure(
+    chronicle: Chronicle, second_instance: Chronicle, connect: ClientFactory, repetition: int
+) -> None:
+    """8 writers add messages while the user is erased, with two instances (each with its
+    own key cache) taking the requests: nothing of the user's commits after the erasure,
+    and the read models hold none of their rows once they have applied it."""
+    url = chronicle.settings.database_url or ""
+    user = f"racer-{repetition}-{uuid.uuid4().hex[:6]}"
+    writer, admin = await connect(user), await connect("admin-race", roles=("admin",))
+    started = await writer.conversations.start(title="a race")
+    written = asyncio.Event()
+    count = 0
+
+    async def write(n: int) -> None:
+        nonlocal count
+        while True:
+            try:
+                await writer.conversations.add_message(started.conversation_id, "user", f"canary {n}")
+            except ChronicleError as error:
+                assert error.code in ("conflict", "not_found"), error
+                return
+            count += 1
+            if count >= 16:
+                written.set()
+
+    writers = [asyncio.create_task(write(n)) for n in range(8)]
+    await asyncio.wait_for(written.wait(), 30)  # the erasure lands among writes
+    erased = await admin.request("cmd.user.erase", {"user_id": user})
+    await asyncio.wait_for(asyncio.gather(*writers), 30)
+
+    assert events_after(chronicle, url, erased["position"], user) == []
+    await chronicle.positions.wait_for([p.name for p in PROJECTIONS], erased["position"], 10)
+    assert not any(owners_rows(url, user).values()), owners_rows(url, user)
