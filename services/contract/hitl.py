@@ -111,13 +111,15 @@ class Signal(Reply):
 
 
 class ResumeSignal(Signal):
-    """The person's answer, as hitl.take hands it to the run's orchestrator."""
+    """The person's answer, as hitl.take hands it to the run's orchestrator; the history
+    leaves out its oldest messages (`history_truncated`) past 512 KiB."""
 
     approved: bool
     edits: dict[str, Any]
     feedback: str | None
     feedback_message_id: UUID | None
     history: list[MessageView]
+    history_truncated: bool = False
 
 
 class PauseRun(Command[RunPaused], action="hitl.pause"):

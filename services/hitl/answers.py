@@ -13,11 +13,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
+import orjson
+
 from domain.conversation import Conversation
 from domain.hitl import HitlPaused, HitlResumed, select_history
 from services.contract.hitl import RecordTaken, TakeAnswer
 from services.runtime.command_bus import CommandBus
 
+# What an answer's history may hold (content and metadata), well under a NATS message.
+ANSWER_HISTORY_BYTES = 512 * 1024
 # A conversation's events, content unsealed (the event store's events_of).
 EventsOf = Callable[[UUID], Sequence[Any]]
 
@@ -43,6 +47,7 @@ def resume_answer(events: Sequence[Any], run_id: str, position: int | None) -> d
     )
     messages = [message_of(e) for e in events if isinstance(e, Conversation.MessageAdded)]
     keep = {pause.prompt_message_id} | ({resumed.feedback_message_id} if resumed.feedback_message_id else set())
+    history, truncated = within_bytes(select_history(messages, pause.history, resumed.timestamp, keep), keep)
     return {
         "event": "resumed",
         "run_id": run_id,
@@ -50,8 +55,24 @@ def resume_answer(events: Sequence[Any], run_id: str, position: int | None) -> d
         "position": position,
         "at": resumed.timestamp,
         **resumed.model_dump(include={"approved", "edits", "feedback", "feedback_message_id"}),
-        "history": select_history(messages, pause.history, resumed.timestamp, keep),
+        "history": history,
+        "history_truncated": truncated,
     }
+
+
+def within_bytes(history: list[dict[str, Any]], keep: set[UUID]) -> tuple[list[dict[str, Any]], bool]:
+    """The history, its oldest messages left out (never the prompt or the feedback) while
+    it holds more than ANSWER_HISTORY_BYTES: the answer must fit in one NATS reply, or the
+    orchestrator would never get an answer it has taken."""
+    sizes = [len(m["content"]) + len(orjson.dumps(m["metadata"])) for m in history]
+    total, dropped = sum(sizes), set()
+    for message, size in zip(history, sizes, strict=True):
+        if total <= ANSWER_HISTORY_BYTES:
+            break
+        if message["id"] not in keep:
+            dropped.add(message["id"])
+            total -= size
+    return [m for m in history if m["id"] not in dropped], bool(dropped)
 
 
 class Answers:

@@ -290,3 +290,20 @@ async def test_history_window(client: ChronicleClient, window: dict, expected: l
     await client.hitl.resume(handle.run_id, approved=True, feedback="fine")
     answer = await handle.wait_for_resume(timeout=10)
     assert [m.content for m in answer.history] == expected
+
+
+async def test_an_answer_with_a_history_too_large_for_one_reply_still_arrives(client: ChronicleClient) -> None:
+    """120 messages of 9,900 characters (1.2 MB) with the default window `all`: the
+    answer, once taken, must reach its orchestrator, so its oldest messages are left out."""
+    started = await client.conversations.start(title="long talk")
+    for start in range(0, 120, 40):
+        await asyncio.gather(*(
+            client.conversations.add_message(started.conversation_id, "user", f"{n:03d} " + "z" * 9_896)
+            for n in range(start, start + 40)
+        ))
+    handle = await client.hitl.pause(started.conversation_id, step="big", prompt="Go on?")
+    await client.hitl.resume(handle.run_id, approved=True, feedback="yes")
+    answer = await handle.wait_for_resume(timeout=10)
+    assert answer.history_truncated and 0 < len(answer.history) < 122
+    assert [m.content for m in answer.history][-2:] == ["Go on?", "yes"]
+    assert answer.history[-3].content.startswith("119 ")  # the newest are kept
