@@ -32,7 +32,8 @@ def parser() -> argparse.ArgumentParser:
         "`python -m bench snapshots --help`: loading and auditing a 10,000-event aggregate; "
         "`python -m bench audit --help`: hash-chain verification and export rates; "
         "`python -m bench artifacts --help`: artifacts.get, lineage, search and variation sets over 1M artifacts; "
-        "`python -m bench jobs --help`: jobs/s, latency and pipeline overhead with 1, 2 and 4 job workers.",
+        "`python -m bench jobs --help`: jobs/s, latency and pipeline overhead with 1, 2 and 4 job workers; "
+        "`python -m bench gateway --help`: what the REST API adds over NATS.",
     )
     scale = p.add_argument_group("scale")
     scale.add_argument("--quick", action="store_true",
@@ -103,6 +104,7 @@ SUITES = {
     "audit": "bench.audit",  # hash-chain verification and export rates
     "artifacts": "bench.artifacts",  # artifacts.get, lineage, search, variation sets over 1M artifacts
     "jobs": "bench.jobs",  # jobs/s, latency and pipeline overhead with 1, 2, 4 job workers
+    "gateway": "bench.gateway",  # what the REST API adds over NATS: reads p50/p95, writes/s
 }
 
 

@@ -99,6 +99,7 @@ class ServiceProcess:
             CHRONICLE_JWT_SECRET=self.jwt_secret,
             CHRONICLE_DATA_DIR=str(self.workdir / "data"),
             CHRONICLE_LOG_LEVEL="INFO",
+            CHRONICLE_HTTP_PORT="0",  # no REST API in the service's process unless asked for
         )
         # Benchmarks measure capacity: per-user limits off unless asked for (or set).
         if not self.limited:
@@ -106,12 +107,13 @@ class ServiceProcess:
         env.update(self.settings)
         return env
 
-    def start(self, timeout: float = 60.0) -> None:
-        """Start the service and return once it logs `ready` (its NATS endpoints are up)."""
+    def start(self, timeout: float = 60.0, command: str = "serve") -> None:
+        """Start the service (or another `chronicle` command that logs `ready`, e.g. `http`)
+        and return once it logs `ready` (its endpoints are up)."""
         with self.log_path.open("wb") as log:
             self.started_at = time.perf_counter()
             self.process = subprocess.Popen(
-                [*chronicle_command(), "serve"], env=self.environment(), stdout=log, stderr=subprocess.STDOUT
+                [*chronicle_command(), command], env=self.environment(), stdout=log, stderr=subprocess.STDOUT
             )
         deadline = time.monotonic() + timeout
         while not self._logged("ready"):

@@ -11,6 +11,7 @@ from services.contract.artifacts import (
     CachePreview,
     CompareArtifacts,
     CreateVariations,
+    DraftArtifact,
     GenerateArtifact,
     GetArtifact,
     GetVariations,
@@ -34,6 +35,7 @@ ROUTES: Routes = {
     TagArtifact: commands.tag_artifact,
     # A generator call or a 20 MiB upload first, then the bus stores the outcome.
     GenerateArtifact: Serve(Generating.generate, on=Generating),
+    DraftArtifact: Serve(Generating.draft, on=Generating),
     RefineArtifact: Serve(Generating.refine, on=Generating),
     CreateVariations: Serve(Generating.variations, on=Generating),
     UploadPart: Serve(Previews.upload_part, on=Previews),

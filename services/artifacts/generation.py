@@ -1,4 +1,5 @@
-"""artifact.generate, artifact.refine and artifact.variations: call the generator, then store.
+"""artifact.generate, artifact.refine and artifact.variations: call the generator, then store
+(artifact.draft: only call it).
 
 The generator runs outside the writer thread (it may be a remote model taking seconds);
 what it produced is stored by one internal command, so a retried request with the same
@@ -15,6 +16,7 @@ from uuid import UUID
 from domain.artifact import Artifact
 from services.contract.artifacts import (
     CreateVariations,
+    DraftArtifact,
     GenerateArtifact,
     RefineArtifact,
     StoreGenerated,
@@ -76,6 +78,14 @@ class Generating:
             return generated_artifact(generation, request, origin="generated", **provenance)
 
         return await self.bus.execute_prepared(cmd, user, key, work)
+
+    async def draft(self, user: str, cmd: DraftArtifact, key: str | None) -> dict[str, Any]:
+        """Generate only: the caller keeps what it gets (nothing is stored, nothing to repeat)."""
+        generation = await self._call(GenerationRequest(query=cmd.query, model=cmd.model, temperature=cmd.temperature))
+        return {
+            "layout": generation.layout, "draft": generation.draft, "model": generation.model,
+            "provider": generation.provider, "stats": generation.stats.model_dump(mode="json"),
+        }
 
     async def refine(self, user: str, cmd: RefineArtifact, key: str | None) -> dict[str, Any]:
         async def work() -> Command[Any]:

@@ -233,6 +233,16 @@ class ChronicleClient:
             raise failure(reply.get("error") or {})
         return cast(dict[str, Any], reply["data"])
 
+    async def send_json(self, request: Command[Any] | Query[Any], idempotency_key: str | None = None) -> dict[str, Any]:
+        """Any request, its reply data as plain JSON values (for a gateway that re-shapes it);
+        a command's position is remembered, a query reads this client's own writes."""
+        if isinstance(request, Query):
+            return await self.query_json(request)
+        payload = request.model_dump(mode="json", exclude_unset=True)
+        data = await self.request(f"cmd.{request.action}", payload, idempotency_key=idempotency_key)
+        self.observed(data.get("position"))
+        return cast(dict[str, Any], data)
+
     def _query_payload(self, request: Query[Any]) -> dict[str, Any]:
         payload = request.model_dump(mode="json", exclude_unset=True)
         if request.min_position is None and self.last_position is not None:

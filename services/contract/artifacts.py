@@ -277,6 +277,23 @@ class GenerateArtifact(Provenance, Command[Generated], action="artifact.generate
     parent_id: UUID | None = None
 
 
+class Drafted(Reply):
+    layout: dict[str, Any]
+    draft: str
+    model: str | None
+    provider: str | None
+    stats: GenerationStats
+
+
+class DraftArtifact(Command[Drafted], action="artifact.draft"):
+    """A layout generated and not stored (seed 000's generate_layout with persist=false):
+    nothing is written, so an Idempotency-Key is not needed."""
+
+    query: Annotated[str, Text(MAX_QUERY)]
+    model: Label | None = None
+    temperature: float = Field(default=0.7, ge=0, le=MAX_TEMPERATURE)
+
+
 class RefineArtifact(Command[Generated], action="artifact.refine"):
     artifact_id: UUID
     refinement: Annotated[str, Text(MAX_REFINEMENT)]

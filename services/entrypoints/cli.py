@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from adapters.store.postgres import PostgresTarget
     from projections.base import Projection
     from services.entrypoints.bootstrap import Chronicle, Stage
+    from services.gateways.http_server import HttpServer
 
 log = logging.getLogger("chronicle")
 
@@ -31,6 +32,11 @@ async def serve(settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     chronicle = await bootstrap(settings)
+    try:
+        http = await rest_server(settings, chronicle.nats_url) if settings.http_port else None
+    except BaseException:
+        await chronicle.stop()
+        raise
     log.info(
         "ready",
         extra={
@@ -38,11 +44,48 @@ async def serve(settings: Settings) -> None:
             "nats": chronicle.nats_url,
             "subjects": f"{settings.subject_prefix}.cmd.>, {settings.subject_prefix}.query.>",
             "endpoints": len(chronicle.subjects),
+            "http": http.url if http else None,
         },
     )
     await stop.wait()
     log.info("stopping: finishing in-flight requests")
+    if http is not None:
+        await http.stop()
     await chronicle.stop()
+    log.info("stopped")
+
+
+async def rest_server(settings: Settings, nats_url: str) -> HttpServer:
+    """The REST API on settings.http_port, its users reaching the service over `nats_url`."""
+    from services.gateways.clients import UserClients
+    from services.gateways.http_server import HttpServer
+    from services.gateways.rest import build_app
+
+    clients = UserClients(nats_url, settings.subject_prefix)
+    app = build_app(clients, cors_origins=settings.http_cors_origins)
+    return await HttpServer(app, settings.http_host, settings.http_port).start()
+
+
+async def serve_gateway(settings: Settings, kind: str) -> None:
+    """`chronicle http` / `chronicle mcp --http`: a gateway alone, a client of the service at
+    CHRONICLE_NATS_URL (run as many as you like)."""
+    if not settings.nats_url:
+        raise SystemExit("set CHRONICLE_NATS_URL: the gateway reaches the service over NATS")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if kind == "http":
+        server = await rest_server(settings, settings.nats_url)
+    else:
+        from services.gateways.http_server import HttpServer
+        from services.gateways.mcp import streamable_http_app
+
+        app = streamable_http_app(settings.nats_url, settings.subject_prefix)
+        server = await HttpServer(app, settings.http_host, settings.mcp_port).start()
+    log.info("ready", extra={kind: server.url, "nats": settings.nats_url})
+    await stop.wait()
+    await server.stop()
     log.info("stopped")
 
 
@@ -389,6 +432,9 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("serve", help="run the service in the foreground until SIGINT/SIGTERM")
+    sub.add_parser("http", help="run the REST API alone, a client of the service at CHRONICLE_NATS_URL")
+    mc = sub.add_parser("mcp", help="run the MCP server: over stdio (CHRONICLE_TOKEN), or --http")
+    mc.add_argument("--http", action="store_true", help="streamable HTTP on CHRONICLE_MCP_PORT (tokens per request)")
     t = sub.add_parser("token", help="print a bearer token for USER (local HS256 secret)")
     t.add_argument("user")
     t.add_argument("--ttl", type=int, default=30 * 24 * 3600, help="lifetime in seconds (default 30 days)")
@@ -460,6 +506,14 @@ def main(argv: list[str] | None = None) -> None:
     logs.configure(settings.log_level)
     if args.command == "serve":
         asyncio.run(serve(settings))
+    elif args.command == "http" or (args.command == "mcp" and args.http):
+        import uvloop  # (uvicorn[standard]'s event loop: a gateway is all sockets and parsing)
+
+        uvloop.run(serve_gateway(settings, "http" if args.command == "http" else "mcp"))
+    elif args.command == "mcp":
+        from services.gateways.mcp import run_stdio
+
+        run_stdio(settings)
     elif args.command == "token":
         token(settings, args.user, args.ttl, args.roles)
     elif args.command == "replay":

@@ -81,6 +81,18 @@ class Settings(BaseSettings):
         default=3600, ge=0, description="seconds between audit digests, published only when events arrived; 0: never"
     )
 
+    http_port: int = Field(
+        default=8470, ge=0, le=65535, description="the REST API's port with `chronicle serve` and `chronicle http`; 0: none"
+    )
+    http_host: str = Field(default="127.0.0.1", description="the address the REST API listens on")
+    http_cors_origins: list[str] = Field(
+        default=["*"], description="origins a browser front end may call the REST API from (JSON list)"
+    )
+    mcp_port: int = Field(default=8471, ge=1, le=65535, description="`chronicle mcp --http`'s port")
+    token: SecretStr | None = Field(
+        default=None, description="`chronicle mcp` over stdio: the bearer token its tools act with (never logged)"
+    )
+
     generator: Literal["offline", "openai"] = Field(
         default="offline", description="artifact generator: the built-in offline one, or an OpenAI-compatible endpoint"
     )

@@ -10,11 +10,13 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import nats
 import nats.errors
 import orjson
 import pytest
 
+from adapters.embedded import free_port
 from services.client.connection import ChronicleClient
 
 READY_TIMEOUT = 120
@@ -25,7 +27,8 @@ class Served:
 
     def __init__(self, data_dir: Path, prefix: str):
         env = {k: v for k, v in os.environ.items() if not k.startswith("CHRONICLE_")}
-        env.update({"CHRONICLE_DATA_DIR": str(data_dir), "CHRONICLE_SUBJECT_PREFIX": prefix, "CHRONICLE_CHECK_REPLIES": "true"})
+        env.update({"CHRONICLE_DATA_DIR": str(data_dir), "CHRONICLE_SUBJECT_PREFIX": prefix, "CHRONICLE_CHECK_REPLIES": "true",
+                    "CHRONICLE_HTTP_PORT": str(free_port())})
         self.env = env
         self.process = subprocess.Popen(
             [sys.executable, "-m", "services.entrypoints.cli", "serve"], env=env, stderr=subprocess.PIPE, text=True
@@ -109,6 +112,12 @@ async def test_serve_embedded_restart_keeps_data(data_dir: Path) -> None:
         assert page.items[0].message_count == 31
         hits = await client.conversations.search("lighthouse")
         assert hits.items and hits.items[0].conversation_id == started.conversation_id
+        # The embedded default serves the REST API too, over the closed bus, as the token's user.
+        async with httpx.AsyncClient(base_url=str(served.ready["http"])) as web:
+            listed = await web.get("/api/conversations", params={"tags": "e2e"}, headers={"Authorization": f"Bearer {client.token}"})
+            refused = await web.get("/api/conversations", headers={"Authorization": "Bearer forged.token.here"})
+        assert listed.json()["conversations"][0]["messageCount"] == 31
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
         kept = await client.artifacts.get(poster.artifact_id, include_preview=True)
         assert kept.layout == poster.layout and kept.previews[0].bytes() == preview
         variations = await client.artifacts.variations("lighthouse poster", count=3, base_artifact_id=poster.artifact_id)

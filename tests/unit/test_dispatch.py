@@ -16,9 +16,10 @@ from services.runtime.dispatch import Read, Serve
 # The subjects served before the tables were derived from the request models
 # (`chronicle.cmd.*` and `chronicle.query.*`): a client written against them still works.
 # Since then: cmd.hitl.take (an orchestrator takes the answer from the service) and
-# cmd.artifact.upload_part (large previews in parts, through the service).
+# cmd.artifact.upload_part (large previews in parts, through the service), cmd.artifact.draft
+# (generate without storing: seed 000's generate_layout with persist=false).
 PUBLISHED_SUBJECTS = {
-    "cmd.artifact.cache_preview", "cmd.artifact.generate", "cmd.artifact.refine", "cmd.artifact.store",
+    "cmd.artifact.cache_preview", "cmd.artifact.draft", "cmd.artifact.generate", "cmd.artifact.refine", "cmd.artifact.store",
     "cmd.artifact.tag", "cmd.artifact.upload_part", "cmd.artifact.variations", "cmd.conversation.add_message", "cmd.conversation.delete",
     "cmd.conversation.start", "cmd.conversation.update", "cmd.hitl.pause", "cmd.hitl.resume",
     "cmd.hitl.take", "cmd.job.request",

@@ -64,3 +64,11 @@ def test_contract_and_client_reach_no_server_side_package(path: Path) -> None:
     allowed = ("services.contract", "services.client")
     reached = [m for m in imported_modules(path) if under(m, "services", "adapters", "projections") and not under(m, *allowed)]
     assert reached == []
+
+
+@pytest.mark.parametrize("path", modules_of("services/gateways"), ids=lambda p: p.name)
+def test_gateways_are_clients_of_the_service(path: Path) -> None:
+    """REST and MCP reach the service over NATS like any client: no server-side package."""
+    allowed = ("services.contract", "services.client", "services.gateways")
+    reached = [m for m in imported_modules(path) if under(m, "services", "adapters", "projections") and not under(m, *allowed)]
+    assert reached == []

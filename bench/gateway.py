@@ -1,0 +1,199 @@
+"""`./dev bench gateway`: what the REST API adds over NATS, side by side in one run.
+
+Starts `chronicle serve` (no REST API of its own) and `chronicle http` beside it on a fresh
+database, seeds a conversation of 100 messages, then alternates the same reads (one
+each in turn) and rounds of writes over NATS (the typed client's connection, replies parsed with orjson) and over HTTP
+(a keep-alive HTTP/1.1 connection written by hand, so the HTTP client's own cost is as small
+as the NATS client's): `GET /api/conversations/:id` vs `conversations.get` p50/p95, and
+`POST /api/conversations/:id/messages` vs `conversation.add_message` throughput with a
+fixed number in flight. The aim (issue #19): the gateway adds less than 1 ms at p50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from uuid import UUID
+
+import orjson
+
+from adapters.embedded import free_port
+from adapters.store.postgres import PostgresTarget, migrate
+from bench.cpu import process_cpu_seconds
+from bench.report import Report, percentile, under
+from bench.servers import bench_servers
+from bench.service import ServiceProcess
+from services.client.connection import ChronicleClient
+from services.contract.conversations import AddMessage, GetConversation
+
+
+class RawHttp:
+    """One keep-alive HTTP/1.1 connection: a request written, its reply read by Content-Length."""
+
+    def __init__(self, port: int, token: str):
+        self.port = port
+        self.headers = f"Host: bench\r\nAuthorization: Bearer {token}\r\n"
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    @classmethod
+    async def open(cls, port: int, token: str) -> RawHttp:
+        connection = cls(port, token)
+        connection.reader, connection.writer = await asyncio.open_connection("127.0.0.1", port)
+        return connection
+
+    async def send(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        assert self.reader is not None and self.writer is not None
+        extra = f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n" if body else ""
+        self.writer.write(f"{method} {path} HTTP/1.1\r\n{self.headers}{extra}\r\n".encode() + body)
+        try:
+            head = await self.reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:  # the server closed an idle connection: open another
+            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+            return await self.send(method, path, body)
+        status = int(head.split(b" ", 2)[1])
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+        return status, await self.reader.readexactly(length)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def timed_reads(send: object, samples: int) -> list[float]:
+    latencies = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        await send()  # type: ignore[operator]
+        latencies.append((time.perf_counter() - started) * 1000)
+    return latencies
+
+
+async def throughput(send_one: object, in_flight: int, seconds: float) -> float:
+    done = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            await send_one()  # type: ignore[operator]
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    return done / (time.perf_counter() - started)
+
+
+async def measure(
+    nats_url: str, service: ServiceProcess, gateway_pid: int, port: int, args: argparse.Namespace, report: Report
+) -> None:
+    token = service.token("reader")
+    client = await ChronicleClient.connect(nats_url, token, prefix=service.subject_prefix)
+    https = [await RawHttp.open(port, token) for _ in range(args.in_flight)]
+    try:
+        conversation = (await client.conversations.start(title="gateway bench")).conversation_id
+        for n in range(100):
+            await client.conversations.add_message(conversation, "user", f"message {n} " + "lorem ipsum " * 20)
+        written = (await client.conversations.start(title="gateway bench writes")).conversation_id
+        get = GetConversation(conversation_id=conversation)
+        path = f"/api/conversations/{conversation}"  # read: always 100 messages
+        write_path = f"/api/conversations/{written}/messages"
+
+        async def nats_get() -> None:
+            orjson.loads(await client._send(f"query.{get.action}", {"conversation_id": str(conversation)}))
+
+        async def http_get() -> None:
+            status, body = await https[0].send("GET", path)
+            assert status == 200, body
+            orjson.loads(body)
+
+        def nats_add(conversation_id: UUID) -> object:
+            payload = AddMessage(conversation_id=conversation_id, role="user", content="hello").model_dump(mode="json")
+
+            async def add() -> None:
+                await client.request("cmd.conversation.add_message", payload)
+            return add
+
+        post_body = orjson.dumps({"role": "user", "content": "hello"})
+        pool: asyncio.Queue[RawHttp] = asyncio.Queue()  # each write takes a connection of its own
+        for connection in https:
+            pool.put_nowait(connection)
+
+        async def http_add() -> None:
+            connection = await pool.get()
+            try:
+                status, body = await connection.send("POST", write_path, post_body)
+                assert status == 201, body
+            finally:
+                pool.put_nowait(connection)
+
+        await timed_reads(nats_get, 50)  # warm up both paths (the gateway's user connection, statements)
+        await timed_reads(http_get, 50)
+        reads: dict[str, list[float]] = {"nats": [], "http": []}
+        gateway_cpu = 0.0
+        writes: dict[str, list[float]] = {"nats": [], "http": []}
+        for _ in range(args.rounds):
+            before = process_cpu_seconds(gateway_pid)
+            for _ in range(args.samples):  # one each in turn, so both see the same machine
+                reads["nats"] += await timed_reads(nats_get, 1)
+                reads["http"] += await timed_reads(http_get, 1)
+            gateway_cpu += process_cpu_seconds(gateway_pid) - before
+            writes["nats"].append(await throughput(nats_add(written), args.in_flight, args.seconds))
+            writes["http"].append(await throughput(http_add, args.in_flight, args.seconds))
+    finally:
+        for connection in https:
+            await connection.close()
+        await client.close()
+    report.add_percentiles("conversations.get (100 messages) over NATS", reads["nats"])
+    report.add_percentiles("GET /api/conversations/:id (100 messages)", reads["http"])
+    added = percentile(reads["http"], 50) - percentile(reads["nats"], 50)
+    report.add("the gateway's CPU per GET", gateway_cpu * 1000 / len(reads["http"]), "ms")
+    report.add("the gateway's addition at p50", added, "ms", under(1.0))
+    report.add("add_message over NATS", statistics.median(writes["nats"]), "msg/s",
+               note=f"{args.in_flight} in flight, median of {args.rounds} rounds of {args.seconds:.0f} s")
+    report.add("POST /api/conversations/:id/messages", statistics.median(writes["http"]), "msg/s")
+
+
+def run(args: argparse.Namespace) -> tuple[Report, Path]:
+    report = Report({"suite": "gateway", "samples": args.samples, "rounds": args.rounds, "in_flight": args.in_flight})
+    with bench_servers(args.database_url, args.nats_url) as servers, servers.fresh_database(False) as url, \
+            tempfile.TemporaryDirectory(prefix="chronicle-bench-gateway-") as workdir:
+        migrate(PostgresTarget(url))
+        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir) / "service")
+        (Path(workdir) / "service").mkdir()
+        service.start()
+        with service.stopped_afterwards():
+            port = free_port()
+            gateway = ServiceProcess(url, servers.nats_url, service.subject_prefix, service.jwt_secret,
+                                     Path(workdir) / "gateway", settings={"CHRONICLE_HTTP_PORT": str(port)})
+            gateway.workdir.mkdir()
+            gateway.start(command="http")
+            try:
+                asyncio.run(measure(servers.nats_url, service, gateway.pid, port, args, report))
+            finally:
+                if gateway.process is not None:
+                    gateway.process.terminate()
+                    gateway.process.wait(30)
+    return report, report.save()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench gateway", description=__doc__.splitlines()[0])
+    p.add_argument("--samples", type=int, default=500, help="reads per round and path (default 500)")
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    p.add_argument("--seconds", type=float, default=5.0, help="seconds of each write round (default 5)")
+    p.add_argument("--in-flight", type=int, default=32, help="writes in flight (default 32)")
+    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    args = p.parse_args(argv)
+    report, path = run(args)
+    print(report.table())
+    print(f"\nsaved {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Chronicle's interfaces at the edge besides NATS: the REST API and the MCP server, both clients of the service over NATS."""

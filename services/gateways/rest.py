@@ -1,0 +1,352 @@
+"""The REST API (seed 001's routes and the other capabilities'): an ASGI app that sends each
+request over NATS as its caller (one connection per bearer token) and answers in camelCase.
+
+    {"success": true, ...}                                      200, 201, 202
+    {"success": false, "error": {"code", "message", "details"}} 400, 401, 404, 409, 429, 503, 500
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Iterable
+from functools import cache
+from typing import Any, cast
+from uuid import UUID
+
+import orjson
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from pydantic import ValidationError, create_model
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from services.client.connection import ChronicleClient
+from services.contract.base import Command, idempotency_key
+from services.contract.bus import signals_prefix
+from services.contract.conversations import Export, ExportConversation
+from services.contract.errors import ChronicleError, invalid_from_validation
+from services.contract.jobs import GetJob, job_progress
+from services.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
+from services.gateways.clients import UserClients, bearer_token
+from services.gateways.rest_routes import ROUTES, Body, HttpRoute
+
+log = logging.getLogger(__name__)
+
+STATUS = {
+    "invalid": 400, "unauthorized": 401, "not_found": 404, "conflict": 409,
+    "rate_limited": 429, "unavailable": 503, "internal": 500,
+}
+MAX_BODY = 2 * 1024 * 1024  # bytes of a JSON body; the service's own limits are lower still
+PATH_PARAMETER = re.compile(r"{(\w+)}")
+EXPOSED = ["Retry-After", "Content-Disposition", "X-Chronicle-Position"]
+
+
+def json_response(body: Body, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def error_response(error: ChronicleError) -> Response:
+    details = [{**d, "field": camel_path(d["field"])} if d.get("field") else d for d in error.details]
+    message = error.message
+    if error.code == "invalid" and details and message.startswith("invalid request: "):
+        message = "invalid request: " + ", ".join(d["field"] for d in details if d.get("field"))
+    headers = {}
+    if error.code == "rate_limited":
+        waits = [float(d["retry_after"]) for d in details if isinstance(d.get("retry_after"), int | float)]
+        headers["Retry-After"] = str(max(1, int(-(-max(waits, default=1.0) // 1))))
+    body = {"success": False, "error": {"code": error.code, "message": message, "details": details}}
+    return json_response(body, STATUS[error.code], headers)
+
+
+def failure_of(error: BaseException) -> ChronicleError:
+    """What a caller is told of a failure on the way to the service."""
+    if isinstance(error, ChronicleError):
+        return error
+    if isinstance(error, ValidationError):
+        return invalid_from_validation(error)
+    if isinstance(error, asyncio.TimeoutError | TimeoutError):
+        return ChronicleError("unavailable", "the service did not answer in time; retry shortly")
+    name = type(error).__name__
+    if name in ("NoRespondersError", "ConnectionClosedError", "OutboundBufferLimitError", "StaleConnectionError"):
+        return ChronicleError("unavailable", "the service cannot be reached; retry shortly")
+    log.error("gateway request failed", extra={"error_type": name})
+    return ChronicleError("internal", "the gateway failed to handle this request")
+
+
+class Gateway:
+    """The routes served over one set of user connections."""
+
+    def __init__(self, clients: UserClients, routes: Iterable[HttpRoute] = ROUTES):
+        self.clients = clients
+        self.routes = tuple(routes)
+
+    async def client(self, request: Request) -> ChronicleClient:
+        return await self.clients.get(bearer_token(request.headers.get("authorization")))
+
+    async def fields(self, route: HttpRoute, request: Request) -> Body:
+        """The request's fields in the model's own names, from path, query string or body."""
+        names = casing(route.request, "validation")
+        given: Body = {}
+        if route.method in ("GET", "DELETE"):
+            arrays = array_fields(route.request)
+            for key in request.query_params:
+                values = request.query_params.getlist(key)
+                name = to_snake(key)
+                if name in arrays:
+                    given[key] = [item for value in values for item in value.split(",") if item]
+                else:
+                    given[key] = values[-1]
+        else:
+            raw = await request.body()
+            if len(raw) > MAX_BODY:
+                raise ChronicleError("invalid", f"the body must be at most {MAX_BODY} bytes",
+                                     [{"field": "body", "rule": "max_bytes", "message": f"at most {MAX_BODY} bytes"}])
+            if raw.strip():
+                try:
+                    given = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    raise ChronicleError("invalid", "the body must be JSON",
+                                         [{"field": "body", "rule": "json", "message": "not JSON"}]) from None
+                if not isinstance(given, dict):
+                    raise ChronicleError("invalid", "the body must be a JSON object",
+                                         [{"field": "body", "rule": "object", "message": "not an object"}])
+        for key, value in request.path_params.items():
+            if key in given and str(given[key]) != value:
+                message = f"{key} in the body differs from the path"
+                raise ChronicleError("invalid", message, [{"field": key, "rule": "path", "message": message}])
+            given[key] = value
+        return route.fields(names.bus(given))
+
+    async def send(self, route: HttpRoute, request: Request) -> tuple[Any, Body, ChronicleClient]:
+        key = idempotency_key(request.headers.get("idempotency-key"))
+        fields = await self.fields(route, request)
+        model = route.request(**fields)
+        if key is not None and not isinstance(model, Command):
+            key = None  # a query is answered afresh each time
+        client = await self.client(request)
+        data = await client.send_json(model, key)  # type: ignore[arg-type]
+        return model, data, client
+
+    async def handle(self, route: HttpRoute, request: Request) -> Response:
+        try:
+            model, data, client = await self.send(route, request)
+            if route.download:
+                return await download(client, model, data)
+            shown = casing(route.request.reply).web(data)
+            body = {"success": True, **(route.shape(shown, model) if route.shape else shown)}
+            headers = {"X-Chronicle-Position": str(client.last_position)} if client.last_position is not None else None
+            return json_response(body, route.status, headers)
+        except Exception as error:  # every failure answers in the envelope
+            return error_response(failure_of(error))
+
+    async def job_events(self, request: Request) -> Response:
+        """`GET /api/jobs/{jobId}/events`: Server-Sent Events, the job's state now, then each
+        progress message (`event: progress`), then its final state (`event: job`)."""
+        try:
+            client = await self.client(request)
+            job_id = GetJob(job_id=request.path_params["jobId"]).job_id
+            updates: asyncio.Queue[Body] = asyncio.Queue(maxsize=100)
+
+            async def progressed(message: Any) -> None:
+                with contextlib.suppress(asyncio.QueueFull, orjson.JSONDecodeError):
+                    updates.put_nowait(orjson.loads(message.data))
+
+            subject = job_progress(signals_prefix(client.prefix, client.user or ""), job_id)
+            subscription = await client.nc.subscribe(subject, cb=progressed)
+            try:
+                first = await client.send_json(GetJob(job_id=job_id))
+            except BaseException:
+                await subscription.unsubscribe()
+                raise
+        except Exception as error:
+            return error_response(failure_of(error))
+        return StreamingResponse(job_stream(client, job_id, first, updates, subscription),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+async def job_stream(
+    client: ChronicleClient, job_id: UUID, first: Body, updates: asyncio.Queue[Body], subscription: Any
+) -> AsyncIterator[bytes]:
+    web = casing(GetJob.reply).web
+    try:
+        yield sse("job", web(first))
+        if first["status"] in ("completed", "failed"):
+            return
+        while True:
+            try:
+                update = await asyncio.wait_for(updates.get(), 15.0)
+            except TimeoutError:
+                yield b": keep-alive\n\n"
+                continue
+            yield sse("progress", {to_camel(k): v for k, v in update.items()})
+            if update.get("status") in ("completed", "failed"):
+                client.observed(update.get("position"))
+                yield sse("job", web(await client.send_json(GetJob(job_id=job_id))))
+                return
+    finally:
+        await subscription.unsubscribe()
+
+
+def sse(event: str, data: Any) -> bytes:
+    return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+async def download(client: ChronicleClient, request: Any, first: Body) -> Response:
+    """An export as a file: its parts joined, as the client joins them."""
+    request = cast(ExportConversation, request)
+    parts = [Export.model_validate(first)]
+    while parts[-1].next_cursor is not None:
+        parts.append(Export.model_validate(
+            await client.send_json(request.model_copy(update={"cursor": parts[-1].next_cursor}))))
+    if request.format == "markdown":
+        content, media, suffix = "\n".join(p.content for p in parts).encode(), "text/markdown; charset=utf-8", "md"
+    else:
+        documents = [orjson.loads(p.content) for p in parts]
+        documents[0]["messages"] = [m for document in documents for m in document["messages"]]
+        content, media, suffix = orjson.dumps(documents[0], option=orjson.OPT_INDENT_2), "application/json", "json"
+    filename = f"conversation-{request.conversation_id}.{suffix}"
+    return Response(content, media_type=media, headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+@cache
+def array_fields(model: Any) -> frozenset[str]:
+    schema = model.model_json_schema()
+    return frozenset(name for name, item in schema.get("properties", {}).items()
+                     if item.get("type") == "array" or any(b.get("type") == "array" for b in item.get("anyOf", ())))
+
+
+TITLE = "Chronicle"
+DESCRIPTION = ("Chronicle's REST API: seed 001's conversation routes and every other capability. "
+               "Send `Authorization: Bearer <token>`; commands honour `Idempotency-Key`.")
+
+
+def build_app(clients: UserClients, *, cors_origins: list[str] | None = None, routes: Iterable[HttpRoute] = ROUTES) -> Starlette:
+    """The ASGI app; `cors_origins` ["*"] by default (bearer tokens, no cookies). Plain
+    Starlette routes: each endpoint reads its own request (FastAPI's per-request dependency
+    machinery measured at about a third of the gateway's CPU per request and did nothing
+    here); the OpenAPI document is generated from the models, the docs pages are FastAPI's."""
+    gateway = Gateway(clients, routes)
+    document: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        sweeper = asyncio.get_running_loop().create_task(sweep_forever(clients))
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            await clients.close()
+
+    async def job_events(request: Request) -> Response:
+        return await gateway.job_events(request)
+
+    async def openapi(_: Request) -> Response:
+        if not document:
+            document.update(openapi_document(gateway.routes))
+        return json_response(document)
+
+    async def docs(_: Request) -> Response:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{TITLE} API")
+
+    async def redoc(_: Request) -> Response:
+        return get_redoc_html(openapi_url="/openapi.json", title=f"{TITLE} API")
+
+    served = [Route(route.path, endpoint(gateway, route), methods=[route.method]) for route in gateway.routes]
+    served += [
+        Route("/api/jobs/{jobId}/events", job_events, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/docs", docs, methods=["GET"]),
+        Route("/redoc", redoc, methods=["GET"]),
+    ]
+    cors = Middleware(CORSMiddleware, allow_origins=cors_origins or ["*"], allow_methods=["*"],
+                      allow_headers=["Authorization", "Content-Type", "Idempotency-Key"], expose_headers=EXPOSED)
+    return Starlette(routes=served, middleware=[cors], lifespan=lifespan)
+
+
+def endpoint(gateway: Gateway, route: HttpRoute) -> Any:
+    async def serve(request: Request) -> Response:
+        return await gateway.handle(route, request)
+
+    serve.__name__ = f"{route.method.lower()}_{route.request.__name__}"
+    return serve
+
+
+async def sweep_forever(clients: UserClients) -> None:
+    while True:
+        await asyncio.sleep(30)
+        await clients.sweep()
+
+
+REF = "#/components/schemas/{model}"
+
+
+def openapi_document(routes: Iterable[HttpRoute]) -> dict[str, Any]:
+    """The OpenAPI document, every schema generated from the request and reply models."""
+    components: dict[str, Any] = {"Error": ERROR_SCHEMA}
+    paths: dict[str, Any] = {}
+
+    def schema_of(model: Any, mode: str) -> dict[str, Any]:
+        schema = web_schema(model.model_json_schema(ref_template=REF, mode=mode))
+        components.update(schema.pop("$defs", {}))
+        return dict(schema)
+
+    for route in routes:
+        in_path = set(PATH_PARAMETER.findall(route.path))
+        request_schema = schema_of(route.request, "validation")
+        properties = {k: v for k, v in request_schema.get("properties", {}).items() if k not in in_path}
+        required = [k for k in request_schema.get("required", []) if k not in in_path]
+        parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in in_path]
+        operation: dict[str, Any] = {"summary": route.summary, "tags": [route.tag],
+                                     "operationId": f"{route.method.lower()}_{route.request.__name__}"}
+        if route.method in ("GET", "DELETE"):
+            parameters += [{"name": name, "in": "query", "required": name in required, "schema": item}
+                           for name, item in properties.items()]
+        elif properties:
+            body = {**request_schema, "properties": properties, "required": required}
+            operation["requestBody"] = {"required": bool(required), "content": {"application/json": {"schema": body}}}
+        if route.method != "GET":
+            parameters.append({"name": "Idempotency-Key", "in": "header", "required": False,
+                               "schema": {"type": "string", "maxLength": 200}})
+        operation["parameters"] = parameters
+        if route.download:
+            reply = {"description": "the file", "content": {"application/json": {}, "text/markdown": {}}}
+        else:
+            fields = route.body or {to_camel(name): (info.annotation, ...) for name, info in route.request.reply.model_fields.items()}
+            definitions: dict[str, Any] = {"success": (bool, ...), **{
+                name: (kind if isinstance(kind, tuple) else (kind, ...)) for name, kind in fields.items()}}
+            shaped = create_model(f"{route.request.__name__}Response", **definitions)
+            reply = {"description": "done", "content": {"application/json": {"schema": schema_of(shaped, "serialization")}}}
+        operation["responses"] = {str(route.status): reply, **{
+            str(status): {"description": code, "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
+            for code, status in STATUS.items()}}
+        paths.setdefault(route.path, {})[route.method.lower()] = operation
+    paths.setdefault("/api/jobs/{jobId}/events", {})["get"] = {
+        "summary": "A job's progress as Server-Sent Events (event: job, progress)", "tags": ["jobs"],
+        "parameters": [{"name": "jobId", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "text/event-stream", "content": {"text/event-stream": {}}}},
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": TITLE, "version": "1", "description": DESCRIPTION},
+        "paths": paths,
+        "components": {"schemas": components, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}],
+    }
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["success", "error"],
+    "properties": {
+        "success": {"const": False},
+        "error": {"type": "object", "required": ["code", "message"], "properties": {
+            "code": {"enum": list(STATUS)}, "message": {"type": "string"},
+            "details": {"type": "array", "items": {"type": "object"}}}},
+    },
+}

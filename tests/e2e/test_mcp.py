@@ -1,0 +1,128 @@
+"""`chronicle mcp` driven by the MCP SDK's own client, over stdio and streamable HTTP,
+against a running Chronicle: seed 000's flow, schemas, and tool errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from adapters.auth import TokenAuthority
+from adapters.embedded import free_port
+from services.entrypoints.bootstrap import Chronicle
+from services.gateways.http_server import HttpServer
+from services.gateways.mcp import streamable_http_app
+
+SEED_TOOLS = {"generate_layout", "generate_variations", "get_history", "get_artifact", "refine_layout", "compare_layouts"}
+
+
+def result(called: Any) -> dict[str, Any]:
+    assert not called.is_error, called.content
+    return dict(called.structured_content)
+
+
+def error_text(called: Any) -> str:
+    """A tool error's `code: message` (the SDK puts "Error executing tool NAME: " before it)."""
+    assert called.is_error
+    return " ".join(part.text for part in called.content).split(": ", 1)[1]
+
+
+@pytest.fixture
+async def mcp_http(chronicle: Chronicle) -> AsyncIterator[str]:
+    app = streamable_http_app(chronicle.nats_url, chronicle.settings.subject_prefix)
+    server = await HttpServer(app, "127.0.0.1", free_port()).start()
+    yield f"{server.url}/mcp"
+    await server.stop()
+
+
+def stdio_server(chronicle: Chronicle, token: str) -> StdioServerParameters:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHRONICLE_")}
+    env.update({"CHRONICLE_NATS_URL": chronicle.nats_url, "CHRONICLE_TOKEN": token,
+                "CHRONICLE_SUBJECT_PREFIX": chronicle.settings.subject_prefix})
+    return StdioServerParameters(command=sys.executable, args=["-m", "services.entrypoints.cli", "mcp"], env=env)
+
+
+async def seed_flow(client: Client) -> None:
+    """Seed 000's flow: three variations, pick the second, refine it, the history shows the lineage."""
+    listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert SEED_TOOLS <= set(listed)
+    generate = listed["generate_layout"].input_schema
+    assert generate["required"] == ["query"]
+    assert generate["properties"]["persist"]["default"] is True
+    assert generate["properties"]["temperature"]["default"] == 0.7
+    assert listed["get_artifact"].input_schema["properties"]["include_preview"]["default"] is False
+    assert "description" in listed["search_conversations"].model_dump() and listed["search_conversations"].description
+
+    made = result(await client.call_tool("generate_variations", {"query": "settings page with toggles", "count": 3}))
+    assert set(made) >= {"variation_set_id", "artifacts", "comparison"}
+    assert [a["variation_index"] for a in made["artifacts"]] == [0, 1, 2]
+    assert len(made["comparison"]["pairs"]) == 3 and "diversity_score" in made["comparison"]
+    second = made["artifacts"][1]["artifact_id"]
+
+    refined = result(await client.call_tool(
+        "refine_layout", {"artifact_id": second, "refinement": "add a header section at the top"}))
+    assert refined["parent_id"] == second and refined["artifact_id"] != second
+    assert set(refined) >= {"layout", "draft", "stats"}
+
+    history = result(await client.call_tool("get_history", {"limit": 10}))
+    assert history["total_count"] == 4
+    by_id = {a["id"]: a for a in history["artifacts"]}
+    assert by_id[refined["artifact_id"]]["parent_id"] == second
+    assert by_id[refined["artifact_id"]]["generation"] == by_id[second]["generation"] + 1
+
+    shown = result(await client.call_tool("get_artifact", {"artifact_id": refined["artifact_id"]}))
+    assert [a["id"] for a in shown["lineage"]["ancestors"]] == [second]
+    assert shown["layout"] == refined["layout"] and "stats" in shown
+
+    draft = result(await client.call_tool("generate_layout", {"query": "login form", "persist": False}))
+    assert draft["artifact_id"] is None and draft["layout"]
+    stored = result(await client.call_tool("generate_layout", {"query": "login form", "tags": ["auth"]}))
+    assert set(stored) >= {"artifact_id", "layout", "draft", "stats", "rag_examples"}
+    assert result(await client.call_tool("get_history", {"limit": 10}))["total_count"] == 5  # the draft was not stored
+    compared = result(await client.call_tool("compare_layouts", {"artifact_ids": [second, stored["artifact_id"]]}))
+    assert len(compared["pairs"]) == 1
+
+
+async def test_seed_000_flow_over_stdio(chronicle: Chronicle, authority: TokenAuthority) -> None:
+    token = authority.issue(f"mcp-{uuid.uuid4().hex[:8]}")
+    async with Client(stdio_server(chronicle, token), read_timeout_seconds=60) as client:
+        await seed_flow(client)
+        foreign = str(uuid.uuid4())
+        text = error_text(await client.call_tool("get_artifact", {"artifact_id": foreign}))
+        assert text.startswith("not_found: artifact") and foreign in text
+        text = error_text(await client.call_tool("generate_variations", {"query": "x", "count": 11}))
+        assert "count" in text
+
+
+async def test_seed_000_flow_over_http_each_request_as_its_token(
+    chronicle: Chronicle, authority: TokenAuthority, mcp_http: str
+) -> None:
+    alice, bob = (authority.issue(f"{name}-{uuid.uuid4().hex[:8]}") for name in ("alice", "bob"))
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {alice}"}) as http:
+        async with Client(streamable_http_client(mcp_http, http_client=http)) as client:
+            await seed_flow(client)
+            mine = result(await client.call_tool("get_history", {"limit": 1}))["artifacts"][0]["id"]
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {bob}"}) as http:
+        async with Client(streamable_http_client(mcp_http, http_client=http)) as client:
+            # Alice's artifact is bob's tool error, in the same words as a missing one.
+            text = error_text(await client.call_tool("get_artifact", {"artifact_id": mine}))
+            assert text.startswith(f"not_found: artifact {mine} not found")
+            assert result(await client.call_tool("get_history", {}))["total_count"] == 0
+    async with httpx2.AsyncClient() as http:
+        async with Client(streamable_http_client(mcp_http, http_client=http)) as client:
+            text = error_text(await client.call_tool("get_history", {}))
+            assert text.startswith("unauthorized:")
+    # A conversation tool derived from its request model answers too.
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {alice}"}) as http:
+        async with Client(streamable_http_client(mcp_http, http_client=http)) as client:
+            found = result(await client.call_tool("search_conversations", {"q": "nothing-matches-this"}))
+            assert found["items"] == [] and json.dumps(found)

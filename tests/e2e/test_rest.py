@@ -1,0 +1,281 @@
+"""The REST API over real HTTP against a running Chronicle: seed 001's routes and shapes field
+by field, status codes, the export download, CORS, idempotency, job progress as SSE, load."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from adapters.auth import TokenAuthority
+from adapters.embedded import free_port
+from services.entrypoints.bootstrap import Chronicle, bootstrap
+from services.gateways.clients import UserClients
+from services.gateways.http_server import HttpServer
+from services.gateways.rest import build_app
+from tests.conftest import make_settings
+from tests.servers import TestServers
+
+Http = Callable[..., httpx.AsyncClient]
+SUMMARY = {"id", "title", "tags", "sessionId", "messageCount", "firstMessage", "createdAt", "updatedAt"}
+MESSAGE = {"id", "role", "content", "metadata", "pinned", "messageType", "createdAt"}
+
+
+async def serve_rest(nats_url: str, prefix: str) -> HttpServer:
+    return await HttpServer(build_app(UserClients(nats_url, prefix)), "127.0.0.1", free_port()).start()
+
+
+@pytest.fixture(scope="module")
+async def gateway(chronicle: Chronicle) -> AsyncIterator[HttpServer]:
+    server = await serve_rest(chronicle.nats_url, chronicle.settings.subject_prefix)
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def http(gateway: HttpServer, authority: TokenAuthority) -> AsyncIterator[Http]:
+    """`http(user=None)`: an HTTP client with that user's token (a fresh user by default)."""
+    opened: list[httpx.AsyncClient] = []
+
+    def make(user: str | None = None, token: str | None = None) -> httpx.AsyncClient:
+        token = token or authority.issue(user or f"web-{uuid.uuid4().hex[:10]}")
+        client = httpx.AsyncClient(base_url=gateway.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        opened.append(client)
+        return client
+
+    yield make
+    for client in opened:
+        await client.aclose()
+
+
+async def test_seed_001_routes_and_shapes(http: Http) -> None:
+    web = http()
+    started = await web.post("/api/conversations", json={"title": "Trip to Lisbon", "tags": ["travel", "plans"]})
+    assert started.status_code == 201
+    body = started.json()
+    assert body["success"] is True and set(body) == {"success", "conversationId", "title", "position"}
+    conversation = body["conversationId"]
+    for content in ("Where should we eat in Alfama?", "Try the grilled sardines", "And a pastel de nata"):
+        added = await web.post(f"/api/conversations/{conversation}/messages",
+                               json={"role": "user", "content": content, "metadata": {"client_ref": 7}})
+        assert added.status_code == 201 and added.json()["conversationId"] == conversation
+        assert set(added.json()) == {"success", "conversationId", "messageId", "title", "position"}
+    await web.post("/api/conversations", json={"title": "Work", "tags": ["work"]})
+
+    listed = (await web.get("/api/conversations", params={"tags": "travel,plans", "sortBy": "createdAt",
+                                                          "order": "asc", "limit": 10, "offset": 0})).json()
+    assert set(listed) == {"success", "conversations", "total", "limit", "offset", "hasMore"}
+    assert listed["total"] == 1 and listed["hasMore"] is False
+    (summary,) = listed["conversations"]
+    assert set(summary) == SUMMARY
+    assert summary["messageCount"] == 3 and summary["firstMessage"] == "Where should we eat in Alfama?"
+    assert (await web.get("/api/conversations", params={"limit": 1})).json()["hasMore"] is True
+
+    got = (await web.get(f"/api/conversations/{conversation}")).json()
+    assert set(got) == {"success", "conversation"}
+    shown = got["conversation"]
+    assert SUMMARY <= set(shown) and {"messages", "nextCursor", "documentContext"} <= set(shown)
+    assert [set(m) for m in shown["messages"]] == [MESSAGE] * 3
+    assert shown["messages"][0]["metadata"] == {"client_ref": 7}  # free JSON keeps its own keys
+    page = (await web.get(f"/api/conversations/{conversation}", params={"limit": 2, "order": "newest"})).json()
+    # the newest two, shown oldest first
+    assert [m["content"] for m in page["conversation"]["messages"]] == ["Try the grilled sardines", "And a pastel de nata"]
+    assert page["conversation"]["nextCursor"]
+
+    found = (await web.get("/api/conversations/search", params={"q": "sardines"})).json()
+    assert set(found) == {"success", "query", "results", "count"} and found["count"] == 1
+    (hit,) = found["results"]
+    assert set(hit) == {"conversationId", "title", "matchedMessage", "snippet", "createdAt", "rank"}
+    assert hit["conversationId"] == conversation and "<mark>sardines</mark>" in hit["matchedMessage"]["snippet"]
+
+    stats = (await web.get("/api/conversations/stats")).json()["stats"]
+    assert set(stats) == {"totalConversations", "totalMessages", "averageMessagesPerConversation",
+                          "firstConversationAt", "lastConversationAt", "topTags"}
+    assert (stats["totalConversations"], stats["totalMessages"], stats["averageMessagesPerConversation"]) == (2, 3, 1.5)
+    assert {"tag": "travel", "count": 1} in stats["topTags"]
+
+    updated = await web.put(f"/api/conversations/{conversation}", json={"title": "Lisbon", "tags": ["travel"]})
+    assert updated.status_code == 200 and updated.json()["conversationId"] == conversation
+    assert (await web.get(f"/api/conversations/{conversation}")).json()["conversation"]["title"] == "Lisbon"
+
+    for fmt, media, suffix in (("json", "application/json", "json"), ("markdown", "text/markdown", "md")):
+        exported = await web.get(f"/api/conversations/{conversation}/export", params={"format": fmt})
+        assert exported.status_code == 200 and exported.headers["content-type"].startswith(media)
+        assert exported.headers["content-disposition"] == f'attachment; filename="conversation-{conversation}.{suffix}"'
+        assert "pastel de nata" in exported.text
+    assert len(orjson.loads((await web.get(f"/api/conversations/{conversation}/export")).content)["messages"]) == 3
+
+    deleted = await web.delete(f"/api/conversations/{conversation}")
+    assert deleted.status_code == 200 and deleted.json()["conversationId"] == conversation
+    gone = await web.get(f"/api/conversations/{conversation}")
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "not_found"
+
+
+async def test_status_codes_and_the_error_envelope(http: Http, chronicle: Chronicle) -> None:
+    alice, bob = http(), http()
+    conversation = (await alice.post("/api/conversations", json={"title": "mine"})).json()["conversationId"]
+
+    def error(response: httpx.Response, status: int, code: str) -> dict[str, object]:
+        assert response.status_code == status, response.text
+        body = response.json()
+        assert body["success"] is False and body["error"]["code"] == code and body["error"]["message"]
+        return dict(body["error"])
+
+    invalid = error(await alice.get("/api/conversations", params={"limit": 500}), 400, "invalid")
+    assert invalid["details"][0]["field"] == "limit"  # type: ignore[index]
+    invalid = error(await alice.get("/api/conversations", params={"sortBy": "color"}), 400, "invalid")
+    assert invalid["details"][0]["field"] == "sortBy"  # type: ignore[index]  (named as the web names it)
+    error(await alice.post("/api/conversations", json={"title": "x", "colour": "red"}), 400, "invalid")
+    error(await alice.post("/api/conversations", content=b"{not json"), 400, "invalid")
+    error(await alice.post(f"/api/conversations/{conversation}/messages", json={"role": "robot", "content": "x"}),
+          400, "invalid")
+    error(await alice.get("/api/conversations/not-a-uuid"), 400, "invalid")
+    # Another user's conversation is as missing as one that never existed.
+    foreign = error(await bob.get(f"/api/conversations/{conversation}"), 404, "not_found")
+    missing = error(await bob.get(f"/api/conversations/{uuid.uuid4()}"), 404, "not_found")
+    assert str(foreign["message"]).replace(conversation, "?") == str(missing["message"]).split(" not")[0].rsplit(" ", 1)[0] + " ? not found"
+    error(await bob.delete(f"/api/conversations/{conversation}"), 404, "not_found")
+    async with httpx.AsyncClient(base_url=str(alice.base_url)) as anonymous:
+        error(await anonymous.get("/api/conversations"), 401, "unauthorized")
+        error(await anonymous.get("/api/conversations", headers={"Authorization": "Bearer not.a.token"}), 401,
+              "unauthorized")
+        error(await anonymous.get("/api/conversations", headers={"Authorization": "Basic abc"}), 401, "unauthorized")
+    run = str(uuid.uuid4())
+    paused = await alice.post("/api/hitl/runs", json={"conversationId": conversation, "runId": run,
+                                                       "step": "review", "checkpointType": "approval", "prompt": "ok?"})
+    assert paused.status_code == 201, paused.text
+    assert (await alice.post(f"/api/hitl/runs/{run}/resume", json={"approved": True})).status_code == 200
+    error(await alice.post(f"/api/hitl/runs/{run}/resume", json={"approved": True}), 409, "conflict")
+
+
+async def test_rate_limited_is_429_with_retry_after(servers: TestServers, authority: TokenAuthority, tmp_path: Path) -> None:
+    with servers.fresh_database() as url:
+        settings = make_settings(url, servers.nats_url, tmp_path).model_copy(update={"limit_requests_per_minute": 3})
+        limited = await bootstrap(settings)
+        assert limited.engine is not None and await asyncio.to_thread(limited.engine.wait_prepared, 120)
+        server = await serve_rest(limited.nats_url, settings.subject_prefix)
+        try:
+            headers = {"Authorization": f"Bearer {authority.issue('hasty')}"}
+            async with httpx.AsyncClient(base_url=server.url, headers=headers) as web:
+                statuses = [(await web.get("/api/sessions")).status_code for _ in range(5)]
+                refused = await web.get("/api/sessions")
+            assert statuses[:3] == [200, 200, 200] and refused.status_code == 429
+            assert int(refused.headers["retry-after"]) >= 1 and refused.json()["error"]["code"] == "rate_limited"
+        finally:
+            await server.stop()
+            await limited.stop()
+
+
+async def test_no_service_is_503(chronicle: Chronicle, authority: TokenAuthority) -> None:
+    server = await serve_rest(chronicle.nats_url, f"nobody{uuid.uuid4().hex[:8]}")
+    try:
+        headers = {"Authorization": f"Bearer {authority.issue('someone')}"}
+        async with httpx.AsyncClient(base_url=server.url, headers=headers) as web:
+            answer = await web.get("/api/conversations")
+        assert answer.status_code == 503 and answer.json()["error"]["code"] == "unavailable"
+    finally:
+        await server.stop()
+
+
+async def test_idempotency_key_is_honoured(http: Http) -> None:
+    web = http()
+    key = {"Idempotency-Key": f"create-{uuid.uuid4()}"}
+    first = (await web.post("/api/conversations", json={"title": "once"}, headers=key)).json()
+    again = (await web.post("/api/conversations", json={"title": "once"}, headers=key)).json()
+    assert first == again
+    assert (await web.get("/api/conversations")).json()["total"] == 1
+    too_long = await web.post("/api/conversations", json={"title": "x"}, headers={"Idempotency-Key": "k" * 300})
+    assert too_long.status_code == 400 and too_long.json()["error"]["details"][0]["field"] == "Idempotency-Key"
+
+
+async def test_cors_lets_a_front_end_on_another_origin_call(http: Http) -> None:
+    web = http()
+    preflight = await web.options("/api/conversations", headers={
+        "Origin": "http://localhost:5173", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type,idempotency-key"})
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == "*"
+    assert {"authorization", "content-type", "idempotency-key"} <= {
+        h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")}
+    listed = await web.get("/api/conversations", headers={"Origin": "http://localhost:5173"})
+    assert listed.headers["access-control-allow-origin"] == "*"
+
+
+async def test_openapi_and_docs_come_from_the_models(http: Http) -> None:
+    web = http()
+    document = (await web.get("/openapi.json")).json()
+    listing = document["paths"]["/api/conversations"]["get"]
+    assert {p["name"] for p in listing["parameters"]} >= {"limit", "offset", "tags", "sortBy", "order"}
+    assert set(listing["responses"]) >= {"200", "400", "401", "404", "409", "429", "503"}
+    add = document["paths"]["/api/conversations/{conversationId}/messages"]["post"]["requestBody"]
+    assert set(add["content"]["application/json"]["schema"]["properties"]) >= {"role", "content", "metadata", "messageType"}
+    assert "/api/jobs/{jobId}/events" in document["paths"] and "/api/artifacts/{artifactId}/lineage" in document["paths"]
+    assert (await web.get("/docs")).status_code == 200 and (await web.get("/redoc")).status_code == 200
+
+
+async def test_other_capabilities_in_the_same_style(http: Http) -> None:
+    web = http()
+    generated = await web.post("/api/artifacts/generate", json={"query": "dashboard with charts", "tags": ["ui"]})
+    assert generated.status_code == 201, generated.text
+    artifact = generated.json()["artifactId"]
+    refined = (await web.post(f"/api/artifacts/{artifact}/refine", json={"refinement": "add a sidebar"})).json()
+    lineage = (await web.get(f"/api/artifacts/{refined['artifactId']}/lineage", params={"direction": "ancestors"})).json()
+    assert [a["id"] for a in lineage["ancestors"]] == [artifact]
+    listed = (await web.get("/api/artifacts", params={"tags": "ui"})).json()
+    assert listed["total"] == 2 and {"parentId", "variationSetId"} <= set(listed["items"][0])
+    shown = (await web.get(f"/api/artifacts/{artifact}", params={"includePreview": "true"})).json()
+    assert shown["layout"] and "componentTypes" in shown
+    variations = (await web.post("/api/variations", json={"query": "pricing page", "count": 2})).json()
+    assert len((await web.get(f"/api/variations/{variations['variationSetId']}")).json()["members"]) == 2
+    ids = ",".join(m["artifactId"] for m in variations["members"])
+    assert len((await web.get("/api/artifacts/compare", params={"artifactIds": ids})).json()["pairs"]) == 1
+    assert (await web.get("/api/hitl/runs")).json()["items"] == []
+    assert (await web.get("/api/optimizations")).json()["total"] == 0
+    timeline = await web.get(f"/api/audit/stream/{artifact}")
+    assert timeline.status_code == 404  # (no such route)
+    stream = (await web.get(f"/api/audit/streams/{artifact}")).json()
+    assert stream["events"][0]["version"] == 1
+
+
+async def test_job_progress_as_server_sent_events(http: Http) -> None:
+    web = http()
+    requested = (await web.post("/api/jobs", json={"content": "Photosynthesis turns light into sugar.",
+                                                   "artifactType": "summary"})).json()
+    events: list[tuple[str, dict[str, object]]] = []
+    async with web.stream("GET", f"/api/jobs/{requested['jobId']}/events") as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        kind = ""
+        async for line in stream.aiter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                events.append((kind, orjson.loads(line[6:])))
+    assert events[0][0] == "job" and events[-1][0] == "job"
+    assert events[-1][1]["status"] == "completed" and events[-1][1]["progress"] == 100
+    progress = [e["progress"] for kind, e in events if kind == "progress"]
+    assert progress == sorted(progress)
+
+
+async def test_twenty_users_two_thousand_requests_lose_nothing(http: Http) -> None:
+    users = [http() for _ in range(20)]
+
+    async def one_user(web: httpx.AsyncClient) -> tuple[str, int]:
+        conversation = (await web.post("/api/conversations", json={"title": "load"})).json()["conversationId"]
+        statuses = [
+            (await web.post(f"/api/conversations/{conversation}/messages", json={"role": "user", "content": f"m{i}"})).status_code
+            if i % 2 == 0 else (await web.get(f"/api/conversations/{conversation}", params={"limit": 5})).status_code
+            for i in range(99)
+        ]
+        assert set(statuses) == {200, 201}, statuses
+        return conversation, statuses.count(201)
+
+    results = await asyncio.gather(*(one_user(web) for web in users))
+    for web, (conversation, added) in zip(users, results, strict=True):
+        shown = (await web.get(f"/api/conversations/{conversation}")).json()["conversation"]
+        assert shown["messageCount"] == added == 50
+        assert [m["content"] for m in shown["messages"]] == [f"m{i}" for i in range(0, 99, 2)]
