@@ -37,7 +37,7 @@ from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget, migrate
 from projections.base import Projection
-from projections.engine import ProjectionEngine
+from projections.engine import ProjectionEngine, tracked_version
 from services.artifacts.generation import Generating
 from services.artifacts.previews import Previews, ensure_upload_bucket
 from services.artifacts.retention import RetentionSweeper
@@ -133,6 +133,7 @@ class Chronicle:
     queries: Queries = field(init=False)
     positions: ProjectionPositions = field(init=False)
     nats_url: str = field(init=False, default="")  # what users connect to
+    rebuilding: list[str] = field(init=False, default_factory=list)  # read models still rebuilt when it started
     servers: Servers = field(init=False)
     service: NatsService = field(init=False)
     subjects: list[str] = field(init=False, default_factory=list)
@@ -152,6 +153,8 @@ class Chronicle:
                 self._start_bus()
             if through >= Stage.READ:
                 await self._start_reading()
+                if through >= Stage.SERVICE:
+                    self.rebuilding = await self._read_models_built()
             if through >= Stage.SERVICE:
                 await self._start_service()
         except BaseException:
@@ -212,6 +215,22 @@ class Chronicle:
         self.positions = ProjectionPositions(self.target, [p.name for p in self.projections])
         await self.positions.start()
         self._stack.push_async_callback(self.positions.stop)
+
+    async def _read_models_built(self) -> list[str]:
+        """Wait (up to settings.ready_timeout) until this instance's engine has built its read
+        models, so that the first request after start finds them (a fresh database's take a
+        moment); those still being rebuilt after that, by name (an upgrade's rebuild: their
+        previous version answers meanwhile, behind the log)."""
+        if self.engine is None:
+            return []
+        if await asyncio.to_thread(self.engine.wait_prepared, self.settings.ready_timeout):
+            return []
+
+        def outdated() -> list[str]:
+            with self.target.connect(autocommit=True) as conn:
+                return [p.name for p in self.projections if tracked_version(conn, p.name) != p.version]
+
+        return await asyncio.to_thread(outdated)
 
     async def _start_service(self) -> None:
         settings, bus, queries, keys, stack = self.settings, self.bus, self.queries, self.keys, self._stack

@@ -45,6 +45,7 @@ async def serve(settings: Settings) -> None:
             "subjects": f"{settings.subject_prefix}.cmd.>, {settings.subject_prefix}.query.>",
             "endpoints": len(chronicle.subjects),
             "http": http.url if http else None,
+            "rebuilding": chronicle.rebuilding,  # read models behind the log while a rebuild runs
         },
     )
     await stop.wait()

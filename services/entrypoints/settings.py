@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     snapshot_keep: int = Field(
         default=0, ge=0, description="latest snapshots kept per aggregate; 0: all (an audit at any version starts near it)"
     )
+    ready_timeout: float = Field(
+        default=60, gt=0, description="seconds a start waits for its read models to be built before serving (longer: logged as rebuilding)"
+    )
     query_wait_timeout: float = Field(default=5.0, gt=0, description="seconds a query waits for min_position")
     query_pool_size: int = Field(default=8, ge=1)
     search_language: str = Field(default="english", description="Postgres text search configuration")

@@ -77,6 +77,7 @@ async def test_serve_embedded_restart_keeps_data(data_dir: Path) -> None:
     try:
         assert served.ready["postgres"] and str(served.ready["nats"]).startswith("nats://127.0.0.1:")
         assert served.ready["subjects"] == "e2e.cmd.>, e2e.query.>"
+        assert served.ready["rebuilding"] == []  # a fresh database's read models exist before ready
         # The embedded NATS is closed: no connection without a token, no secret in the log.
         with pytest.raises(nats.errors.Error, match="Authorization Violation"):
             await nats.connect(str(served.ready["nats"]), allow_reconnect=False, max_reconnect_attempts=0)
