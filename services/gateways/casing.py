@@ -55,8 +55,8 @@ class Casing:
             return None
         seen = (*seen, reference) if reference else seen
         schema = self._resolve(schema)
-        properties = self._object_properties(schema)
-        items = self._list_items(schema)
+        properties = self._part(schema, "properties")
+        items = self._part(schema, "items")
         to_object = None if properties is None else self._object(properties, outward, seen)
         item = None if items is None else self._compile(items, outward, seen)
         to_list = None if item is None else (lambda value: [item(v) for v in value])
@@ -95,20 +95,12 @@ class Casing:
 
         return convert
 
-    def _object_properties(self, schema: Schema) -> dict[str, Schema] | None:
-        if "properties" in schema:
-            return dict(schema["properties"])
+    def _part(self, schema: Schema, key: str) -> dict[str, Any] | None:
+        """The schema's `properties` or `items`, or the first of its branches' (anyOf, oneOf)."""
+        if isinstance(schema.get(key), dict):
+            return dict(schema[key])
         for branch in [*schema.get("anyOf", ()), *schema.get("oneOf", ())]:
-            found = self._object_properties(self._resolve(branch))
-            if found is not None:
-                return found
-        return None
-
-    def _list_items(self, schema: Schema) -> Schema | None:
-        if "items" in schema and isinstance(schema["items"], dict):
-            return dict(schema["items"])
-        for branch in [*schema.get("anyOf", ()), *schema.get("oneOf", ())]:
-            found = self._list_items(self._resolve(branch))
+            found = self._part(self._resolve(branch), key)
             if found is not None:
                 return found
         return None
