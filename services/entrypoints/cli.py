@@ -82,7 +82,7 @@ async def serve_gateway(settings: Settings, kind: str) -> None:
         from services.gateways.http_server import HttpServer
         from services.gateways.mcp import streamable_http_app
 
-        app = streamable_http_app(settings.nats_url, settings.subject_prefix)
+        app = streamable_http_app(settings.nats_url, settings.subject_prefix, settings.http_host)
         server = await HttpServer(app, settings.http_host, settings.mcp_port).start()
     log.info("ready", extra={kind: server.url, "nats": settings.nats_url})
     await stop.wait()

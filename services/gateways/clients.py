@@ -9,17 +9,20 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import nats.errors
 
-from services.client.connection import ChronicleClient
+from services.client.connection import ChronicleClient, token_subject
 from services.contract.errors import ChronicleError
 
 log = logging.getLogger(__name__)
 
 MAX_TOKEN = 8 * 1024  # characters of a bearer token; a JWT is a few hundred
 MAX_REFUSED = 10_000
+MAX_CONNECTING = 16  # first connects (each an auth callout) at once; more wait their turn
 REFUSED_SECONDS = 60.0
 
 
@@ -34,9 +37,19 @@ def bearer_token(authorization: str | None) -> str:
     return token
 
 
+@dataclass
+class Held:
+    client: ChronicleClient
+    used: float  # when last released (monotonic seconds)
+    leases: int = 0  # requests and streams using it now: it is neither swept nor evicted meanwhile
+
+
 class UserClients:
-    """`await clients.get(token)`: that token's client, connected once. At most `max_open`
-    stay open; one idle for `idle_seconds` is closed by `sweep()`."""
+    """`client, release = await clients.acquire(token)`: that token's client, connected once;
+    call `release()` when done with it. At most `max_open` stay open: a new token then takes
+    the place of the least recently used idle one, or is answered `unavailable` when all are
+    in use; one idle for `idle_seconds` is closed by `sweep()`. A connection that is lost is
+    closed, and the token's next request connects again."""
 
     def __init__(
         self, nats_url: str, prefix: str, *, timeout: float = 10.0, max_open: int = 1000, idle_seconds: float = 300.0
@@ -46,38 +59,64 @@ class UserClients:
         self.timeout = timeout
         self.max_open = max_open
         self.idle_seconds = idle_seconds
-        self._open: OrderedDict[str, tuple[ChronicleClient, float]] = OrderedDict()
-        self._connecting: dict[str, asyncio.Future[ChronicleClient]] = {}
+        self._open: OrderedDict[str, Held] = OrderedDict()
+        self._connecting: dict[str, asyncio.Future[Held]] = {}
         self._refused: dict[str, float] = {}  # token -> until when it is refused without asking the bus
+        self._first_connects = asyncio.Semaphore(MAX_CONNECTING)
 
     def __len__(self) -> int:
         return len(self._open)
 
-    async def get(self, token: str) -> ChronicleClient:
+    async def acquire(self, token: str) -> tuple[ChronicleClient, Callable[[], None]]:
+        held = await self._held(token)
+        held.leases += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                held.leases -= 1
+                held.used = time.monotonic()
+
+        return held.client, release
+
+    async def _held(self, token: str) -> Held:
         found = self._open.get(token)
-        if found is not None and not found[0].nc.is_closed:
-            self._open[token] = (found[0], time.monotonic())
+        if found is not None and not found.client.nc.is_closed:
             self._open.move_to_end(token)
-            return found[0]
+            return found
+        if found is not None:
+            del self._open[token]
         pending = self._connecting.get(token)
         if pending is not None:  # another request of this token is connecting: share it
             return await asyncio.shield(pending)
-        future: asyncio.Future[ChronicleClient] = asyncio.get_running_loop().create_future()
+        if token_subject(token) is None:  # not a JWT naming a user: no need to ask the bus
+            raise ChronicleError("unauthorized", "the bearer token is not a JWT with a subject")
+        self._make_room()
+        future: asyncio.Future[Held] = asyncio.get_running_loop().create_future()
         self._connecting[token] = future
         try:
-            client = await self._connect(token)
+            async with self._first_connects:
+                held = Held(await self._connect(token), time.monotonic())
         except BaseException as error:
             future.set_exception(error)
             future.exception()  # (retrieved: a request that did not share it must not warn)
             raise
         finally:
             del self._connecting[token]
-        future.set_result(client)
-        self._open[token] = (client, time.monotonic())
-        while len(self._open) > self.max_open:
-            _, (oldest, _) = self._open.popitem(last=False)
-            asyncio.get_running_loop().create_task(oldest.close())
-        return client
+        future.set_result(held)
+        self._open[token] = held
+        return held
+
+    def _make_room(self) -> None:
+        """Close the least recently used idle connection when the gateway holds max_open."""
+        if len(self._open) + len(self._connecting) < self.max_open:
+            return
+        idle = next((token for token, held in self._open.items() if held.leases == 0), None)
+        if idle is None:
+            raise ChronicleError("unavailable", "the gateway is at its connection limit; retry shortly")
+        asyncio.get_running_loop().create_task(self._open.pop(idle).client.close())
 
     async def _connect(self, token: str) -> ChronicleClient:
         refused_until = self._refused.get(token)
@@ -88,10 +127,9 @@ class UserClients:
         async def noted(error: BaseException) -> None:  # (nats-py logs each failure with a traceback otherwise)
             errors[:] = [*errors[-4:], error]  # a refusal may be followed by the socket's reset
 
-        # A refused or unreachable first connect fails within a second; once connected, a
-        # lost connection is retried briefly, then closed, and the next request reconnects.
-        options: dict[str, Any] = {"connect_timeout": 2, "allow_reconnect": True, "max_reconnect_attempts": 2,
-                                   "reconnect_time_wait": 0.2, "error_cb": noted}
+        # One attempt: a refused or unreachable connect fails at once, and a lost connection
+        # is closed (the token's next request connects again) rather than retried here.
+        options: dict[str, Any] = {"connect_timeout": 2, "allow_reconnect": False, "error_cb": noted}
         try:
             return await ChronicleClient.connect(
                 self.nats_url, token, prefix=self.prefix, timeout=self.timeout, nats_options=options
@@ -113,16 +151,16 @@ class UserClients:
         self._refused[token] = time.monotonic() + REFUSED_SECONDS
 
     async def sweep(self) -> None:
-        """Close the connections idle for longer than idle_seconds."""
+        """Close the connections idle (no lease) for longer than idle_seconds, and lost ones."""
         now = time.monotonic()
-        for token, (client, used) in list(self._open.items()):
-            if now - used > self.idle_seconds or client.nc.is_closed:
+        for token, held in list(self._open.items()):
+            if held.client.nc.is_closed or (held.leases == 0 and now - held.used > self.idle_seconds):
                 del self._open[token]
                 with contextlib.suppress(Exception):
-                    await client.close()
+                    await held.client.close()
 
     async def close(self) -> None:
         while self._open:
-            _, (client, _) = self._open.popitem()
+            _, held = self._open.popitem()
             with contextlib.suppress(Exception):
-                await client.close()
+                await held.client.close()

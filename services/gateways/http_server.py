@@ -11,6 +11,8 @@ from typing import Any
 
 import uvicorn
 
+MAX_CONNECTIONS = 1024
+
 
 class EmbeddedServer(uvicorn.Server):
     @contextlib.contextmanager
@@ -20,8 +22,10 @@ class EmbeddedServer(uvicorn.Server):
 
 class HttpServer:
     def __init__(self, app: Any, host: str, port: int):
+        # At most MAX_CONNECTIONS connections and requests at once (past it, 503 at once), so
+        # idle or slow connections cannot use up the process's file descriptors.
         config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on",
-                                timeout_keep_alive=30)
+                                timeout_keep_alive=30, limit_concurrency=MAX_CONNECTIONS)
         self.server = EmbeddedServer(config)
         self.url = f"http://{host}:{port}"
         self._task: asyncio.Task[None] | None = None

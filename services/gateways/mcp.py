@@ -14,7 +14,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
-from services.client.connection import ChronicleClient
 from services.contract.artifacts import (
     ArtifactLineage,
     CompareArtifacts,
@@ -51,26 +50,31 @@ class Tools:
         self.clients = clients
         self.token = token  # stdio: the one user this server acts as
 
-    async def client(self, ctx: Context) -> ChronicleClient:
-        headers = ctx.headers if self.token is None else None
+    def token_of(self, ctx: Context) -> str:
+        if self.token is not None:
+            return self.token
         try:
-            token = self.token or bearer_token((headers or {}).get("authorization"))
-            return await self.clients.get(token)
+            return bearer_token((ctx.headers or {}).get("authorization"))
         except ChronicleError as error:
             raise tool_error(error) from None
 
     async def send(self, ctx: Context, request_type: type[Command[Any]] | type[Query[Any]], **fields: Any) -> Reply:
-        client = await self.client(ctx)
+        token = self.token_of(ctx)
         try:
             request = request_type(**{k: v for k, v in fields.items() if v is not None})
         except ValidationError as error:
             raise tool_error(invalid_from_validation(error)) from None
+        release = None
         try:
+            client, release = await self.clients.acquire(token)
             return await client.send_json(request)
         except ChronicleError as error:
             raise tool_error(error) from None
         except TimeoutError:
             raise ToolError("unavailable: the service did not answer in time; retry shortly") from None
+        finally:
+            if release is not None:
+                release()
 
 
 def tool_error(error: ChronicleError) -> ToolError:
@@ -251,6 +255,10 @@ def run_stdio(settings: Any) -> None:
     build_server(clients, settings.token.get_secret_value()).run("stdio")
 
 
-def streamable_http_app(nats_url: str, prefix: str) -> Any:
-    """`chronicle mcp --http`: streamable HTTP at /mcp, each request acting as its bearer token's user."""
-    return build_server(UserClients(nats_url, prefix)).streamable_http_app()
+def streamable_http_app(nats_url: str, prefix: str, host: str = "127.0.0.1") -> Any:
+    """`chronicle mcp --http`: streamable HTTP at /mcp, each request acting as its bearer token's
+    user; `host` is where it listens (the SDK then accepts that Host header; on loopback only
+    loopback names, against DNS rebinding)."""
+    # Stateless: a request carries its own token, and no session outlives it (a session a
+    # caller could open without a token would only hold memory).
+    return build_server(UserClients(nats_url, prefix)).streamable_http_app(stateless_http=True, host=host)

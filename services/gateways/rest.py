@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable
 from functools import cache
 from typing import Any, cast
 from uuid import UUID
@@ -43,6 +44,7 @@ STATUS = {
     "rate_limited": 429, "unavailable": 503, "internal": 500,
 }
 MAX_BODY = 2 * 1024 * 1024  # bytes of a JSON body; the service's own limits are lower still
+MAX_DEPTH = 64  # levels of arrays and objects in a body
 PATH_PARAMETER = re.compile(r"{(\w+)}")
 EXPOSED = ["Retry-After", "Content-Disposition", "X-Chronicle-Position"]
 
@@ -86,56 +88,45 @@ class Gateway:
         self.clients = clients
         self.routes = tuple(routes)
 
-    async def client(self, request: Request) -> ChronicleClient:
-        return await self.clients.get(bearer_token(request.headers.get("authorization")))
-
     async def fields(self, route: HttpRoute, request: Request) -> Body:
-        """The request's fields in the model's own names, from path, query string or body."""
-        names = casing(route.request, "validation")
+        """The request's fields in the model's own names, from path, query string or body;
+        the path's ids always win, and a field given twice (camelCase and snake_case) is refused."""
         given: Body = {}
         if route.method in ("GET", "DELETE"):
             arrays = array_fields(route.request)
             for key in request.query_params:
                 values = request.query_params.getlist(key)
-                name = to_snake(key)
-                if name in arrays:
+                if to_snake(key) in arrays:
                     given[key] = [item for value in values for item in value.split(",") if item]
                 else:
                     given[key] = values[-1]
         else:
-            raw = await request.body()
-            if len(raw) > MAX_BODY:
-                raise ChronicleError("invalid", f"the body must be at most {MAX_BODY} bytes",
-                                     [{"field": "body", "rule": "max_bytes", "message": f"at most {MAX_BODY} bytes"}])
-            if raw.strip():
-                try:
-                    given = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    raise ChronicleError("invalid", "the body must be JSON",
-                                         [{"field": "body", "rule": "json", "message": "not JSON"}]) from None
-                if not isinstance(given, dict):
-                    raise ChronicleError("invalid", "the body must be a JSON object",
-                                         [{"field": "body", "rule": "object", "message": "not an object"}])
+            given = await json_body(request)
+        fields = casing(route.request, "validation").bus(given)
+        if len(fields) < len(given):  # two keys named the same field
+            counts = Counter(to_snake(key) for key in given)
+            twice = sorted(name for name, count in counts.items() if count > 1)
+            message = f"{', '.join(map(to_camel, twice))} given twice (camelCase and snake_case)"
+            raise ChronicleError("invalid", message, [{"field": to_camel(name), "rule": "once", "message": message}
+                                                      for name in twice])
         for key, value in request.path_params.items():
-            if key in given and str(given[key]) != value:
-                message = f"{key} in the body differs from the path"
+            name = to_snake(key)
+            if name in fields and str(fields[name]) != value:
+                message = f"{key} differs from the path's"
                 raise ChronicleError("invalid", message, [{"field": key, "rule": "path", "message": message}])
-            given[key] = value
-        return route.fields(names.bus(given))
-
-    async def send(self, route: HttpRoute, request: Request) -> tuple[Any, Body, ChronicleClient]:
-        key = idempotency_key(request.headers.get("idempotency-key"))
-        fields = await self.fields(route, request)
-        model = route.request(**fields)
-        if key is not None and not isinstance(model, Command):
-            key = None  # a query is answered afresh each time
-        client = await self.client(request)
-        data = await client.send_json(model, key)  # type: ignore[arg-type]
-        return model, data, client
+            fields[name] = value
+        return route.fields(fields)
 
     async def handle(self, route: HttpRoute, request: Request) -> Response:
+        release = None
         try:
-            model, data, client = await self.send(route, request)
+            token = bearer_token(request.headers.get("authorization"))  # before the body costs anything
+            key = idempotency_key(request.headers.get("idempotency-key"))
+            model = route.request(**await self.fields(route, request))
+            if key is not None and not isinstance(model, Command):
+                key = None  # a query is answered afresh each time
+            client, release = await self.clients.acquire(token)
+            data = await client.send_json(model, key)  # type: ignore[arg-type]
             if route.download:
                 return await download(client, model, data)
             shown = casing(route.request.reply).web(data)
@@ -144,13 +135,18 @@ class Gateway:
             return json_response(body, route.status, headers)
         except Exception as error:  # every failure answers in the envelope
             return error_response(failure_of(error))
+        finally:
+            if release is not None:
+                release()
 
     async def job_events(self, request: Request) -> Response:
         """`GET /api/jobs/{jobId}/events`: Server-Sent Events, the job's state now, then each
         progress message (`event: progress`), then its final state (`event: job`)."""
+        release = None
         try:
-            client = await self.client(request)
+            token = bearer_token(request.headers.get("authorization"))
             job_id = GetJob(job_id=request.path_params["jobId"]).job_id
+            client, release = await self.clients.acquire(token)  # held, so never closed under the stream
             updates: asyncio.Queue[Body] = asyncio.Queue(maxsize=100)
 
             async def progressed(message: Any) -> None:
@@ -165,32 +161,94 @@ class Gateway:
                 await subscription.unsubscribe()
                 raise
         except Exception as error:
+            if release is not None:
+                release()
             return error_response(failure_of(error))
-        return StreamingResponse(job_stream(client, job_id, first, updates, subscription),
-                                 media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+        stream = job_stream(client, job_id, first, updates, subscription, release)
+        return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+ENDED = ("completed", "failed")
+KEEP_ALIVE = 15.0  # seconds between comments on a quiet stream, each after a fresh look at the job
+MAX_STREAM = 3600.0  # seconds a stream lasts at most; a browser's EventSource reconnects
 
 
 async def job_stream(
-    client: ChronicleClient, job_id: UUID, first: Body, updates: asyncio.Queue[Body], subscription: Any
+    client: ChronicleClient, job_id: UUID, first: Body, updates: asyncio.Queue[Body], subscription: Any,
+    release: Callable[[], None],
 ) -> AsyncIterator[bytes]:
+    """The events of one job: progress as it comes; on a quiet stream a look at the job
+    itself (a progress message is core NATS and may be lost), so it always ends."""
     web = casing(GetJob.reply).web
+    deadline = asyncio.get_running_loop().time() + MAX_STREAM
     try:
         yield sse("job", web(first))
-        if first["status"] in ("completed", "failed"):
+        if first["status"] in ENDED:
             return
-        while True:
+        while asyncio.get_running_loop().time() < deadline and not client.nc.is_closed:
             try:
-                update = await asyncio.wait_for(updates.get(), 15.0)
+                update = await asyncio.wait_for(updates.get(), KEEP_ALIVE)
             except TimeoutError:
+                now = await client.send_json(GetJob(job_id=job_id))
+                if now["status"] in ENDED:
+                    yield sse("job", web(now))
+                    return
                 yield b": keep-alive\n\n"
                 continue
             yield sse("progress", {to_camel(k): v for k, v in update.items()})
-            if update.get("status") in ("completed", "failed"):
+            if update.get("status") in ENDED:
                 client.observed(update.get("position"))
                 yield sse("job", web(await client.send_json(GetJob(job_id=job_id))))
                 return
     finally:
-        await subscription.unsubscribe()
+        release()
+        with contextlib.suppress(Exception):
+            await subscription.unsubscribe()
+
+
+async def json_body(request: Request) -> Body:
+    """The JSON object a POST or PUT carries, read no further than MAX_BODY bytes and no
+    deeper than MAX_DEPTH levels (the service's own limits are lower still)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        raise too_big()
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise too_big()
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return {}
+    try:
+        given = orjson.loads(raw)  # (orjson itself refuses nesting past 1,024)
+    except orjson.JSONDecodeError:
+        raise ChronicleError("invalid", "the body must be JSON",
+                             [{"field": "body", "rule": "json", "message": "not JSON"}]) from None
+    if not isinstance(given, dict):
+        raise ChronicleError("invalid", "the body must be a JSON object",
+                             [{"field": "body", "rule": "object", "message": "not an object"}])
+    if nesting(given) > MAX_DEPTH:
+        message = f"the body nests deeper than {MAX_DEPTH} levels"
+        raise ChronicleError("invalid", message, [{"field": "body", "rule": "max_depth", "message": message}])
+    return given
+
+
+def too_big() -> ChronicleError:
+    message = f"the body must be at most {MAX_BODY} bytes"
+    return ChronicleError("invalid", message, [{"field": "body", "rule": "max_bytes", "message": message}])
+
+
+def nesting(value: Any) -> int:
+    """How deeply arrays and objects nest in a JSON value, without recursion."""
+    deepest, level = 0, [(value, 1)]
+    while level:
+        item, depth = level.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            level.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def sse(event: str, data: Any) -> bytes:
@@ -266,7 +324,13 @@ def build_app(clients: UserClients, *, cors_origins: list[str] | None = None, ro
     ]
     cors = Middleware(CORSMiddleware, allow_origins=cors_origins or ["*"], allow_methods=["*"],
                       allow_headers=["Authorization", "Content-Type", "Idempotency-Key"], expose_headers=EXPOSED)
-    return Starlette(routes=served, middleware=[cors], lifespan=lifespan)
+    async def no_route(request: Request, error: Exception) -> Response:
+        status = getattr(error, "status_code", 404)
+        code, message = ("not_found", "no such route") if status == 404 else ("invalid", "method not allowed here")
+        return json_response({"success": False, "error": {"code": code, "message": message, "details": []}}, status)
+
+    return Starlette(routes=served, middleware=[cors], lifespan=lifespan,
+                     exception_handlers={404: no_route, 405: no_route})
 
 
 def endpoint(gateway: Gateway, route: HttpRoute) -> Any:

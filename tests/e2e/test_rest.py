@@ -14,6 +14,7 @@ import pytest
 
 from adapters.auth import TokenAuthority
 from adapters.embedded import free_port
+from services.contract.errors import ChronicleError
 from services.entrypoints.bootstrap import Chronicle, bootstrap
 from services.gateways.clients import UserClients
 from services.gateways.http_server import HttpServer
@@ -279,3 +280,58 @@ async def test_twenty_users_two_thousand_requests_lose_nothing(http: Http) -> No
         shown = (await web.get(f"/api/conversations/{conversation}")).json()["conversation"]
         assert shown["messageCount"] == added == 50
         assert [m["content"] for m in shown["messages"]] == [f"m{i}" for i in range(0, 99, 2)]
+
+
+async def test_what_an_attacker_sends_is_refused_before_it_costs_anything(http: Http) -> None:
+    alice, bob = http(), http()
+    mine = (await alice.post("/api/conversations", json={"title": "alice"})).json()["conversationId"]
+    other = (await alice.post("/api/conversations", json={"title": "also alice"})).json()["conversationId"]
+
+    def refused(response: httpx.Response, status: int = 400, code: str = "invalid") -> str:
+        assert response.status_code == status, response.text
+        assert response.json()["success"] is False and response.json()["error"]["code"] == code
+        return str(response.json()["error"]["message"])
+
+    # The path's id cannot be overridden by the same field under its other name.
+    assert "given twice" in refused(await alice.delete(
+        f"/api/conversations/{mine}", params={"conversationId": mine, "conversation_id": other}))
+    refused(await alice.put(f"/api/conversations/{mine}", json={"conversation_id": other, "title": "x"}))
+    assert (await alice.get(f"/api/conversations/{other}")).json()["conversation"]["title"] == "also alice"
+    # Too big, too deep, or no token: refused without the body being read or kept.
+    reader, writer = await asyncio.open_connection(alice.base_url.host, alice.base_url.port)
+    writer.write(f"POST /api/conversations HTTP/1.1\r\nHost: x\r\nAuthorization: {alice.headers['authorization']}\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: {10**9}\r\n\r\n".encode())  # and no body
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    writer.close()
+    assert head.startswith(b"HTTP/1.1 400 ")  # answered from the declared length, nothing read
+
+    async def endless() -> AsyncIterator[bytes]:
+        for _ in range(3_000):
+            yield b" " * 1024
+
+    assert "at most" in refused(await alice.post("/api/conversations", content=endless()))
+    deep = {"role": "user", "content": "x", "metadata": {"a": orjson.loads("[" * 300 + "]" * 300)}}
+    assert "deeper" in refused(await alice.post(f"/api/conversations/{mine}/messages", json=deep))
+    async with httpx.AsyncClient(base_url=str(alice.base_url)) as anonymous:
+        refused(await anonymous.post("/api/conversations", content=endless()), 401, "unauthorized")
+    # Unknown routes and methods answer in the envelope too.
+    refused(await bob.get("/api/nothing-here"), 404, "not_found")
+    refused(await bob.patch("/api/conversations"), 405, "invalid")
+
+
+async def test_a_connection_in_use_is_never_closed_under_its_user(chronicle: Chronicle, authority: TokenAuthority) -> None:
+    clients = UserClients(chronicle.nats_url, chronicle.settings.subject_prefix, max_open=1)
+    try:
+        with pytest.raises(ChronicleError) as not_a_jwt:
+            await clients.acquire("garbage")
+        assert not_a_jwt.value.code == "unauthorized" and len(clients) == 0
+        alice, release_alice = await clients.acquire(authority.issue("alice-held"))
+        with pytest.raises(ChronicleError) as full:
+            await clients.acquire(authority.issue("bob-waits"))
+        assert full.value.code == "unavailable" and not alice.nc.is_closed
+        release_alice()
+        bob, release_bob = await clients.acquire(authority.issue("bob-waits"))
+        release_bob()
+        assert len(clients) == 1 and not bob.nc.is_closed
+    finally:
+        await clients.close()
