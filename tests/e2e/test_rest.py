@@ -335,3 +335,15 @@ async def test_a_connection_in_use_is_never_closed_under_its_user(chronicle: Chr
         assert len(clients) == 1 and not bob.nc.is_closed
     finally:
         await clients.close()
+
+
+async def test_a_huge_header_sent_slowly_is_cut_off(gateway: HttpServer, http: Http) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", int(gateway.url.rsplit(":", 1)[1]))
+    writer.write(b"GET /api/conversations HTTP/1.1\r\nHost: x\r\nX-Padding: ")
+    for _ in range(260):  # just past 256 KiB of one header, a KiB at a time; then wait for the answer
+        writer.write(b"a" * 1024)
+        await writer.drain()
+    answer = await asyncio.wait_for(reader.read(200), 10)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 431 ")
+    assert (await http().get("/api/conversations")).status_code == 200  # everyone else is served
