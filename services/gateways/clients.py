@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import nats.errors
+from pydantic import ValidationError
 
 from services.client.connection import ChronicleClient, token_subject
-from services.contract.errors import ChronicleError
+from services.contract.errors import ChronicleError, invalid_from_validation
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,24 @@ def bearer_token(authorization: str | None) -> str:
     if len(token) > MAX_TOKEN or not token.isascii() or not token.isprintable():
         raise ChronicleError("unauthorized", f"the bearer token must be at most {MAX_TOKEN} printable ASCII characters")
     return token
+
+
+UNREACHABLE = (nats.errors.NoRespondersError, nats.errors.ConnectionClosedError, nats.errors.OutboundBufferLimitError,
+               nats.errors.StaleConnectionError)
+
+
+def failure_of(error: BaseException) -> ChronicleError:
+    """What a gateway's caller is told of a failure on the way to the service (never its internals)."""
+    if isinstance(error, ChronicleError):
+        return error
+    if isinstance(error, ValidationError):
+        return invalid_from_validation(error)
+    if isinstance(error, asyncio.TimeoutError | TimeoutError):
+        return ChronicleError("unavailable", "the service did not answer in time; retry shortly")
+    if isinstance(error, UNREACHABLE):
+        return ChronicleError("unavailable", "the service cannot be reached; retry shortly")
+    log.error("gateway request failed", extra={"error_type": type(error).__name__})
+    return ChronicleError("internal", "the gateway failed to handle this request")
 
 
 @dataclass

@@ -32,7 +32,7 @@ from services.contract.conversations import GetConversation, SearchConversations
 from services.contract.errors import ChronicleError, invalid_from_validation
 from services.contract.hitl import GetRun, ListRuns, PauseRun, ResumeRun
 from services.contract.optimizations import GetOptimization, ListOptimizations, OptimizationHistory
-from services.gateways.clients import UserClients, bearer_token
+from services.gateways.clients import UserClients, bearer_token, failure_of
 
 INSTRUCTIONS = (
     "Chronicle remembers every layout you generate and how it descends from others. Typical flow: "
@@ -68,10 +68,8 @@ class Tools:
         try:
             client, release = await self.clients.acquire(token)
             return await client.send_json(request)
-        except ChronicleError as error:
-            raise tool_error(error) from None
-        except TimeoutError:
-            raise ToolError("unavailable: the service did not answer in time; retry shortly") from None
+        except Exception as error:  # a tool error with a code, never an internal
+            raise tool_error(failure_of(error)) from None
         finally:
             if release is not None:
                 release()

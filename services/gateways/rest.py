@@ -19,7 +19,7 @@ from uuid import UUID
 
 import orjson
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from pydantic import ValidationError, create_model
+from pydantic import create_model
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -31,10 +31,10 @@ from services.client.connection import ChronicleClient
 from services.contract.base import Command, idempotency_key
 from services.contract.bus import signals_prefix
 from services.contract.conversations import Export, ExportConversation
-from services.contract.errors import ChronicleError, invalid_from_validation
+from services.contract.errors import ChronicleError
 from services.contract.jobs import GetJob, job_progress
 from services.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
-from services.gateways.clients import UserClients, bearer_token
+from services.gateways.clients import UserClients, bearer_token, failure_of
 from services.gateways.rest_routes import ROUTES, Body, HttpRoute
 
 log = logging.getLogger(__name__)
@@ -64,21 +64,6 @@ def error_response(error: ChronicleError) -> Response:
         headers["Retry-After"] = str(max(1, int(-(-max(waits, default=1.0) // 1))))
     body = {"success": False, "error": {"code": error.code, "message": message, "details": details}}
     return json_response(body, STATUS[error.code], headers)
-
-
-def failure_of(error: BaseException) -> ChronicleError:
-    """What a caller is told of a failure on the way to the service."""
-    if isinstance(error, ChronicleError):
-        return error
-    if isinstance(error, ValidationError):
-        return invalid_from_validation(error)
-    if isinstance(error, asyncio.TimeoutError | TimeoutError):
-        return ChronicleError("unavailable", "the service did not answer in time; retry shortly")
-    name = type(error).__name__
-    if name in ("NoRespondersError", "ConnectionClosedError", "OutboundBufferLimitError", "StaleConnectionError"):
-        return ChronicleError("unavailable", "the service cannot be reached; retry shortly")
-    log.error("gateway request failed", extra={"error_type": name})
-    return ChronicleError("internal", "the gateway failed to handle this request")
 
 
 class Gateway:
