@@ -19,7 +19,10 @@ MAX_TOPIC = 300  # characters of a sentence kept as a topic
 MAX_TITLE = 80
 MAX_DISTRACTOR_POOL = 200  # words drawn on for wrong options; more would only slow a large snapshot down
 # (option, default, most) for how many outline entries each type's plan holds.
-OUTLINE_SIZE = {"quiz": ("questions", 5, 50), "summary": ("key_points", 5, 20), "layout": ("sections", 3, 8)}
+OUTLINE_SIZE = {"quiz": ("num_questions", 5, 50), "summary": ("key_points", 5, 20), "layout": ("sections", 3, 8)}
+CHOICES_BY_DIFFICULTY = {"easy": 3, "medium": 4, "hard": 6}
+# Jobs recorded before seed 002's option names counted a quiz's questions as "questions".
+LEGACY_OPTIONS = {"num_questions": "questions"}
 SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
 # Multi-word, so they rarely collide with a single-word answer; there are enough for eight options.
 STOCK_DISTRACTORS = (
@@ -49,7 +52,7 @@ def _title(content: str) -> str:
 
 def _whole(options: dict[str, Any], option: str, default: int, least: int, most: int) -> int:
     """An integer option clamped to its range; anything else (a bool, a string) counts as unset."""
-    wanted = options.get(option)
+    wanted = options.get(option, options.get(LEGACY_OPTIONS.get(option, option)))
     return max(least, min(most, wanted if type(wanted) is int else default))
 
 
@@ -106,7 +109,8 @@ class OfflineAgent:
             texts = [spec.content, *(chunk.text for chunk in snapshot)]
             words = list(dict.fromkeys(word for text in texts for word in significant_words(text)))
             words = words[:MAX_DISTRACTOR_POOL]
-            choices = _whole(spec.options, "choices", 4, 2, len(STOCK_DISTRACTORS))
+            by_difficulty = CHOICES_BY_DIFFICULTY.get(str(spec.options.get("difficulty", "medium")), 4)
+            choices = _whole(spec.options, "choices", by_difficulty, 2, len(STOCK_DISTRACTORS))
             questions = [self._question(topic, source, words, choices, rng) for topic, source in outline]
             return {"title": title, "questions": questions}
         if spec.artifact_type == "summary":

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from domain.job import MAX_CONTENT, MAX_REASON, MAX_WORKER, Chunk, Status
 from services.contract.base import Command, JsonObject, Offset, Page, Position, Query, Reply, Text, Written
@@ -66,6 +66,37 @@ class JobView(Reply):
     updated_at: datetime
 
 
+DEFAULT_CHUNKS = 8
+MAX_CHUNKS = 50
+
+
+class JobOptions(BaseModel):
+    """What every job's options may hold; each artifact type adds its own (seed 002's names)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chunks: int = Field(default=DEFAULT_CHUNKS, ge=0, le=MAX_CHUNKS, strict=True,
+                        description="how many chunks of your history to retrieve for it")
+
+
+class QuizOptions(JobOptions):
+    num_questions: int = Field(default=5, ge=1, le=50, strict=True)
+    difficulty: Literal["easy", "medium", "hard"] = "medium"
+    choices: int | None = Field(default=None, ge=2, le=8, strict=True,
+                                description="options per question; default by difficulty: 3, 4, 6")
+
+
+class SummaryOptions(JobOptions):
+    key_points: int = Field(default=5, ge=1, le=20, strict=True)
+
+
+class LayoutOptions(JobOptions):
+    sections: int = Field(default=3, ge=1, le=8, strict=True)
+
+
+OPTIONS: dict[str, type[JobOptions]] = {"quiz": QuizOptions, "summary": SummaryOptions, "layout": LayoutOptions}
+
+
 class RequestJob(Command[JobRequested], action="job.request"):
     content: Annotated[str, Text(MAX_CONTENT)]
     artifact_type: ArtifactType
@@ -73,7 +104,10 @@ class RequestJob(Command[JobRequested], action="job.request"):
     source_ids: list[SourceId] = Field(
         default=[], max_length=100, description="conversations or artifacts to retrieve from; default: all the caller's"
     )
-    options: JsonObject = Field(default={}, description="e.g. questions (quiz), chunks (how many to retrieve)")
+    options: JsonObject = Field(
+        default={}, description="by artifact type: quiz num_questions, difficulty, choices; summary key_points; "
+        "layout sections; any: chunks (OPTIONS below; checked by the service, each option named when refused)"
+    )
     min_position: Position | None = Field(
         default=None, description="the snapshot includes content up to this notification id (the client's last write)"
     )

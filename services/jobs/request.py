@@ -4,23 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from services.contract.base import Command
 from services.contract.errors import ChronicleError
-from services.contract.jobs import RecordJob, RequestJob
+from services.contract.jobs import OPTIONS, JobOptions, RecordJob, RequestJob
 from services.ports.retriever import Retriever
 from services.runtime.command_bus import CommandBus
 from services.runtime.positions import ProjectionPositions
 
-DEFAULT_CHUNKS = 8
-MAX_CHUNKS = 50
 
-
-def chunks_wanted(options: dict[str, Any]) -> int:
-    wanted = options.get("chunks", DEFAULT_CHUNKS)
-    if isinstance(wanted, bool) or not isinstance(wanted, int) or not 0 <= wanted <= MAX_CHUNKS:
-        message = f"options.chunks must be a whole number from 0 to {MAX_CHUNKS}"
-        raise ChronicleError("invalid", message, [{"field": "options.chunks", "rule": "range", "message": message}])
-    return wanted
+def checked_options(cmd: RequestJob) -> JobOptions:
+    """The request's options as its artifact type knows them (seed 002's names), or
+    `invalid` naming each option refused and its rule."""
+    try:
+        return OPTIONS[cmd.artifact_type].model_validate(cmd.options)
+    except ValidationError as error:
+        details = [
+            {"field": "options." + ".".join(map(str, e["loc"])), "rule": e["type"], "message": e["msg"]}
+            for e in error.errors(include_input=False, include_url=False)
+        ]
+        raise ChronicleError("invalid", "invalid request: " + ", ".join(d["field"] for d in details), details) from None
 
 
 class Jobs:
@@ -31,11 +35,12 @@ class Jobs:
         self.wait_timeout = wait_timeout
 
     async def request(self, user: str, cmd: RequestJob, key: str | None) -> dict[str, Any]:
+        options = checked_options(cmd)
         # Where the caller's reads stand is not part of the request: a retry may be further on.
         request = cmd.model_copy(update={"min_position": None})
 
         async def capture() -> Command[Any]:
-            limit = chunks_wanted(cmd.options)
+            limit = options.chunks
             snapshot = []
             if limit:
                 await self.positions.wait_for(self.retriever.reads, cmd.min_position, self.wait_timeout)

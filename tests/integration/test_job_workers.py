@@ -16,6 +16,7 @@ from adapters.generation.agent_offline import OfflineAgent
 from domain.job import Chunk
 from services.client.connection import ChronicleClient
 from services.contract.bus import signals_prefix
+from services.contract.errors import ChronicleError
 from services.entrypoints.bootstrap import Chronicle, bootstrap
 from services.ports.agent import JobSpec
 from tests.conftest import JWT_SECRET, make_settings, new_prefix
@@ -72,7 +73,7 @@ async def test_a_job_runs_through_its_phases_with_progress_in_order(client: Chro
     talk = await client.conversations.start(title="tulips")
     await client.conversations.add_message(talk.conversation_id, "user", "Tulips bloom in spring. They need cold winters.")
     await client.conversations.list()
-    requested = await client.jobs.request("a quiz about tulips", "quiz", options={"questions": 3})
+    requested = await client.jobs.request("a quiz about tulips", "quiz", options={"num_questions": 3})
     updates: list[dict[str, Any]] = []
     job = await client.jobs.wait(requested.job_id, timeout=30, on_progress=updates.append)
     assert (job.status, job.progress, job.attempt, job.error) == ("completed", 100, 1, None)
@@ -139,3 +140,23 @@ async def test_a_worker_that_goes_quiet_mid_phase_is_taken_over(servers: TestSer
         assert len(generating) == 2 and generating[1]["taken_over_from"] == generating[0]["worker"]
         assert (await client.artifacts.list()).total == 1  # exactly one result
         await client.close()
+
+
+async def test_seed_002s_options_are_honoured_and_checked(client: ChronicleClient) -> None:
+    """A client written from seed 002: options={"num_questions": 3, "difficulty": ...}."""
+    requested = await client.jobs.request("a quiz about tulips in spring", "quiz",
+                                          options={"num_questions": 3, "difficulty": "hard"})
+    job = await client.jobs.wait(requested.job_id, timeout=30)
+    assert job.status == "completed" and len(job.result["questions"]) == 3
+    assert {len(q["options"]) for q in job.result["questions"]} == {6}  # hard: six choices each
+    for options, named in (({"num_questions": "many"}, "options.num_questions"),
+                           ({"num_questions": 51}, "options.num_questions"),
+                           ({"difficulty": "brutal"}, "options.difficulty"),
+                           ({"colour": "red"}, "options.colour"),
+                           ({"questions": 3}, "options.questions")):
+        with pytest.raises(ChronicleError) as refused:
+            await client.jobs.request("a quiz about tulips", "quiz", options=options)
+        assert refused.value.code == "invalid" and refused.value.fields == [named]
+    with pytest.raises(ChronicleError) as not_a_summary_option:
+        await client.jobs.request("a summary of tulips", "summary", options={"num_questions": 3})
+    assert not_a_summary_option.value.fields == ["options.num_questions"]

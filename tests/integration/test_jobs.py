@@ -71,11 +71,11 @@ async def test_a_duplicate_while_active_is_the_same_job_and_after_completion_a_n
     await client.conversations.add_message(talk.conversation_id, "user", "Orchids are a different story.")
     await client.conversations.list()  # the search read model holds the messages
 
-    first = await client.jobs.request("a quiz about tulips blooming", "quiz", options={"questions": 3})
+    first = await client.jobs.request("a quiz about tulips blooming", "quiz", options={"num_questions": 3})
     assert first.created and first.status == "pending" and first.progress == 0
-    again = await client.jobs.request("a quiz about tulips blooming", "quiz", options={"questions": 3})
+    again = await client.jobs.request("a quiz about tulips blooming", "quiz", options={"num_questions": 3})
     assert (again.job_id, again.created, again.status) == (first.job_id, False, "pending")
-    other = await client.jobs.request("a quiz about tulips blooming", "quiz", options={"questions": 4})
+    other = await client.jobs.request("a quiz about tulips blooming", "quiz", options={"num_questions": 4})
     assert other.created and other.job_id != first.job_id
 
     job = await client.jobs.get(first.job_id)
@@ -98,7 +98,7 @@ async def test_a_duplicate_while_active_is_the_same_job_and_after_completion_a_n
     assert artifact.origin == "job" and artifact.layout["type"] == "quiz" and "When do tulips bloom?" in artifact.draft
     assert (await client.artifacts.search("tulips bloom")).items[0].artifact_id == artifact.id
 
-    renewed = await client.jobs.request("a quiz about tulips blooming", "quiz", options={"questions": 3})
+    renewed = await client.jobs.request("a quiz about tulips blooming", "quiz", options={"num_questions": 3})
     assert renewed.created and renewed.job_id not in (first.job_id, other.job_id)
     listed = await client.jobs.list(status="pending")
     assert {item.job_id for item in listed.items} == {other.job_id, renewed.job_id}
