@@ -30,7 +30,7 @@ from starlette.routing import Route
 from services.client.connection import ChronicleClient
 from services.contract.base import Command, idempotency_key
 from services.contract.bus import signals_prefix
-from services.contract.conversations import Export, ExportConversation
+from services.contract.conversations import ExportConversation
 from services.contract.errors import ChronicleError
 from services.contract.jobs import GetJob, job_progress
 from services.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
@@ -111,9 +111,9 @@ class Gateway:
             if key is not None and not isinstance(model, Command):
                 key = None  # a query is answered afresh each time
             client, release = await self.clients.acquire(token)
-            data = await client.send_json(model, key)  # type: ignore[arg-type]
             if route.download:
-                return await download(client, model, data)
+                return await download(client, cast(ExportConversation, model))
+            data = await client.send_json(model, key)  # type: ignore[arg-type]
             shown = casing(route.request.reply).web(data)
             body = {"success": True, **(route.shape(shown, model) if route.shape else shown)}
             headers = {"X-Chronicle-Position": str(client.last_position)} if client.last_position is not None else None
@@ -240,26 +240,20 @@ def sse(event: str, data: Any) -> bytes:
     return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
-async def download(client: ChronicleClient, request: Any, first: Body) -> Response:
-    """An export as a file: its parts joined, as the client joins them."""
-    request = cast(ExportConversation, request)
-    parts = [Export.model_validate(first)]
-    while parts[-1].next_cursor is not None:
-        parts.append(Export.model_validate(
-            await client.send_json(request.model_copy(update={"cursor": parts[-1].next_cursor}))))
-    if request.format == "markdown":
-        content, media, suffix = "\n".join(p.content for p in parts).encode(), "text/markdown; charset=utf-8", "md"
-    else:
-        documents = [orjson.loads(p.content) for p in parts]
-        documents[0]["messages"] = [m for document in documents for m in document["messages"]]
-        content, media, suffix = orjson.dumps(documents[0], option=orjson.OPT_INDENT_2), "application/json", "json"
+async def download(client: ChronicleClient, request: ExportConversation) -> Response:
+    """An export as a file: the client reads its parts and joins them."""
+    client.observed(request.min_position)  # (a position the caller asked to read from)
+    export = await client.conversations.export(request.conversation_id, request.format)
+    media, suffix = ("text/markdown; charset=utf-8", "md") if request.format == "markdown" else ("application/json", "json")
     filename = f"conversation-{request.conversation_id}.{suffix}"
-    return Response(content, media_type=media, headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+    return Response(export.content.encode(), media_type=media,
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
 @cache
 def array_fields(model: Any) -> frozenset[str]:
-    schema = model.model_json_schema()
+    """The request's list fields: a query string gives them comma-separated."""
+    schema = casing(model, "validation").schema  # (the schema the renaming was compiled from)
     return frozenset(name for name, item in schema.get("properties", {}).items()
                      if item.get("type") == "array" or any(b.get("type") == "array" for b in item.get("anyOf", ())))
 
