@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggregate
@@ -20,6 +20,9 @@ class DomainEvent(BaseModel):
     """An immutable fact; subclasses name it in the past tense."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # Raised when a field's shape changes, with an `upcast_v{N-1}_vN(state)` static method that
+    # brings older stored states up to it (the library's convention; the mapper applies them).
+    class_version: ClassVar[int] = 1
 
     originator_id: UUID
     originator_version: int

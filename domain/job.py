@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
 from domain.base import Aggregate, check_text
 from domain.errors import Conflict, InvalidCommand
+from domain.job_results import quiz_with_correct_answers
 from domain.snapshot import state_of
 
 Status = Literal["pending", "planning", "generating", "validating", "completed", "failed"]
@@ -83,6 +84,7 @@ class JobAttributes:
 
 class Job(JobAttributes, Aggregate):
     State = state_of(JobAttributes)
+    class_version = 2  # v2: quiz results say `correct_answer`; a snapshot of v1 is not read
 
     class Requested(Aggregate.Created):
         session_id: UUID
@@ -118,9 +120,15 @@ class Job(JobAttributes, Aggregate):
             job.plan, job.progress = self.plan, self.progress
 
     class Generated(Aggregate.Event):
+        class_version: ClassVar[int] = 2  # v2: a quiz question's answer is `correct_answer`, as seed 002 names it
+
         result: dict[str, Any]
         attempt: int
         progress: int
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["result"] = quiz_with_correct_answers(state["result"])
 
         def apply(self, job: Job) -> None:
             job.result, job.progress = self.result, self.progress

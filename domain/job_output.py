@@ -15,7 +15,7 @@ def quiz_layout(result: dict[str, Any]) -> dict[str, Any]:
                 "type": "question",
                 "label": str(q["question"]),
                 "children": [
-                    {"type": "option", "label": str(option), "correct": option == q["answer"]} for option in q["options"]
+                    {"type": "option", "label": str(option), "correct": option == q["correct_answer"]} for option in q["options"]
                 ]
                 + [{"type": "explanation", "label": str(q["explanation"])}],
             }

@@ -25,7 +25,7 @@ _RULES = {
 
 
 class _Broken(ValueError):
-    """A rule broken below the field whose validator found it; `where` extends the path (".answer")."""
+    """A rule broken below the field whose validator found it; `where` extends the path (".correct_answer")."""
 
     def __init__(self, where: str, rule: str):
         super().__init__(rule)
@@ -48,7 +48,7 @@ class _Result(BaseModel):
 class QuizQuestion(_Result):
     question: str
     options: list[NonBlank] = Field(min_length=2, max_length=8)
-    answer: str
+    correct_answer: str
     explanation: NonBlank
 
     @field_validator("options")
@@ -65,8 +65,8 @@ class QuizQuestion(_Result):
 
     @model_validator(mode="after")
     def _answer_is_an_option(self) -> QuizQuestion:
-        if self.answer not in self.options:
-            raise _Broken(".answer", "must be one of the options")
+        if self.correct_answer not in self.options:
+            raise _Broken(".correct_answer", "must be one of the options")
         return self
 
 
@@ -94,6 +94,21 @@ class LayoutResult(_Result):
             path = error.field or "layout"
             raise _Broken(path.removeprefix("layout"), error.message.removeprefix(path).strip()) from None
         return layout
+
+
+def quiz_with_correct_answers(result: dict[str, Any]) -> dict[str, Any]:
+    """A quiz result as recorded before seed 002's field names were followed (`answer`),
+    with `correct_answer` instead; any other result as it is."""
+    questions = result.get("questions")
+    if not isinstance(questions, list):
+        return result
+    renamed = [
+        {("correct_answer" if key == "answer" else key): value for key, value in question.items()}
+        if isinstance(question, dict) and "answer" in question and "correct_answer" not in question
+        else question
+        for question in questions
+    ]
+    return {**result, "questions": renamed}
 
 
 SCHEMAS: dict[str, type[_Result]] = {"quiz": Quiz, "summary": Summary, "layout": LayoutResult}

@@ -51,10 +51,13 @@ def state_model(cls: type) -> type[AggregateState] | None:
 
 @cache
 def schema_of(cls: type) -> str:
-    """A short fingerprint of the class's State model: a snapshot taken under another one is ignored."""
+    """A short fingerprint of the class's State model and `class_version` (raised when what a
+    field holds changes shape): a snapshot taken under another one is ignored."""
     model = state_model(cls)
     schema = json.dumps(model.model_json_schema() if model else None, sort_keys=True)
-    return hashlib.sha256(f"{cls.__module__}:{cls.__qualname__}\0{schema}".encode()).hexdigest()[:16]
+    version = getattr(cls, "class_version", 1)
+    versioned = f"\0{version}" if version > 1 else ""  # (so that raising one class's leaves the others' snapshots)
+    return hashlib.sha256(f"{cls.__module__}:{cls.__qualname__}\0{schema}{versioned}".encode()).hexdigest()[:16]
 
 
 def capture(aggregate: Aggregate) -> AggregateState:

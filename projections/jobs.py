@@ -13,7 +13,7 @@ from projections.batch import Batch
 
 class JobsProjection(Projection):
     name = "jobs"
-    version = 1
+    version = 2  # v2: quiz results say `correct_answer` (their events are upcast; the table is rebuilt)
     tables = """
     CREATE TABLE {schema}.jobs (
         id uuid PRIMARY KEY,

@@ -154,7 +154,7 @@ class OfflineAgent:
         options = _distinct([answer, *rng.sample(words, len(words)), *STOCK_DISTRACTORS], choices)
         rng.shuffle(options)
         cited = f"Source {source} says" if source else "The request says"
-        return {"question": question, "options": options, "answer": answer, "explanation": f'{cited}: "{topic}"'}
+        return {"question": question, "options": options, "correct_answer": answer, "explanation": f'{cited}: "{topic}"'}
 
     @staticmethod
     def _section(index: int, topic: str, source: str | None, rng: random.Random) -> dict[str, Any]:

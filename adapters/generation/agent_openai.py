@@ -18,7 +18,7 @@ LAYOUT_TREE = (
 )
 SHAPES = {
     "quiz": '{"title": string, "questions": [1 to 50 of {"question": string, "options": [2 to 8 distinct non-blank '
-    'strings], "answer": exactly one of the options, "explanation": non-blank string naming the sources used}]}',
+    'strings], "correct_answer": exactly one of the options, "explanation": non-blank string naming the sources used}]}',
     "summary": '{"title": string, "summary": non-blank string, "key_points": [1 to 20 non-blank strings]}',
     "layout": f'{{"layout": {LAYOUT_TREE}, "draft": the layout as an indented text outline, one node per line}}',
 }

@@ -29,11 +29,12 @@ class OrjsonTranscoder(Transcoder):
 MAX_CIPHERS = 10_000
 OWNER_FIELD = "_owner"
 SEALED_FIELD = "_sealed"
+CLASS_VERSION = "class_version"  # as the library names it: stored only when above 1
 
 
 def stays_clear(field: str) -> bool:
     """Metadata an audit keeps after erasure: ids, timestamps, types, the owner."""
-    return field in ("timestamp", "originator_topic", "owner") or field.endswith("_id")
+    return field in ("timestamp", "originator_topic", "owner", CLASS_VERSION) or field.endswith("_id")
 
 
 class ErasedContent(Exception):
@@ -73,6 +74,9 @@ class PydanticMapper(Mapper[UUID]):
 
     def to_stored_event(self, domain_event: Any, owner: str | None = None) -> StoredEvent:
         state = domain_event.model_dump(exclude={"originator_id", "originator_version"})
+        class_version = getattr(type(domain_event), CLASS_VERSION, 1)
+        if class_version > 1:
+            state[CLASS_VERSION] = class_version
         if self.keys is not None and owner is not None:
             state = self._sealed(state, owner, domain_event.originator_id, domain_event.originator_version)
         stored_state = self.transcoder.encode(state)
@@ -177,6 +181,18 @@ class PydanticMapper(Mapper[UUID]):
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
         event_class: type[DomainEvent] = resolve_topic(stored_event.topic)
         data = self.decoded_state(stored_event)
+        upcast(event_class, data)
         data["originator_id"] = stored_event.originator_id
         data["originator_version"] = stored_event.originator_version
         return event_class.model_validate(data)
+
+
+def upcast(event_class: type, state: dict[str, Any]) -> None:
+    """Brings a stored event's fields up to its class's current shape, in place, by the
+    library's convention: an event class at `class_version` N has `upcast_v1_v2` ...
+    `upcast_v{N-1}_vN`, and a stored state older than N is passed through each in turn.
+    The stored event itself is never rewritten."""
+    from_version = state.pop(CLASS_VERSION, 1)
+    while from_version < getattr(event_class, CLASS_VERSION, 1):
+        getattr(event_class, f"upcast_v{from_version}_v{from_version + 1}")(state)
+        from_version += 1

@@ -149,6 +149,9 @@ async def test_seed_002s_options_are_honoured_and_checked(client: ChronicleClien
     job = await client.jobs.wait(requested.job_id, timeout=30)
     assert job.status == "completed" and len(job.result["questions"]) == 3
     assert {len(q["options"]) for q in job.result["questions"]} == {6}  # hard: six choices each
+    for question in job.result["questions"]:  # the seed's result shape, by its own field names
+        assert set(question) == {"question", "options", "correct_answer", "explanation"}
+        assert question["correct_answer"] in question["options"]
     for options, named in (({"num_questions": "many"}, "options.num_questions"),
                            ({"num_questions": 51}, "options.num_questions"),
                            ({"difficulty": "brutal"}, "options.difficulty"),

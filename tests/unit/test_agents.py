@@ -149,7 +149,7 @@ QUIZ = {
         {
             "question": "What does chlorophyll absorb?",
             "options": ["Red and blue light", "Green light"],
-            "answer": "Red and blue light",
+            "correct_answer": "Red and blue light",
             "explanation": "Source chunk-a.",
         }
     ],
@@ -178,7 +178,7 @@ async def test_openai_plans_then_generates_a_valid_quiz(endpoint: ScriptedEndpoi
         )
         assert [message["role"] for message in body["messages"]] == ["system", "user"]
         system, user = (message["content"] for message in body["messages"])
-        assert "quiz" in system and '"answer"' in system
+        assert "quiz" in system and '"correct_answer"' in system
         assert SPEC.content in user and "[1] (id chunk-a) Photosynthesis" in user and "[2] (id chunk-b)" in user
     assert json.dumps(PLAN) in endpoint.requests[1][1]["messages"][1]["content"]
     assert "sk-agent-key" not in repr(agent)
@@ -188,7 +188,7 @@ async def test_openai_retries_invalid_replies_naming_the_problem(
     endpoint: ScriptedEndpoint, agent: OpenAIAgent
 ) -> None:
     wrong_answer = json.loads(json.dumps(QUIZ))
-    wrong_answer["questions"][0]["answer"] = "Blue"
+    wrong_answer["questions"][0]["correct_answer"] = "Blue"
     endpoint.script = [
         completion("not json {", 3),
         completion(json.dumps(wrong_answer), 3),
@@ -198,7 +198,7 @@ async def test_openai_retries_invalid_replies_naming_the_problem(
     last = endpoint.requests[-1][1]["messages"]
     assert [message["role"] for message in last] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert "not a JSON object" in last[3]["content"]
-    assert "questions[0].answer: must be one of the options" in last[5]["content"]
+    assert "questions[0].correct_answer: must be one of the options" in last[5]["content"]
     assert "attempt 2" in last[1]["content"] and "Sources: none" in last[1]["content"]
 
 

@@ -16,7 +16,7 @@ def question(**changes: Any) -> dict[str, Any]:
     return {
         "question": f"Which dessert is {SECRET}?",
         "options": [SECRET, "Flan", "Baklava"],
-        "answer": SECRET,
+        "correct_answer": SECRET,
         "explanation": f"The source says {SECRET}.",
     } | changes
 
@@ -50,8 +50,8 @@ def test_the_types_are_the_three_known_ones() -> None:
     ("kind", "result"),
     [
         ("quiz", quiz()),
-        ("quiz", quiz(*[question(options=[f"option {n}" for n in range(8)], answer="option 7")] * 50)),
-        ("quiz", quiz(question(question="", options=["yes", "no"], answer="no"))),  # the question may be empty
+        ("quiz", quiz(*[question(options=[f"option {n}" for n in range(8)], correct_answer="option 7")] * 50)),
+        ("quiz", quiz(question(question="", options=["yes", "no"], correct_answer="no"))),  # the question may be empty
         ("summary", SUMMARY),
         ("summary", SUMMARY | {"title": "", "key_points": [f"point {n}" for n in range(20)]}),
         ("layout", LAYOUT),
@@ -72,7 +72,7 @@ def test_valid_results_have_no_problems(kind: str, result: Any) -> None:
         ("quiz", quiz() | {"questions": []}, "questions: must have at least 1 item"),
         ("quiz", quiz(*[question()] * 51), "questions: must have at most 50 items"),
         ("quiz", quiz() | {"questions": {"0": question()}}, "questions: must be a list"),
-        ("quiz", quiz(question(), question(answer="Tiramisu")), "questions[1].answer: must be one of the options"),
+        ("quiz", quiz(question(), question(correct_answer="Tiramisu")), "questions[1].correct_answer: must be one of the options"),
         ("quiz", quiz(question(options=[SECRET])), "questions[0].options: must have at least 2 items"),
         ("quiz", quiz(question(options=[SECRET, *"abcdefgh"])), "questions[0].options: must have at most 8 items"),
         ("quiz", quiz(question(options=[SECRET, "  "])), "questions[0].options[1]: must not be blank"),
@@ -111,14 +111,14 @@ def test_each_broken_rule_is_named_by_its_path_without_the_content(kind: str, re
 
 
 def test_every_broken_question_is_reported() -> None:
-    problems = problems_with("quiz", quiz(question(answer="x"), question(), question(explanation="")))
+    problems = problems_with("quiz", quiz(question(correct_answer="x"), question(), question(explanation="")))
     assert problems == [
-        "questions[0].answer: must be one of the options",
+        "questions[0].correct_answer: must be one of the options",
         "questions[2].explanation: must not be blank",
     ]
 
 
 def test_a_flood_of_problems_is_cut_short() -> None:
-    problems = problems_with("quiz", quiz(*[question(answer="x")] * 50))
+    problems = problems_with("quiz", quiz(*[question(correct_answer="x")] * 50))
     assert len(problems) == MAX_PROBLEMS + 1
     assert problems[-1] == f"and {50 - MAX_PROBLEMS} more problems"

@@ -87,3 +87,28 @@ def test_an_export_payload_is_the_decoded_state_as_orjson_writes_it() -> None:
             assert timestamp == state.pop("timestamp") and not erased and (content is not None) == (owner is not None)
             assert orjson.dumps(payload(clear, content)) == orjson.dumps(state)
     assert orjson.dumps(payload({}, b'{"a":[1]}')) == b'{"a":[1]}'  # an event with no clear field
+
+
+def test_an_event_stored_before_its_class_version_was_raised_is_upcast_on_reading() -> None:
+    from domain.job import Job
+
+    mapper = PydanticMapper(keys=FakeKeys())  # type: ignore[arg-type]
+    job_id, at = uuid4(), datetime(2026, 5, 4, tzinfo=UTC)
+    question = {"question": "Q?", "options": ["a", "b"], "explanation": "because"}
+    current = Job.Generated(
+        originator_id=job_id, originator_version=4, timestamp=at, attempt=1, progress=60,
+        result={"title": "T", "questions": [{**question, "correct_answer": "b"}]},
+    )
+    stored = mapper.to_stored_event(current, "alice")
+    assert orjson.loads(stored.state)["class_version"] == 2  # kept clear, beside the ids
+    assert mapper.to_domain_event(stored) == current
+
+    older = {"timestamp": at.isoformat(), "attempt": 1, "progress": 60,
+             "result": {"title": "T", "questions": [{**question, "answer": "b"}]}}
+    sealed = mapper._sealed(older, "alice", job_id, 4)  # as the older code sealed it: no class_version
+    legacy = StoredEvent(job_id, 4, stored.topic, orjson.dumps(sealed))
+    assert mapper.to_domain_event(legacy) == current
+
+    summary = {**older, "result": {"title": "T", "summary": "s", "key_points": ["k"]}}
+    legacy_summary = StoredEvent(job_id, 4, stored.topic, orjson.dumps(mapper._sealed(summary, "alice", job_id, 4)))
+    assert mapper.to_domain_event(legacy_summary).result == summary["result"]  # not a quiz: as it was

@@ -190,3 +190,13 @@ def test_the_systems_own_aggregates_are_kept_clear_like_their_events() -> None:
     stored = codec.encode(session)
     assert b"internal" in stored.state and SYSTEM_OWNER not in keys.keys
     assert vars(codec.decode(stored)) == vars(session)
+
+
+def test_a_raised_class_version_sets_the_older_snapshots_aside(monkeypatch: pytest.MonkeyPatch) -> None:
+    from domain.job import Job
+    from domain.snapshot import schema_of
+
+    current = schema_of.__wrapped__(Job)  # (uncached: the fingerprint as computed now)
+    monkeypatch.setattr(Job, "class_version", 1)
+    assert schema_of.__wrapped__(Job) != current
+    assert schema_of.__wrapped__(Conversation) == schema_of(Conversation)  # classes at 1 keep theirs
