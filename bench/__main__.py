@@ -33,7 +33,8 @@ def parser() -> argparse.ArgumentParser:
         "`python -m bench audit --help`: hash-chain verification and export rates; "
         "`python -m bench artifacts --help`: artifacts.get, lineage, search and variation sets over 1M artifacts; "
         "`python -m bench jobs --help`: jobs/s, latency and pipeline overhead with 1, 2 and 4 job workers; "
-        "`python -m bench gateway --help`: what the REST API adds over NATS.",
+        "`python -m bench gateway --help`: what the REST API adds over NATS; "
+        "`python -m bench feed --help`: the event feed's rate, its follower's lag, and its cost.",
     )
     scale = p.add_argument_group("scale")
     scale.add_argument("--quick", action="store_true",
@@ -105,6 +106,7 @@ SUITES = {
     "artifacts": "bench.artifacts",  # artifacts.get, lineage, search, variation sets over 1M artifacts
     "jobs": "bench.jobs",  # jobs/s, latency and pipeline overhead with 1, 2, 4 job workers
     "gateway": "bench.gateway",  # what the REST API adds over NATS: reads p50/p95, writes/s
+    "feed": "bench.feed",  # the event feed: events/s, follower lag, add_message with it on and off
 }
 
 

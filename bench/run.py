@@ -272,7 +272,10 @@ def run(plan: Plan) -> tuple[Report, Path]:
             + ", ".join(f"{k}={v}" for k, v in postgres.items()))
         migrate(target)
         dataset = seed_history(target, plan, report)
-        service_process = ServiceProcess.fresh(database_url, servers.nats_url, Path(workdir), plan.service_settings)
+        # The seeded history would be backfilled into the event feed while this measures;
+        # `./dev bench feed` measures the feed's own cost.
+        feed_off = {"CHRONICLE_EVENT_FEED": "false", **plan.service_settings}
+        service_process = ServiceProcess.fresh(database_url, servers.nats_url, Path(workdir), feed_off)
         with service_process.stopped_afterwards(say) as service:
             build_read_models(service, target, report, plan.build_timeout)
             asyncio.run(measure(plan, service, target, dataset, report))

@@ -42,9 +42,9 @@ NEXT_EVENTS = SQL(
     " SELECT tracking.position, head.head, e.notification_id, e.originator_id, e.originator_version, e.topic,"
     " e.state FROM tracking CROSS JOIN head CROSS JOIN no_fsync LEFT JOIN LATERAL ("
     "  SELECT * FROM chronicle.events ev WHERE ev.notification_id > tracking.position"
-    "  AND ev.notification_id <= head.head AND ev.topic = ANY(%(topics)s)"
+    "  AND ev.notification_id <= head.head AND (%(topics)s::text[] IS NULL OR ev.topic = ANY(%(topics)s))"
     "  ORDER BY ev.notification_id LIMIT %(limit)s) e ON true"
-)
+)  # (topics NULL: every event, for the event feed)
 SET_TRACKING_AND_NOTIFY = SQL(
     "UPDATE chronicle.projections SET position = %(position)s, version = %(version)s, updated_at = now()"
     " WHERE name = %(name)s RETURNING pg_notify(%(channel)s, name || ':' || position)"

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from services.client.artifacts import Artifacts
 from services.client.audit import AuditReader
+from services.client.events import Events
 from services.client.hitl import Hitl
 from services.client.jobs import Jobs
 from services.client.optimizations import Optimizations, OptimizationState
@@ -142,6 +143,7 @@ class ChronicleClient:
         self.audit = AuditReader(self)
         self.artifacts = Artifacts(self)
         self.jobs = Jobs(self)
+        self.events = Events(self)
 
     @property
     def user(self) -> str | None:

@@ -11,6 +11,8 @@ import base64
 import hashlib
 from typing import Any
 
+from services.contract.events import FEED_ROLE, events_stream
+
 INBOX = "_INBOX"
 SCOPE_BYTES = 20
 
@@ -35,8 +37,22 @@ def user_permissions(prefix: str, user_id: str) -> dict[str, Any]:
     """A user's connection: requests to the service's command and query subjects (and
     service discovery), replies on its own inbox, its own signals; nothing else. It cannot
     subscribe to the service's subjects (so it cannot answer them), publish a signal, or
-    reach the JetStream API (streams, consumers, buckets, object stores)."""
+    reach the JetStream API (streams, consumers, buckets, object stores). A token with the
+    `feed` role (a system following every user's events: a warehouse loader, a notifier)
+    may also read the event feed's stream through consumers of its own; it can publish
+    nothing to the stream and reach no other."""
+    publish = [f"{prefix}.cmd.>", f"{prefix}.query.>", "$SRV.>"]
+    if FEED_ROLE in getattr(user_id, "roles", ()):  # (the callout passes the Caller, who carries the roles)
+        publish += feed_api(prefix)
     return {
-        "pub": {"allow": [f"{prefix}.cmd.>", f"{prefix}.query.>", "$SRV.>"]},
+        "pub": {"allow": publish},
         "sub": {"allow": [f"{inbox_prefix(user_id)}.>", f"{signals_prefix(prefix, user_id)}.>"]},
     }
+
+
+def feed_api(prefix: str) -> list[str]:
+    """The JetStream API a feed follower uses: the stream's info and single messages (to find
+    where a position starts), its consumers (create, look up, pull from, delete), its acks."""
+    stream = events_stream(prefix)
+    consumers = [f"$JS.API.CONSUMER.{verb}.{stream}.>" for verb in ("CREATE", "DURABLE.CREATE", "INFO", "DELETE", "MSG.NEXT")]
+    return [f"$JS.API.STREAM.INFO.{stream}", f"$JS.API.STREAM.MSG.GET.{stream}", *consumers, f"$JS.ACK.{stream}.>"]

@@ -60,6 +60,7 @@ from services.jobs.worker import JobRelay, JobWorkers, ensure_job_streams
 from services.ports.agent import Agent
 from services.ports.generator import Generator
 from services.runtime.command_bus import CommandBus, Store
+from services.runtime.event_feed import EventFeed, ensure_feed_stream
 from services.runtime.positions import ProjectionPositions
 from services.runtime.read_models import Queries, query_pool
 from services.runtime.snapshots import SnapshotTaker
@@ -274,6 +275,9 @@ class Chronicle:
         await self._run(signal_relay)
         bus.commit_listeners.append(signal_relay.committed)
         await self._run(ExpirySweeper(functools.partial(hitl_queries.due_runs, queries), bus.execute))
+        if settings.event_feed:
+            await ensure_feed_stream(js, prefix, settings.event_feed_max_age)
+            await self._run(EventFeed(self.target.url, nc, js, prefix))
         digests = Digests(queries, self.postgres_store.mapper)
         # Every instance may publish digests too: the digest stream records one per position.
         if settings.digest_interval > 0:

@@ -439,7 +439,7 @@ def parser() -> argparse.ArgumentParser:
     t = sub.add_parser("token", help="print a bearer token for USER (local HS256 secret)")
     t.add_argument("user")
     t.add_argument("--ttl", type=int, default=30 * 24 * 3600, help="lifetime in seconds (default 30 days)")
-    t.add_argument("--role", action="append", default=[], dest="roles", help="a role claim: auditor, admin, bulk (repeatable)")
+    t.add_argument("--role", action="append", default=[], dest="roles", help="a role claim: auditor, admin, bulk, feed (repeatable)")
     rp = sub.add_parser("replay", help="an aggregate's events, and its state at a version or time")
     rp.add_argument("aggregate_id", metavar="AGGREGATE_ID")
     point = rp.add_mutually_exclusive_group()

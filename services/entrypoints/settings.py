@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     snapshot_keep: int = Field(
         default=0, ge=0, description="latest snapshots kept per aggregate; 0: all (an audit at any version starts near it)"
     )
+    event_feed: bool = Field(default=True, description="publish every committed event to the event feed's stream")
+    event_feed_max_age: float = Field(
+        default=0, ge=0, description="seconds the event feed's stream keeps an event; 0: for ever (the whole history)"
+    )
     ready_timeout: float = Field(
         default=60, gt=0, description="seconds a start waits for its read models to be built before serving (longer: logged as rebuilding)"
     )

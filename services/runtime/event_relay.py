@@ -45,6 +45,7 @@ class EventRelay(Background):
     publish), and implement `publish`."""
 
     relayed: tuple[type, ...]
+    backstop_delay = BACKSTOP_DELAY
 
     @classmethod
     def channel(cls) -> str:
@@ -180,19 +181,23 @@ class EventRelay(Background):
                     await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn,
                 ):
                     await listener.execute(SQL("LISTEN {}").format(Identifier(self.channel())))
+                    await self.resume(conn)
                     while True:
                         while await self.relay_batch(conn) == BATCH:
                             pass
                         backoff = 0.1
                         async for _ in listener.notifies(timeout=1.0, stop_after=1):
                             pass
-                        await asyncio.sleep(BACKSTOP_DELAY)
+                        await asyncio.sleep(self.backstop_delay)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # Postgres or NATS away: retry, the position was not moved
                 log.warning("relay interrupted; retrying", extra={"relay": self.name, "error_type": type(error).__name__})
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
+
+    async def resume(self, conn: psycopg.AsyncConnection) -> None:
+        """Before relaying again after a (re)connection (default: nothing to learn first)."""
 
     async def relay_batch(self, conn: psycopg.AsyncConnection) -> int:
         # The projection engine's two statements: batch input (tracking row locked, no

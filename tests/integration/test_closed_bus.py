@@ -21,6 +21,7 @@ from adapters.auth import TokenAuthority
 from adapters.messaging.jetstream import stream_names
 from services.client.connection import ChronicleClient, ChronicleError
 from services.contract.bus import inbox_prefix, signals_prefix
+from services.contract.events import events_stream
 from services.contract.hitl import hitl_stream, run_signals
 from services.entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import JWT_SECRET, make_settings
@@ -241,3 +242,33 @@ async def test_nothing_of_an_erased_user_is_readable_on_nats(closed: Chronicle) 
     finally:
         await alice.close()
         await admin.close()
+
+
+async def test_only_a_feed_token_follows_the_event_feed_and_it_can_only_read(closed: Chronicle) -> None:
+    prefix = closed.settings.subject_prefix
+    stream = events_stream(prefix)
+    alice = await user_client(closed, f"alice-{uuid.uuid4().hex[:6]}")
+    loader = await ChronicleClient.connect(
+        closed.nats_url, authority().issue("loader", claims={"roles": ["feed"]}), prefix=prefix
+    )
+    violations = Violations()
+    bob = await raw(closed, authority().issue("bob"), "bob", violations)
+    feeder = await raw(closed, authority().issue("loader", claims={"roles": ["feed"]}), "loader", violations)
+    try:
+        written = await alice.conversations.start(title="followed")
+        events = loader.events.follow(written.position - 1, filter="conversation.started")
+        first = await asyncio.wait_for(anext(events), 20)
+        assert (first.aggregate_id, first.owner) == (written.conversation_id, alice.user)
+        await events.aclose()
+
+        with pytest.raises(nats.errors.Error):  # a user without the role reaches no part of it
+            await bob.jetstream(timeout=1).stream_info(stream)
+        for subject in (f"{prefix}.events.conversation.started", f"$JS.API.STREAM.PURGE.{stream}",
+                        f"$JS.API.STREAM.DELETE.{stream}", f"$JS.API.STREAM.MSG.DELETE.{stream}"):
+            await feeder.publish(subject, orjson.dumps({"position": 1}))  # nor can a follower write it
+            assert "permissions violation for publish" in (await violations.next()).lower()
+    finally:
+        for connection in (alice, loader):
+            await connection.close()
+        await bob.close()
+        await feeder.close()

@@ -1,0 +1,103 @@
+"""`./dev bench feed`: what the event feed costs and how far behind its follower is.
+
+Against a fresh `chronicle serve` with the feed on and one with it off, in turn and
+`--rounds` times alternating: add_message from 8 users with 64 in flight for `--duration`
+seconds. With the feed on, a follower (a `feed` token, `client.events.follow`) takes every
+event as it is published; its lag is the time from the event's commit timestamp to its
+arrival. Prints the medians over the rounds: events/s published, follower lag p50/p99, and
+add_message msg/s with the feed on and off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from adapters.auth import TokenAuthority
+from adapters.store.postgres import PostgresTarget, migrate
+from bench.bus import add_message_rate
+from bench.report import Report, percentile
+from bench.servers import BenchServers, bench_servers
+from bench.service import ServiceProcess
+from services.client.connection import ChronicleClient
+
+
+async def measure(service: ServiceProcess, feed: bool, duration: float) -> dict[str, float]:
+    if not feed:
+        return {"add_message msg/s (64 in flight)": await add_message_rate(service.nats_url, service, duration)}
+    token = TokenAuthority(secret=service.jwt_secret).issue("bench-loader", claims={"roles": ["feed"]})
+    follower = await ChronicleClient.connect(service.nats_url, token, prefix=service.subject_prefix)
+    lags: list[float] = []
+
+    async def follow() -> None:
+        async for event in follower.events.follow(0):
+            lags.append((datetime.now(UTC) - event.timestamp).total_seconds() * 1000)
+
+    following = asyncio.create_task(follow())
+    began = time.perf_counter()
+    rate = await add_message_rate(service.nats_url, service, duration)
+    loaded = time.perf_counter() - began
+    published = len(lags)
+    while True:  # then until the follower has the last of them
+        await asyncio.sleep(0.2)
+        if len(lags) == published:
+            break
+        published = len(lags)
+    following.cancel()
+    await follower.close()
+    return {
+        "add_message msg/s (64 in flight)": rate,
+        "events/s taken by the follower": len(lags) / loaded,
+        "follower lag p50 ms": percentile(lags, 50),
+        "follower lag p99 ms": percentile(lags, 99),
+    }
+
+
+def one_round(feed: bool, servers: BenchServers, workdir: Path, duration: float) -> dict[str, float]:
+    workdir.mkdir(parents=True)
+    with servers.fresh_database(False) as url:
+        migrate(PostgresTarget(url))
+        service = ServiceProcess.fresh(url, servers.nats_url, workdir, {"CHRONICLE_EVENT_FEED": str(feed).lower()})
+        service.start()
+        with service.stopped_afterwards():
+            return asyncio.run(measure(service, feed, duration))
+
+
+def run(rounds: int, duration: float, database_url: str | None) -> tuple[Report, Path]:
+    report = Report({"suite": "feed", "rounds": rounds, "duration": duration})
+    results: dict[str, list[dict[str, float]]] = {"on": [], "off": []}
+    with bench_servers(database_url, None) as servers, tempfile.TemporaryDirectory(prefix="chronicle-bench-feed-") as w:
+        for n in range(rounds):
+            for kind in (("on", "off") if n % 2 == 0 else ("off", "on")):
+                print(f"round {n + 1}/{rounds}: feed {kind}", flush=True)
+                results[kind].append(one_round(kind == "on", servers, Path(w) / f"{n}-{kind}", duration))
+    for metric in results["on"][0]:
+        value = statistics.median(r[metric] for r in results["on"])
+        if metric in results["off"][0]:
+            off = statistics.median(r[metric] for r in results["off"])
+            report.add(f"{metric}: feed off", off)
+            report.add(f"{metric}: feed on", value, note=f"{(value - off) / off * 100:+.1f}% vs off" if off else "")
+        else:
+            report.add(metric, value)
+    report.details["rounds"] = results
+    return report, report.save()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench feed", description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=3, help="feed on/off rounds, alternating (default 3)")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds of add_message load per round (default 10)")
+    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    args = p.parse_args(argv)
+    report, path = run(args.rounds, args.duration, args.database_url)
+    print(report.table())
+    print(f"\nsaved {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""EventFeed: every committed event published once, in log order, to the event feed's stream
+(services/contract/events.py).
+
+It is a relay without a fast path: each batch is read after the tracked position with the
+tracking row locked (so one instance of the fleet publishes at a time, in order), published
+in that order, and the position moves in the same transaction. Each message's id is its
+position, which JetStream de-duplicates; and after a (re)connection the feed first asks the
+stream which position it holds last, so even a republish after a crash longer ago than the
+de-duplication window adds no second copy. The stored envelope is published as it is
+(content still sealed): nothing is unsealed, so an erased owner's events need nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+from uuid import UUID
+
+import orjson
+import psycopg
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from adapters.messaging.jetstream import ensure_stream
+from adapters.store.event_store import EVENTS_CHANNEL
+from adapters.store.mapper import OWNER_FIELD, SEALED_FIELD
+from projections.engine import NEXT_EVENTS, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY
+from services.contract.events import POSITION_HEADER, event_subject, events_stream, feed_names
+from services.runtime.event_relay import EventRelay
+
+log = logging.getLogger(__name__)
+
+FEED_BATCH = 500
+DUPLICATE_WINDOW = 600.0  # seconds JetStream remembers a message id
+ACK_TIMEOUT = 10.0  # seconds for a batch's acknowledgements; past it the batch is published again
+ENVELOPE_ROOM = 4096  # bytes kept free below max_payload for the headers and the message's own framing
+
+
+async def ensure_feed_stream(js: JetStreamContext, prefix: str, max_age: float, replicas: int = 1) -> None:
+    await ensure_stream(
+        js, events_stream(prefix), [f"{prefix}.events.>"], max_age=max_age, replicas=replicas,
+        duplicate_window=DUPLICATE_WINDOW,
+    )
+
+
+class EventFeed(EventRelay):
+    name = "event_feed"
+    relayed = ()
+    backstop_delay = 0.01  # followers wait on it: gather a moment's commits, no more
+
+    @classmethod
+    def channel(cls) -> str:
+        return EVENTS_CHANNEL  # every commit notifies it
+
+    @classmethod
+    def topics_by_channel(cls) -> dict[str, list[str]]:
+        return {}
+
+    def __init__(self, url: str, nc: NATS, js: JetStreamContext, prefix: str):
+        super().__init__(url, js, prefix)
+        self.nc = nc
+        self.stream = events_stream(prefix)
+        self.published_up_to = 0  # the last position the stream is known to hold
+
+    def committed(self, events: Any) -> None:
+        """No fast path: publishing in order takes the tracking row's lock."""
+
+    async def resume(self, conn: psycopg.AsyncConnection) -> None:
+        info = await self.js.stream_info(self.stream)
+        last = info.state.last_seq
+        if not last:  # a new stream (or one an operator removed): it gets the whole log again
+            await conn.execute("UPDATE chronicle.projections SET position = 0 WHERE name = %s", (self.name,))
+            self.published_up_to = 0
+            return
+        try:
+            message = await self.js.get_msg(self.stream, seq=last)
+        except NotFoundError:  # its last message expired: the tracked position says enough
+            return
+        self.published_up_to = max(self.published_up_to, int((message.headers or {}).get(POSITION_HEADER, 0)))
+
+    async def relay_batch(self, conn: psycopg.AsyncConnection) -> int:
+        async with conn.transaction():
+            cur = await conn.execute(
+                NEXT_EVENTS, {"name": self.name, "up_to": None, "topics": None, "limit": FEED_BATCH}, prepare=True
+            )
+            found = await cur.fetchall()
+            position, head = found[0][0], found[0][1]
+            if head <= position:
+                return 0
+            events = [row[2:] for row in found if row[2] is not None]
+            acks = []
+            for notification_id, originator_id, version, topic, state in events:
+                if notification_id <= self.published_up_to:
+                    continue  # published before a crash, its position not yet tracked
+                message = await self.message(conn, notification_id, originator_id, version, topic, bytes(state))
+                acks.append(await self.js.publish_async(
+                    event_subject(self.prefix, topic.partition(":")[2]), message, stream=self.stream,
+                    headers={"Nats-Msg-Id": str(notification_id), POSITION_HEADER: str(notification_id)},
+                ))
+            # Sent in order on one connection, so the stream stores them in order; the
+            # position moves only once every one of them is acknowledged.
+            await asyncio.wait_for(asyncio.gather(*acks), ACK_TIMEOUT)
+            if events:
+                self.published_up_to = max(self.published_up_to, events[-1][0])
+            new_position = events[-1][0] if len(events) == FEED_BATCH else head
+            await conn.execute(
+                SET_TRACKING_AND_NOTIFY,
+                {"position": new_position, "version": 1, "name": self.name, "channel": PROGRESS_CHANNEL},
+                prepare=True,
+            )
+            return len(events)
+
+    async def message(
+        self, conn: psycopg.AsyncConnection, position: int, originator_id: UUID, version: int, topic: str, state: bytes
+    ) -> bytes:
+        """The feed event (services/contract/events.py FeedEvent) of one stored event."""
+        stored = self.mapper.stored_json(state)
+        sealed = stored.pop(SEALED_FIELD, None)
+        owner = stored.pop(OWNER_FIELD, None) or stored.get("owner") or await self.owner_of(conn, originator_id)
+        event_type = topic.partition(":")[2]
+        aggregate, event = feed_names(event_type)
+        feed_event = {
+            "position": position, "aggregate_id": originator_id, "aggregate": aggregate, "event": event,
+            "type": event_type, "version": version, "timestamp": stored.pop("timestamp"), "owner": owner,
+            "data": stored, "sealed": sealed,
+        }
+        message = orjson.dumps(feed_event)
+        if len(message) > self.nc.max_payload - ENVELOPE_ROOM:  # one large event must not wedge the feed
+            feed_event.update(sealed=None, truncated=True, data={k: v for k, v in stored.items() if k.endswith("_id")})
+            message = orjson.dumps(feed_event)
+            log.info("feed event too large for one message; sent without content", extra={"position": position})
+        return message

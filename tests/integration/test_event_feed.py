@@ -1,0 +1,106 @@
+"""The event feed: every committed event once, in log order, on JetStream, followed by
+`client.events.follow` from any position, by filter, and resumed by a durable name."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from adapters.auth import TokenAuthority
+from services.client.connection import ChronicleClient
+from services.contract.events import FeedEvent
+from services.entrypoints.bootstrap import Chronicle
+from tests.conftest import JWT_SECRET
+
+
+async def log_positions(chronicle: Chronicle) -> list[int]:
+    def read() -> list[int]:
+        with chronicle.target.connect() as conn:
+            return [row[0] for row in conn.execute("SELECT notification_id FROM chronicle.events ORDER BY 1")]
+
+    return await asyncio.to_thread(read)
+
+
+async def take(events: AsyncIterator[FeedEvent], count: int, timeout: float = 20) -> list[FeedEvent]:
+    async def taken() -> list[FeedEvent]:
+        return [await anext(events) for _ in range(count)]
+
+    return await asyncio.wait_for(taken(), timeout)
+
+
+@pytest.fixture
+async def own(instance: tuple[Chronicle, str]) -> AsyncIterator[tuple[Chronicle, ChronicleClient, ChronicleClient]]:
+    """A Chronicle on a fresh database, a user's client and a feed follower's."""
+    chronicle, _ = instance
+    authority = TokenAuthority(secret=JWT_SECRET)
+    prefix = chronicle.settings.subject_prefix
+    user = await ChronicleClient.connect(chronicle.nats_url, authority.issue(f"u-{uuid.uuid4().hex[:8]}"), prefix=prefix)
+    feed_token = authority.issue("warehouse-loader", claims={"roles": ["feed"]})
+    follower = await ChronicleClient.connect(chronicle.nats_url, feed_token, prefix=prefix)
+    yield chronicle, user, follower
+    await user.close()
+    await follower.close()
+
+
+async def test_a_follower_from_zero_sees_the_whole_history_once_and_in_order(
+    own: tuple[Chronicle, ChronicleClient, ChronicleClient],
+) -> None:
+    chronicle, user, follower = own
+    started = await user.conversations.start(title="feed", tags=["f"])
+    for n in range(5):
+        await user.conversations.add_message(started.conversation_id, "user", f"message {n}")
+    logged = await log_positions(chronicle)
+
+    events = follower.events.follow(0)
+    seen = await take(events, len(logged))
+    assert [e.position for e in seen] == logged  # every event, once, in the log's order
+    mine = [e for e in seen if e.aggregate_id == started.conversation_id]
+    assert [(e.aggregate, e.event, e.version) for e in mine] == [("conversation", "started", 1)] + [
+        ("conversation", "message_added", v) for v in range(2, 7)
+    ]
+    assert {e.owner for e in mine} == {user.user} and all(e.type.startswith("Conversation.") for e in mine)
+    assert all(e.sealed and "message " not in str(e.data) for e in mine[1:])  # the content stays sealed
+    assert set(mine[1].data) == {"message_id"}
+
+    # Then each new event as it commits.
+    await user.conversations.add_message(started.conversation_id, "agent", "and one more")
+    (new,) = await take(events, 1)
+    assert (new.event, new.version, new.position) == ("message_added", 7, (await log_positions(chronicle))[-1])
+    await events.aclose()
+
+
+async def test_a_follower_starts_after_a_position_and_filters_by_subject(
+    own: tuple[Chronicle, ChronicleClient, ChronicleClient],
+) -> None:
+    chronicle, user, follower = own
+    started = await user.conversations.start(title="filters")
+    middle = (await user.conversations.add_message(started.conversation_id, "user", "first")).position
+    await user.sessions.create("a session between")
+    await user.conversations.add_message(started.conversation_id, "user", "second")
+    await user.conversations.add_message(started.conversation_id, "user", "third")
+
+    after = follower.events.follow(middle, filter="conversation.message_added")
+    seen = await take(after, 2)
+    assert [e.version for e in seen] == [3, 4] and all(e.position > middle for e in seen)
+    await after.aclose()
+
+
+async def test_a_durable_follower_goes_on_where_it_stopped(own: tuple[Chronicle, ChronicleClient, ChronicleClient]) -> None:
+    chronicle, user, follower = own
+    started = await user.conversations.start(title="durable")
+    for n in range(4):
+        await user.conversations.add_message(started.conversation_id, "user", f"m{n}")
+    logged = await log_positions(chronicle)
+    name = f"loader-{uuid.uuid4().hex[:8]}"
+
+    first = follower.events.follow(0, durable=name)
+    taken = await take(first, 3)
+    await first.aclose()  # stopped after taking three: the third counts as taken only once asked past it
+    again = follower.events.follow(0, durable=name)
+    rest = await take(again, len(logged) - 2)
+    await again.aclose()
+    assert [e.position for e in taken[:2] + rest] == logged
+    assert rest[0].position == taken[2].position, "the one it was handling when it stopped comes again"
