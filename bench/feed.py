@@ -1,11 +1,12 @@
 """`./dev bench feed`: what the event feed costs and how far behind its follower is.
 
-Against a fresh `chronicle serve` with the feed on and one with it off, in turn and
-`--rounds` times alternating: add_message from 8 users with 64 in flight for `--duration`
-seconds. With the feed on, a follower (a `feed` token, `client.events.follow`) takes every
-event as it is published; its lag is the time from the event's commit timestamp to its
-arrival. Prints the medians over the rounds: events/s published, follower lag p50/p99, and
-add_message msg/s with the feed on and off.
+Against a fresh `chronicle serve` with the feed off, on, and on with a follower, in turn and
+`--rounds` times: add_message from 8 users with 64 in flight for `--duration` seconds. The
+follower (a `feed` token, `client.events.follow`, on the same machine) takes every event as
+it is published; its lag is the time from the event's commit timestamp to its arrival.
+Prints the medians over the rounds: events/s taken, follower lag p50/p99, and add_message
+msg/s in each configuration (the difference is what the feed, and then a follower, cost on
+these cores).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from bench.servers import BenchServers, bench_servers
 from bench.service import ServiceProcess
 from services.client.connection import ChronicleClient
 
+KINDS = ("off", "on", "followed")
 
-async def measure(service: ServiceProcess, feed: bool, duration: float) -> dict[str, float]:
-    if not feed:
+
+async def measure(service: ServiceProcess, kind: str, duration: float) -> dict[str, float]:
+    if kind != "followed":
         return {"add_message msg/s (64 in flight)": await add_message_rate(service.nats_url, service, duration)}
     token = TokenAuthority(secret=service.jwt_secret).issue("bench-loader", claims={"roles": ["feed"]})
     follower = await ChronicleClient.connect(service.nats_url, token, prefix=service.subject_prefix)
@@ -58,39 +61,39 @@ async def measure(service: ServiceProcess, feed: bool, duration: float) -> dict[
     }
 
 
-def one_round(feed: bool, servers: BenchServers, workdir: Path, duration: float) -> dict[str, float]:
+def one_round(kind: str, servers: BenchServers, workdir: Path, duration: float) -> dict[str, float]:
     workdir.mkdir(parents=True)
     with servers.fresh_database(False) as url:
         migrate(PostgresTarget(url))
-        service = ServiceProcess.fresh(url, servers.nats_url, workdir, {"CHRONICLE_EVENT_FEED": str(feed).lower()})
+        feed = "false" if kind == "off" else "true"
+        service = ServiceProcess.fresh(url, servers.nats_url, workdir, {"CHRONICLE_EVENT_FEED": feed})
         service.start()
         with service.stopped_afterwards():
-            return asyncio.run(measure(service, feed, duration))
+            return asyncio.run(measure(service, kind, duration))
 
 
 def run(rounds: int, duration: float, database_url: str | None) -> tuple[Report, Path]:
     report = Report({"suite": "feed", "rounds": rounds, "duration": duration})
-    results: dict[str, list[dict[str, float]]] = {"on": [], "off": []}
+    results: dict[str, list[dict[str, float]]] = {kind: [] for kind in KINDS}
     with bench_servers(database_url, None) as servers, tempfile.TemporaryDirectory(prefix="chronicle-bench-feed-") as w:
         for n in range(rounds):
-            for kind in (("on", "off") if n % 2 == 0 else ("off", "on")):
+            for kind in KINDS[n % 3:] + KINDS[:n % 3]:  # each configuration first in turn
                 print(f"round {n + 1}/{rounds}: feed {kind}", flush=True)
-                results[kind].append(one_round(kind == "on", servers, Path(w) / f"{n}-{kind}", duration))
-    for metric in results["on"][0]:
-        value = statistics.median(r[metric] for r in results["on"])
-        if metric in results["off"][0]:
-            off = statistics.median(r[metric] for r in results["off"])
-            report.add(f"{metric}: feed off", off)
-            report.add(f"{metric}: feed on", value, note=f"{(value - off) / off * 100:+.1f}% vs off" if off else "")
-        else:
-            report.add(metric, value)
+                results[kind].append(one_round(kind, servers, Path(w) / f"{n}-{kind}", duration))
+    off = statistics.median(r["add_message msg/s (64 in flight)"] for r in results["off"])
+    for kind in KINDS:
+        for metric in results[kind][0]:
+            value = statistics.median(r[metric] for r in results[kind])
+            is_rate = metric.startswith("add_message")
+            note = f"{(value - off) / off * 100:+.1f}% vs off" if is_rate and kind != "off" and off else ""
+            report.add(f"{metric}: feed {kind}" if is_rate else metric, value, note=note)
     report.details["rounds"] = results
     return report, report.save()
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench feed", description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=3, help="feed on/off rounds, alternating (default 3)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of off, on and followed, rotating (default 3)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of add_message load per round (default 10)")
     p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
     args = p.parse_args(argv)

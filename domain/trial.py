@@ -11,11 +11,12 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict
 
 from domain.base import Aggregate, check_text
-from domain.errors import InvalidCommand
+from domain.errors import Conflict, InvalidCommand
 
 MAX_CANDIDATE_ID = 200
 MAX_ORIGIN = 100
 MAX_PARENTS = 100
+MAX_INVALID_REASON = 2_000
 
 CandidateKind = Literal["chat", "prompts", "tools", "parameters", "text", "other"]
 
@@ -94,11 +95,16 @@ class TrialAttributes:
     trial_index: int
     candidate: Candidate | None
     score: float | None
+    invalid_reason: str | None  # set while the trial is invalidated
 
 
 class Trial(TrialAttributes, Aggregate):
-    """State: owner, optimization_id, round_id, trial_index, candidate, score."""
+    """State: owner, optimization_id, round_id, trial_index, candidate, score, invalid_reason.
 
+    A trial found to be unsound (scored on a leaked test set, by a buggy metric) is
+    invalidated: it stays in the history, marked, and the read models recompute bests and
+    fronts without it; restoring it undoes that. Both are events, so an audit shows who
+    did which and when."""
 
     class Recorded(Aggregate.Created):
         optimization_id: UUID
@@ -120,6 +126,24 @@ class Trial(TrialAttributes, Aggregate):
             trial.trial_index = self.trial_index
             trial.candidate = self.candidate
             trial.score = self.score
+            trial.invalid_reason = None
+
+    class Invalidated(Aggregate.Event):
+        optimization_id: UUID
+        trial_index: int
+        reason: str
+        by: str  # the user who invalidated it
+
+        def apply(self, trial: Trial) -> None:
+            trial.invalid_reason = self.reason
+
+    class Restored(Aggregate.Event):
+        optimization_id: UUID
+        trial_index: int
+        by: str
+
+        def apply(self, trial: Trial) -> None:
+            trial.invalid_reason = None
 
     @classmethod
     def record(
@@ -154,4 +178,20 @@ class Trial(TrialAttributes, Aggregate):
             extras=extras,
             best_so_far=numbered.best_so_far,
             improved=numbered.best_so_far != previous_best,
+        )
+
+    def invalidate(self, *, at: datetime, reason: str, by: str) -> None:
+        check_text("reason", reason, max_length=MAX_INVALID_REASON)
+        if self.invalid_reason is not None:
+            raise Conflict(f"trial {self.trial_index} is already invalid", field="trial_id", rule="valid")
+        self.trigger_event(
+            self.Invalidated, timestamp=at, optimization_id=self.optimization_id, trial_index=self.trial_index,
+            reason=reason, by=by,
+        )
+
+    def restore(self, *, at: datetime, by: str) -> None:
+        if self.invalid_reason is None:
+            raise Conflict(f"trial {self.trial_index} is not invalid", field="trial_id", rule="invalid")
+        self.trigger_event(
+            self.Restored, timestamp=at, optimization_id=self.optimization_id, trial_index=self.trial_index, by=by
         )

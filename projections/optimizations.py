@@ -52,9 +52,62 @@ def later_totals(earlier: tuple[Any, ...], later: tuple[Any, ...]) -> tuple[Any,
     )
 
 
+# Invalidated trials (domain/trial.py): while an optimization has any, its read model also
+# holds the history without them. Each trial's corrected best so far is a running best over
+# the valid trials; its history entry carries it (and, when invalid, why and since when);
+# the ended rounds' entry arrays are joined again from where the first entry changed; each
+# round's corrected best and the optimization's best are its valid trials'. With none
+# invalid (again), the entries are as first recorded and the corrected columns are NULL.
+CORRECT_TRIALS = """
+WITH o AS (SELECT direction, invalid_trials > 0 AS corrected FROM {schema}.optimizations WHERE id = %(id)s),
+running AS (
+    SELECT t.trial_index, CASE WHEN o.corrected THEN CASE o.direction
+        WHEN 'minimize' THEN min(t.score) FILTER (WHERE t.invalid_reason IS NULL) OVER w
+        ELSE max(t.score) FILTER (WHERE t.invalid_reason IS NULL) OVER w END END AS best
+    FROM {schema}.trials t CROSS JOIN o WHERE t.optimization_id = %(id)s
+    WINDOW w AS (ORDER BY t.trial_index)
+)
+UPDATE {schema}.trials t SET corrected_best_so_far = running.best, corrected = o.corrected,
+    entry = ((t.entry::jsonb - 'corrected_best_so_far' - 'invalid')
+        || CASE WHEN o.corrected THEN jsonb_build_object('corrected_best_so_far', running.best) ELSE '{{}}' END
+        || CASE WHEN t.invalid_reason IS NULL THEN '{{}}' ELSE jsonb_build_object(
+            'invalid', jsonb_build_object('reason', t.invalid_reason, 'at', t.invalidated_at)) END)::text
+FROM running CROSS JOIN o
+WHERE t.optimization_id = %(id)s AND t.trial_index = running.trial_index
+    AND (t.corrected <> o.corrected OR t.corrected_best_so_far IS DISTINCT FROM running.best
+         OR t.trial_index = %(changed)s)
+RETURNING t.trial_index
+"""
+ROUND_TRIALS = "t.optimization_id = r.optimization_id AND t.trial_index >= r.first_trial_index" \
+    " AND t.trial_index < r.first_trial_index + r.trial_count"
+BEST_VALID = "t.invalid_reason IS NULL AND t.score IS NOT NULL" \
+    " ORDER BY CASE o.direction WHEN 'minimize' THEN t.score ELSE -t.score END, t.trial_index LIMIT 1"
+CORRECT_ROUNDS = f"""
+UPDATE {{schema}}.rounds r SET
+    trials = CASE WHEN r.ended_at IS NOT NULL THEN (SELECT '[' || coalesce(string_agg(t.entry, ',' ORDER BY
+        t.trial_index), '') || ']' FROM {{schema}}.trials t WHERE {ROUND_TRIALS}) END,
+    trial_bytes = (SELECT coalesce(sum(octet_length(t.entry)), 0) FROM {{schema}}.trials t WHERE {ROUND_TRIALS}),
+    corrected_best_score = CASE WHEN o.invalid_trials > 0 THEN
+        (SELECT t.score FROM {{schema}}.trials t WHERE {ROUND_TRIALS} AND {BEST_VALID}) END,
+    corrected_best_candidate = CASE WHEN o.invalid_trials > 0 THEN
+        (SELECT t.candidate FROM {{schema}}.trials t WHERE {ROUND_TRIALS} AND {BEST_VALID}) END,
+    corrected_best_so_far = CASE WHEN o.invalid_trials > 0 THEN
+        (SELECT t.corrected_best_so_far FROM {{schema}}.trials t WHERE t.optimization_id = r.optimization_id
+         AND t.trial_index < r.first_trial_index + r.trial_count ORDER BY t.trial_index DESC LIMIT 1) END
+FROM {{schema}}.optimizations o
+WHERE o.id = %(id)s AND r.optimization_id = %(id)s
+    AND (r.first_trial_index + r.trial_count > %(from)s OR r.first_trial_index >= %(from)s)
+"""
+CORRECT_BEST = f"""
+UPDATE {{schema}}.optimizations o SET (best_score, best_trial_index, best_candidate) = (
+    SELECT t.score, t.trial_index, t.candidate FROM {{schema}}.trials t WHERE t.optimization_id = o.id AND {BEST_VALID})
+WHERE o.id = %(id)s
+"""
+
+
 class OptimizationsProjection(Projection):
     name = "optimizations"
-    version = 4
+    version = 5  # v5: invalidated trials
     tables = """
     CREATE TABLE {schema}.optimizations (
         id uuid PRIMARY KEY,
@@ -71,6 +124,7 @@ class OptimizationsProjection(Projection):
         best_candidate jsonb,
         stopped boolean NOT NULL DEFAULT false,
         stop_reason text,
+        invalid_trials integer NOT NULL DEFAULT 0,
         created_at timestamptz NOT NULL,
         updated_at timestamptz NOT NULL
     );
@@ -87,6 +141,9 @@ class OptimizationsProjection(Projection):
         best_score double precision,
         best_candidate jsonb,
         best_so_far double precision,
+        corrected_best_score double precision,  -- the corrected_* while the optimization has invalid trials
+        corrected_best_candidate jsonb,
+        corrected_best_so_far double precision,
         candidates jsonb,
         stop_reason text,
         stopped boolean NOT NULL DEFAULT false,
@@ -114,6 +171,10 @@ class OptimizationsProjection(Projection):
         extra jsonb NOT NULL,
         best_so_far double precision,
         improved boolean NOT NULL,
+        invalid_reason text,  -- set while the trial is invalidated
+        invalidated_at timestamptz,
+        corrected_best_so_far double precision,  -- the running best over valid trials, while any is invalid
+        corrected boolean NOT NULL DEFAULT false,  -- whether `entry` carries the corrected fields
         created_at timestamptz NOT NULL,
         entry text NOT NULL,  -- the trial in the history's shape, as JSON: a history page only joins them
         PRIMARY KEY (optimization_id, trial_index)
@@ -249,6 +310,46 @@ class OptimizationsProjection(Projection):
             columns(rows, 6),
             prepare=True,
         )
+        cur.execute(
+            self.sql("SELECT id FROM {schema}.optimizations WHERE id = ANY(%s) AND invalid_trials > 0"),
+            ([key for key, _ in items],),
+        )
+        for (optimization_id,) in cur.fetchall():  # new trials of an optimization with invalid ones
+            self._correct(cur, optimization_id, changed=-1)
+
+    def _correct(self, cur: Cursor, optimization_id: Any, changed: int) -> None:
+        """Bring the optimization's corrected history up to date (CORRECT_TRIALS); `changed`
+        is the trial whose validity changed (-1: none, only new trials)."""
+        cur.execute(self.sql(CORRECT_TRIALS), {"id": optimization_id, "changed": changed}, prepare=True)
+        rewritten = [index for (index,) in cur.fetchall()]
+        if rewritten:
+            cur.execute(self.sql(CORRECT_ROUNDS), {"id": optimization_id, "from": min(rewritten)}, prepare=True)
+        cur.execute(self.sql(CORRECT_BEST), {"id": optimization_id}, prepare=True)
+
+    @handles(Trial.Invalidated)
+    def trial_invalidated(self, batch: Batch, e: Trial.Invalidated, _: int) -> None:
+        self._validity(batch, e, e.reason, e.timestamp, 1)
+
+    @handles(Trial.Restored)
+    def trial_restored(self, batch: Batch, e: Trial.Restored, _: int) -> None:
+        self._validity(batch, e, None, None, -1)
+
+    def _validity(self, batch: Batch, e: Any, reason: str | None, at: Any, counted: int) -> None:
+        batch.execute(
+            self.sql(
+                "UPDATE {schema}.trials SET invalid_reason = %s, invalidated_at = %s"
+                " WHERE optimization_id = %s AND trial_index = %s"
+            ),
+            (reason, at, e.optimization_id, e.trial_index),
+        )
+        batch.execute(
+            self.sql(
+                "UPDATE {schema}.optimizations SET invalid_trials = invalid_trials + %s,"
+                " updated_at = greatest(updated_at, %s) WHERE id = %s"
+            ),
+            (counted, e.timestamp, e.optimization_id),
+        )
+        self._correct(batch.cursor, e.optimization_id, changed=e.trial_index)
 
     @handles(Round.Ended)
     def round_ended(self, batch: Batch, e: Round.Ended, _: int) -> None:

@@ -20,6 +20,7 @@ from services.contract.optimizations import (
     EndRound,
     GetOptimization,
     HistoryPage,
+    InvalidateTrial,
     Lineage,
     ListOptimizations,
     OptimizationHistory,
@@ -30,6 +31,7 @@ from services.contract.optimizations import (
     ParetoQuery,
     RecordTrial,
     RecordTrials,
+    RestoreTrial,
     RoundEnded,
     RoundStarted,
     StartOptimization,
@@ -38,6 +40,7 @@ from services.contract.optimizations import (
     TrialFields,
     TrialRecorded,
     TrialsRecorded,
+    TrialValidity,
     normalized_round,
 )
 
@@ -78,6 +81,18 @@ class Optimizations:
     ) -> TrialsRecorded:
         """Up to 1,000 trials (each: candidate, score, metrics, dataset, extras, candidate_id) at once."""
         request = self._client.build(RecordTrials, round_id=round_id, trials=trials)
+        return await self._client.command(request, idempotency_key)
+
+    async def invalidate_trial(
+        self, trial_id: UUID, reason: str, *, idempotency_key: str | None = None
+    ) -> TrialValidity:
+        """Mark a trial unsound: it stays in the history, marked, and bests, fronts and
+        comparisons leave it out (the history also keeps the curve as first recorded)."""
+        request = self._client.build(InvalidateTrial, trial_id=trial_id, reason=reason)
+        return await self._client.command(request, idempotency_key)
+
+    async def restore_trial(self, trial_id: UUID, *, idempotency_key: str | None = None) -> TrialValidity:
+        request = self._client.build(RestoreTrial, trial_id=trial_id)
         return await self._client.command(request, idempotency_key)
 
     async def end_round(self, round_id: UUID, *, idempotency_key: str | None = None, **fields: Any) -> RoundEnded:

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, Field, FiniteFloat
 
 from domain.optimization import MAX_LABEL, MAX_STOP_REASON, Direction, improves
 from domain.session import MAX_SESSION_DESCRIPTION, MAX_SESSION_NAME
-from domain.trial import MAX_CANDIDATE_ID
+from domain.trial import MAX_CANDIDATE_ID, MAX_INVALID_REASON
 from services.contract.base import (
     Command,
     JsonObject,
@@ -102,6 +102,15 @@ class TrialsRecorded(Written):
     trials: list[TrialRecorded]
 
 
+class TrialValidity(Written):
+    trial_id: UUID
+    optimization_id: UUID
+    trial_index: int
+    valid: bool
+    reason: str | None  # why it was invalidated, while it is
+    timestamp: datetime
+
+
 class RoundEnded(Written):
     round_id: UUID
     round_index: int
@@ -134,8 +143,14 @@ class OptimizationView(Reply):
     best_trial_index: int | None
     stopped: bool
     stop_reason: str | None
+    invalid_trials: int = 0  # invalidated: the best (and compare's curve) leave them out
     created_at: datetime
     updated_at: datetime
+
+
+class Invalidity(Reply):
+    reason: str
+    at: datetime
 
 
 class TrialEntry(Reply):
@@ -146,8 +161,12 @@ class TrialEntry(Reply):
     metrics: dict[str, Any]
     dataset: str | None
     extra: dict[str, Any]
-    best_so_far: float | None
+    best_so_far: float | None  # as recorded
     timestamp: datetime
+    # Only while the optimization has invalidated trials: the running best without them,
+    # and on an invalidated trial, why and since when.
+    corrected_best_so_far: float | None = None
+    invalid: Invalidity | None = None
 
 
 class RoundEntry(Reply):
@@ -166,6 +185,10 @@ class RoundEntry(Reply):
     ended_at: datetime | None
     extra: dict[str, Any]
     complete: bool = True  # False: part of a round too big for one reply; more trials follow
+    # Only while the optimization has invalidated trials: the round's bests without them.
+    corrected_best_score: float | None = None
+    corrected_best_candidate: Any = None
+    corrected_best_so_far: float | None = None
 
 
 class PlannedPage(Reply):
@@ -271,6 +294,19 @@ class EndRound(Command[RoundEnded], action="round.end"):
     stop_reason: StopReason | None = Field(default=None, description="also stops the optimization")
     candidates: list[JsonValue] | None = Field(default=None, max_length=10_000)
     extras: JsonObject = Field(default={}, description="e.g. pareto_front, selection_meta")
+
+
+class InvalidateTrial(Command[TrialValidity], action="trial.invalidate"):
+    """The trial stays in the history, marked invalid; bests, fronts and comparisons leave it out."""
+
+    trial_id: UUID
+    reason: Annotated[str, Text(MAX_INVALID_REASON)] = Field(description="why, e.g. scored on a leaked test set")
+
+
+class RestoreTrial(Command[TrialValidity], action="trial.restore"):
+    """Undo an invalidation: the trial counts again."""
+
+    trial_id: UUID
 
 
 class StopOptimization(Command[OptimizationStopped], action="optimization.stop"):

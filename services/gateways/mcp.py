@@ -31,7 +31,13 @@ from services.contract.base import Command, Query
 from services.contract.conversations import GetConversation, SearchConversations
 from services.contract.errors import ChronicleError, invalid_from_validation
 from services.contract.hitl import GetRun, ListRuns, PauseRun, ResumeRun
-from services.contract.optimizations import GetOptimization, ListOptimizations, OptimizationHistory
+from services.contract.optimizations import (
+    GetOptimization,
+    InvalidateTrial,
+    ListOptimizations,
+    OptimizationHistory,
+    RestoreTrial,
+)
 from services.gateways.clients import UserClients, bearer_token, failure_of
 
 INSTRUCTIONS = (
@@ -222,6 +228,9 @@ EXTRA_TOOLS: tuple[tuple[str, type[Command[Any]] | type[Query[Any]], str], ...] 
     ("get_optimization", GetOptimization, "An optimization run: best score so far, rounds, trials, stop reason."),
     ("get_optimization_history", OptimizationHistory,
      "An optimization's rounds and trials with candidates, a page at a time (after_round / after_trial)."),
+    ("invalidate_trial", InvalidateTrial,
+     "Mark a trial unsound (e.g. scored on a leaked test set): it stays in the history, and bests leave it out."),
+    ("restore_trial", RestoreTrial, "Undo a trial's invalidation: it counts again."),
 )
 
 

@@ -47,9 +47,11 @@ from services.contract.optimizations import (
     CandidateLineage,
     CompareOptimizations,
     GetOptimization,
+    InvalidateTrial,
     ListOptimizations,
     OptimizationHistory,
     ParetoQuery,
+    RestoreTrial,
 )
 from services.contract.sessions import CloseSession, CreateSession, GetSession, ListSessions, UpdateSession
 from services.gateways.casing import to_camel
@@ -235,6 +237,9 @@ ROUTES: tuple[HttpRoute, ...] = (
               "optimizations"),
     HttpRoute("GET", "/api/optimizations/{optimizationId}/candidates/{candidateId}/lineage", CandidateLineage,
               "A candidate's ancestry", "optimizations"),
+    HttpRoute("POST", "/api/trials/{trialId}/invalidate", InvalidateTrial,
+              "Invalidate a trial: it stays in the history, marked, and bests leave it out", "optimizations"),
+    HttpRoute("POST", "/api/trials/{trialId}/restore", RestoreTrial, "Undo a trial's invalidation", "optimizations"),
     # Audit.
     HttpRoute("GET", "/api/audit/streams/{aggregateId}", AuditStream, "One aggregate's events, any version", "audit"),
     HttpRoute("GET", "/api/audit/timeline/{scopeId}", AuditTimeline,

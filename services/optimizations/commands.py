@@ -9,8 +9,10 @@ from domain.session import Session
 from domain.trial import Trial, make_candidate
 from services.contract.optimizations import (
     EndRound,
+    InvalidateTrial,
     RecordTrial,
     RecordTrials,
+    RestoreTrial,
     StartOptimization,
     StartRound,
     StopOptimization,
@@ -147,4 +149,27 @@ def stop_optimization(cmd: StopOptimization, uow: UnitOfWork) -> dict[str, Any]:
         "optimization_id": str(optimization.id),
         "stop_reason": cmd.stop_reason,
         "last_round_index": last.round_index if last else None,
+    }
+
+
+def invalidate_trial(cmd: InvalidateTrial, uow: UnitOfWork) -> dict[str, Any]:
+    trial = uow.get(Trial, cmd.trial_id)
+    trial.invalidate(at=uow.now, reason=cmd.reason, by=uow.user_id)
+    return validity(trial, uow)
+
+
+def restore_trial(cmd: RestoreTrial, uow: UnitOfWork) -> dict[str, Any]:
+    trial = uow.get(Trial, cmd.trial_id)
+    trial.restore(at=uow.now, by=uow.user_id)
+    return validity(trial, uow)
+
+
+def validity(trial: Trial, uow: UnitOfWork) -> dict[str, Any]:
+    return {
+        "trial_id": str(trial.id),
+        "optimization_id": str(trial.optimization_id),
+        "trial_index": trial.trial_index,
+        "valid": trial.invalid_reason is None,
+        "reason": trial.invalid_reason,
+        "timestamp": uow.now.isoformat(),
     }

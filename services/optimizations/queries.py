@@ -22,8 +22,8 @@ from services.runtime.read_models import Queries, not_found, page
 
 SUMMARY = (
     "SELECT id AS optimization_id, name, project, dataset, optimizer, direction, round_count AS rounds,"
-    " trial_count AS trials, best_score, best_candidate, best_trial_index, stopped, stop_reason, created_at,"
-    " updated_at FROM rm_optimizations.optimizations"
+    " trial_count AS trials, best_score, best_candidate, best_trial_index, stopped, stop_reason, invalid_trials,"
+    " created_at, updated_at FROM rm_optimizations.optimizations"
 )
 MAX_ROUNDS_PER_PAGE = 500
 MAX_TRIALS_PER_PART = 5_000
@@ -60,14 +60,19 @@ LEFT JOIN LATERAL (  -- the open round's test inside: an ended round's trials ar
     ORDER BY CASE o.direction WHEN 'minimize' THEN score ELSE -score END, trial_index LIMIT 1
 ) best ON true
 """
-# A round's fields as JSON text. An open round's best is its best trial so far (the first to reach it).
-ROUND_FIELDS = """json_build_object(
+# A round's fields as JSON text. An open round's best is its best trial so far (the first to
+# reach it). While the optimization has invalid trials, the round's bests without them too.
+ROUND_AS_RECORDED = """json_build_object(
     'round_index', r.round_index, 'round_id', r.id, 'candidates', coalesce(r.candidates, '[]'),
     'best_score', CASE WHEN r.ended_at IS NULL THEN best.score ELSE r.best_score END,
     'best_candidate', CASE WHEN r.ended_at IS NULL THEN best.candidate ELSE r.best_candidate END,
     'stop_reason', r.stop_reason, 'stopped', r.stopped, 'best_so_far', r.best_so_far,
     'timestamp', r.started_at, 'ended_at', r.ended_at,
     'extra', r.start_extras || coalesce(r.end_extras, '{}'))::text"""
+ROUND_CORRECTED = """json_build_object('corrected_best_score', r.corrected_best_score,
+    'corrected_best_candidate', r.corrected_best_candidate, 'corrected_best_so_far', r.corrected_best_so_far)::text"""
+ROUND_FIELDS = f"""CASE WHEN o.invalid_trials = 0 THEN {ROUND_AS_RECORDED}
+    ELSE left({ROUND_AS_RECORDED}, -1) || ', ' || substr({ROUND_CORRECTED}, 2) END"""
 
 # A page of rounds: each round's fields and its trials as one JSON array, the one the
 # projection joined when the round ended (an open round's is joined here from the entries
@@ -257,7 +262,8 @@ async def pareto(queries: Queries, user: str, q: ParetoQuery) -> dict[str, Any]:
         )
     directions = {name: q.directions.get(name, optimization["direction"]) for name in objectives}
     last_round = " AND round_index = (SELECT max(round_index) FROM rm_optimizations.rounds WHERE optimization_id = %(id)s)"
-    scope = " WHERE optimization_id = %(id)s" + (last_round if q.scope == "last_round" else "")
+    # Invalidated trials are left out of every front.
+    scope = " WHERE optimization_id = %(id)s AND invalid_reason IS NULL" + (last_round if q.scope == "last_round" else "")
     # Bounded before the trials are read: a front over more objectives costs n × front.
     most = MAX_PARETO_TRIALS if len(objectives) <= 2 else MAX_PARETO_TRIALS_MANY_OBJECTIVES
     count = await queries.fetch_one("SELECT count(*) AS trials FROM rm_optimizations.trials" + scope, {"id": q.optimization_id})
@@ -307,11 +313,24 @@ async def compare(queries: Queries, user: str, q: CompareOptimizations) -> dict[
     if missing:
         raise not_found("optimization", missing[0])
     points: dict[UUID, list[dict[str, Any]]] = {ident: [] for ident in ids}
-    for row in await queries.fetch_all(
+    # The curve of each: where its best so far moved, without invalidated trials when it has any.
+    corrected = [ident for ident in ids if found[ident]["invalid_trials"] > 0]
+    as_recorded = [ident for ident in ids if ident not in corrected]
+    rows = await queries.fetch_all(
         "SELECT optimization_id, trial_index, best_so_far FROM rm_optimizations.trials"
         " WHERE optimization_id = ANY(%s) AND improved ORDER BY optimization_id, trial_index",
-        (ids,),
-    ):
+        (as_recorded,),
+    ) if as_recorded else []
+    if corrected:
+        rows += await queries.fetch_all(
+            "SELECT optimization_id, trial_index, best_so_far FROM (SELECT optimization_id, trial_index,"
+            " corrected_best_so_far AS best_so_far, corrected_best_so_far IS DISTINCT FROM"
+            "  lag(corrected_best_so_far) OVER (PARTITION BY optimization_id ORDER BY trial_index) AS moved"
+            " FROM rm_optimizations.trials WHERE optimization_id = ANY(%s)) t"
+            " WHERE moved AND best_so_far IS NOT NULL ORDER BY optimization_id, trial_index",
+            (corrected,),
+        )
+    for row in rows:
         points[row["optimization_id"]].append({"trial_index": row["trial_index"], "best_so_far": row["best_so_far"]})
     curves = [
         {

@@ -26,7 +26,7 @@ from nats.js.errors import NotFoundError
 from adapters.messaging.jetstream import ensure_stream
 from adapters.store.event_store import EVENTS_CHANNEL
 from adapters.store.mapper import OWNER_FIELD, SEALED_FIELD
-from projections.engine import NEXT_EVENTS, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY
+from projections.engine import NEXT_EVENTS
 from services.contract.events import POSITION_HEADER, event_subject, events_stream, feed_names
 from services.runtime.event_relay import EventRelay
 
@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 FEED_BATCH = 500
 DUPLICATE_WINDOW = 600.0  # seconds JetStream remembers a message id
+SET_TRACKING = "UPDATE chronicle.projections SET position = %(position)s, updated_at = now() WHERE name = %(name)s"
 ACK_TIMEOUT = 10.0  # seconds for a batch's acknowledgements; past it the batch is published again
 ENVELOPE_ROOM = 4096  # bytes kept free below max_payload for the headers and the message's own framing
 
@@ -60,6 +61,7 @@ class EventFeed(EventRelay):
 
     def __init__(self, url: str, nc: NATS, js: JetStreamContext, prefix: str):
         super().__init__(url, js, prefix)
+        self.name = f"{EventFeed.name}:{prefix}"  # a stream per prefix, so a position per prefix
         self.nc = nc
         self.stream = events_stream(prefix)
         self.published_up_to = 0  # the last position the stream is known to hold
@@ -105,11 +107,8 @@ class EventFeed(EventRelay):
             if events:
                 self.published_up_to = max(self.published_up_to, events[-1][0])
             new_position = events[-1][0] if len(events) == FEED_BATCH else head
-            await conn.execute(
-                SET_TRACKING_AND_NOTIFY,
-                {"position": new_position, "version": 1, "name": self.name, "channel": PROGRESS_CHANNEL},
-                prepare=True,
-            )
+            # (no NOTIFY: read-your-writes waits on read models, never on the feed)
+            await conn.execute(SET_TRACKING, {"position": new_position, "name": self.name}, prepare=True)
             return len(events)
 
     async def message(

@@ -61,6 +61,7 @@ async def seed_flow(client: Client) -> None:
     assert generate["properties"]["temperature"]["default"] == 0.7
     assert listed["get_artifact"].input_schema["properties"]["include_preview"]["default"] is False
     assert "description" in listed["search_conversations"].model_dump() and listed["search_conversations"].description
+    assert listed["invalidate_trial"].input_schema["required"] == ["trial_id", "reason"]
 
     made = result(await client.call_tool("generate_variations", {"query": "settings page with toggles", "count": 3}))
     assert set(made) >= {"variation_set_id", "artifacts", "comparison"}

@@ -237,6 +237,9 @@ async def test_other_capabilities_in_the_same_style(http: Http) -> None:
     assert len((await web.get("/api/artifacts/compare", params={"artifactIds": ids})).json()["pairs"]) == 1
     assert (await web.get("/api/hitl/runs")).json()["items"] == []
     assert (await web.get("/api/optimizations")).json()["total"] == 0
+    someone_elses = f"/api/trials/{uuid.uuid4()}/invalidate"
+    assert (await web.post(someone_elses, json={"reason": "scored on a leaked test set"})).status_code == 404
+    assert (await web.post(someone_elses, json={})).json()["error"]["details"][0]["field"] == "reason"
     timeline = await web.get(f"/api/audit/stream/{artifact}")
     assert timeline.status_code == 404  # (no such route)
     stream = (await web.get(f"/api/audit/streams/{artifact}")).json()

@@ -25,16 +25,19 @@ from services.contract.events import events_stream
 from services.contract.hitl import hitl_stream, run_signals
 from services.entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import JWT_SECRET, make_settings
+from tests.servers import TestServers
 
 
 @pytest.fixture(scope="module")
-async def closed(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Chronicle]:
-    """A Chronicle whose embedded NATS requires credentials, as `./dev serve` starts it."""
+async def closed(servers: TestServers, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Chronicle]:
+    """A Chronicle whose embedded NATS requires credentials, as `./dev serve` starts it (on a
+    database of its own: its event feed starts from an empty log)."""
     data_dir = tmp_path_factory.mktemp("closed-bus")
-    settings = make_settings(database_url, None, data_dir, embedded_nats_auth=True)  # type: ignore[arg-type]
-    chronicle = await bootstrap(settings)
-    yield chronicle
-    await chronicle.stop()
+    with servers.fresh_database() as url:
+        settings = make_settings(url, None, data_dir, embedded_nats_auth=True)  # type: ignore[arg-type]
+        chronicle = await bootstrap(settings)
+        yield chronicle
+        await chronicle.stop()
 
 
 class Violations:

@@ -569,3 +569,79 @@ async def test_a_population_is_recorded_in_one_request_in_order(client: Chronicl
     [entry] = await state.history()
     assert [t["trial_index"] for t in entry["trials"]] == list(range(6)), "the refused batch wrote nothing"
     assert state.entries()[0]["trials"][-1]["candidate"] == {"g": 5}
+
+
+async def test_an_invalidated_trial_stays_marked_and_bests_fronts_and_curves_leave_it_out(
+    chronicle: Chronicle, connect: ClientFactory,
+) -> None:
+    client = await connect()
+    state = client.optimization(name="leaky", optimizer="gepa", direction="maximize")
+    other = client.optimization(name="clean", optimizer="gepa", direction="maximize")
+    first = await state.start_round()
+    recorded = [await state.record_trial(first, candidate={"p": n}, score=s, metrics={"cost": c})
+                for n, (s, c) in enumerate([(0.5, 3.0), (0.9, 1.0), (0.6, 2.0)])]
+    await state.end_round(first)  # its best as recorded: the leaky 0.9
+    second = await state.start_round()
+    for n, s in enumerate([0.7, 0.8]):
+        await state.record_trial(second, candidate={"p": 10 + n}, score=s, metrics={"cost": 5.0})
+    assert await state.history() == state.entries()
+    await other.start_round()
+
+    leaky = recorded[1]
+    invalidated = await client.optimizations.invalidate_trial(leaky.trial_id, "scored on a leaked test set")
+    assert (invalidated.valid, invalidated.reason, invalidated.trial_index) == (False, "scored on a leaked test set", 1)
+    client.observed(invalidated.position)
+
+    history = await state.history()
+    trials = [trial for round in history for trial in round["trials"]]
+    assert [t["best_so_far"] for t in trials] == [0.5, 0.9, 0.9, 0.9, 0.9]  # the curve as first recorded
+    assert [t["corrected_best_so_far"] for t in trials] == [0.5, 0.5, 0.6, 0.7, 0.8]  # and without the leak
+    assert trials[1]["invalid"]["reason"] == "scored on a leaked test set" and trials[1]["invalid"]["at"]
+    assert all("invalid" not in t for i, t in enumerate(trials) if i != 1)
+    assert (history[0]["best_score"], history[0]["corrected_best_score"]) == (0.9, 0.6)
+    assert history[0]["corrected_best_candidate"] == {"p": 2}
+    assert (history[1]["corrected_best_score"], history[1]["corrected_best_so_far"]) == (0.8, 0.8)
+    summary = await client.optimizations.get(state.optimization_id)
+    assert (summary.best_score, summary.best_trial_index, summary.invalid_trials) == (0.8, 4, 1)
+    front = await client.optimizations.pareto(state.optimization_id, scope="all", objectives=["score", "cost"],
+                                              directions={"cost": "minimize"})
+    assert 1 not in [point.trial_index for point in front.front] and front.considered == 4
+    curves = {c.optimization_id: c for c in (await client.optimizations.compare(
+        [state.optimization_id, other.optimization_id])).curves}
+    assert [(p.trial_index, p.best_so_far) for p in curves[state.optimization_id].points] == [
+        (0, 0.5), (2, 0.6), (3, 0.7), (4, 0.8)]
+
+    # A trial recorded afterwards is stamped as before, and corrected too.
+    later = await state.record_trial(second, candidate={"p": 12}, score=0.85)
+    assert later.best_so_far == 0.9
+    last = (await state.history())[-1]["trials"][-1]
+    assert (last["best_so_far"], last["corrected_best_so_far"]) == (0.9, 0.85)
+
+    with pytest.raises(ChronicleError) as twice:
+        await client.optimizations.invalidate_trial(leaky.trial_id, "again")
+    assert twice.value.code == "conflict"
+    with pytest.raises(ChronicleError) as blank:
+        await client.optimizations.invalidate_trial(recorded[0].trial_id, "   ")
+    assert blank.value.code == "invalid" and blank.value.fields == ["reason"]
+    stranger = await connect()
+    with pytest.raises(ChronicleError) as foreign:
+        await stranger.optimizations.invalidate_trial(recorded[0].trial_id, "not mine")
+    assert foreign.value.code == "not_found"
+
+    restored = await client.optimizations.restore_trial(leaky.trial_id)
+    assert (restored.valid, restored.reason) == (True, None)
+    client.observed(restored.position)
+    assert await state.history() == state.entries(), "restored: the history is as recorded again"
+    assert (await client.optimizations.get(state.optimization_id)).best_score == 0.9
+    with pytest.raises(ChronicleError) as valid:
+        await client.optimizations.restore_trial(leaky.trial_id)
+    assert valid.value.code == "conflict"
+    events = await client.audit.events(leaky.trial_id)
+    assert [(e.type, e.payload.get("by"), e.payload.get("reason")) for e in events[1:]] == [
+        ("Trial.Invalidated", client.user, "scored on a leaked test set"), ("Trial.Restored", client.user, None),
+    ]
+
+    client.observed((await client.optimizations.invalidate_trial(leaky.trial_id, "leaked after all")).position)
+    before = await state.history()
+    await asyncio.to_thread(rebuild, chronicle.target, OptimizationsProjection)  # the same from the events
+    assert await state.history() == before and before[0]["corrected_best_score"] == 0.6

@@ -13,7 +13,7 @@ from domain.errors import Conflict, InvalidCommand
 from domain.optimization import dominates, improves, pareto_front
 from domain.round import Round
 from domain.session import Session
-from domain.trial import candidate_id_for, candidate_kind, make_candidate
+from domain.trial import Trial, candidate_id_for, candidate_kind, make_candidate
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -171,3 +171,25 @@ def test_the_two_objective_sweep_finds_what_pairwise_comparison_finds(
     one = pareto_front([(key, v[:1]) for key, v in points], directions[:1])  # type: ignore[arg-type]
     best = max((signs[0] * v[0] for _, v in points), default=None)
     assert one == [key for key, v in points if signs[0] * v[0] == best]
+
+
+def test_a_trial_is_invalidated_with_a_reason_once_and_restored_once() -> None:
+    r = next_round(optimization())
+    numbered = r.attach_trial(at=NOW, trial_id=uuid4(), score=0.9)
+    trial = Trial.record(
+        id=uuid4(), owner="alice", at=NOW, optimization_id=r.optimization_id, round_id=r.id, round_index=0,
+        numbered=numbered, candidate=None, metrics={}, dataset=None, extras={}, previous_best=None,
+    )
+    with pytest.raises(InvalidCommand):
+        trial.invalidate(at=NOW, reason=" ", by="u")
+    with pytest.raises(Conflict):
+        trial.restore(at=NOW, by="u")
+    trial.invalidate(at=NOW, reason="leaked test set", by="auditor-1")
+    with pytest.raises(Conflict):
+        trial.invalidate(at=NOW, reason="again", by="u")
+    assert trial.invalid_reason == "leaked test set"
+    trial.restore(at=NOW, by="u")
+    events = trial.collect_events()
+    assert [type(e).__name__ for e in events] == ["Recorded", "Invalidated", "Restored"]
+    assert (events[1].by, events[1].trial_index, events[1].optimization_id) == ("auditor-1", 0, r.optimization_id)
+    assert trial.invalid_reason is None
