@@ -24,7 +24,7 @@ PUBLISHED_SUBJECTS = {
     "cmd.conversation.start", "cmd.conversation.update", "cmd.hitl.pause", "cmd.hitl.resume",
     "cmd.hitl.take", "cmd.job.request",
     "cmd.optimization.start", "cmd.optimization.stop", "cmd.round.end", "cmd.round.start", "cmd.session.close",
-    "cmd.session.create", "cmd.session.update", "cmd.trial.record", "cmd.trial.record_many", "cmd.user.erase",
+    "cmd.session.create", "cmd.session.update", "cmd.trial.record", "cmd.trial.record_many", "cmd.trial.invalidate", "cmd.trial.restore", "cmd.user.erase",
     "query.artifacts.by_example", "query.artifacts.compare", "query.artifacts.get", "query.artifacts.lineage",
     "query.artifacts.list", "query.artifacts.preview", "query.artifacts.rag_influence", "query.artifacts.search",
     "query.audit.digests", "query.audit.stream", "query.audit.timeline", "query.candidates.lineage",
