@@ -26,6 +26,7 @@ from adapters.store.event_store import EVENTS_CHANNEL
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import ErasedContent, PydanticMapper
 from adapters.store.postgres import PostgresTarget
+from adapters.store.reachability import RECONNECT_WAIT_MAX
 from projections.base import Projection
 
 log = logging.getLogger(__name__)
@@ -376,7 +377,7 @@ class Wakeup:
             except psycopg.Error as error:
                 log.warning("listen connection lost; reconnecting", extra={"error_type": type(error).__name__})
                 self.stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, RECONNECT_WAIT_MAX)  # back within moments of the server
 
 
 class Runner:
@@ -444,7 +445,7 @@ class Tail:
             except (psycopg.OperationalError, psycopg.InterfaceError) as error:
                 log.warning("projection connection lost; retrying", extra={"error_type": type(error).__name__})
                 self.stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, RECONNECT_WAIT_MAX)  # back within moments of the server
             except Exception:  # a read model that cannot be built: loud, and retried slowly
                 log.exception("preparing read models failed; retrying")
                 self.stop.wait(5.0)

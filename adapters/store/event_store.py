@@ -9,24 +9,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 from uuid import UUID
 
 from eventsourcing.persistence import (
     DataError,
-    InterfaceError,
     OperationalError,
     PersistenceError,
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from eventsourcing.utils import retry
 from psycopg.sql import SQL
 
 from adapters.errors import WRITER_ERASED, WriterErased, sqlstate_of, statement_failed
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import ErasedContent, PydanticMapper
 from adapters.store.postgres import PostgresTarget
+from adapters.store.reachability import Reachability, fail_fast, while_reachable
 from adapters.store.snapshots import SnapshotCodec, SnapshotRecorder, SnapshotUnreadable
 from domain.base import Aggregate, DomainEvent
 
@@ -63,8 +62,14 @@ class ChronicleRecorder(PostgresApplicationRecorder):
     """Saves a group commit's events and idempotency records in one statement, and reads
     many streams at once."""
 
-    def __init__(self, datastore: PostgresDatastore, relay_channels: Mapping[str, Iterable[str]] | None = None):
+    def __init__(
+        self,
+        datastore: PostgresDatastore,
+        reachability: Reachability,
+        relay_channels: Mapping[str, Iterable[str]] | None = None,
+    ):
         super().__init__(datastore, events_table_name=EVENTS_TABLE)
+        self.reachability = reachability
         self.channel_name = EVENTS_CHANNEL
         # {channel: topics}: a statement holding one of these topics also notifies that
         # channel, so a listener that relays only them is not woken by every other event.
@@ -113,7 +118,7 @@ class ChronicleRecorder(PostgresApplicationRecorder):
         # good sending a statement of more than ~10 MB (psycopg issue 685).
         return self.record(stored_events)
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    @while_reachable
     def record(
         self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = (), *,
         writers: Collection[str] = (), erased: Collection[str] = (),
@@ -166,7 +171,7 @@ class ChronicleRecorder(PostgresApplicationRecorder):
             )
             return [row["notification_id"] for row in curs.fetchall()]
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    @while_reachable
     def streams(self, after: Mapping[UUID, int]) -> list[StoredEvent]:
         """The events of each stream after the version given for it (0: the whole stream)."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
@@ -181,7 +186,7 @@ class ChronicleRecorder(PostgresApplicationRecorder):
                 for row in curs.fetchall()
             ]
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    @while_reachable
     def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], StoredReply]:
         """{(owner, key): (fingerprint column, stored reply, position)} of the keys found."""
         if not keys:
@@ -208,6 +213,7 @@ class EventStore:
         pool_size: int = 4,
         relay_channels: Mapping[str, Iterable[str]] | None = None,
         keys: KeyRing | None = None,
+        unavailable_after: float = 2.0,
     ):
         params = target.params
         self.datastore = PostgresDatastore(
@@ -220,9 +226,13 @@ class EventStore:
             max_overflow=pool_size,
             schema=EVENTS_SCHEMA,
         )
-        self.recorder = ChronicleRecorder(self.datastore, relay_channels)
+        # While Postgres is unreachable a command fails within `unavailable_after` seconds,
+        # and the first one after it is back goes through (adapters/store/reachability.py).
+        fail_fast(self.datastore.pool, unavailable_after)
+        self.reachability = Reachability(target.url, unavailable_after, is_statement_failure=statement_failed)
+        self.recorder = ChronicleRecorder(self.datastore, self.reachability, relay_channels)
         self.mapper = PydanticMapper(keys=keys)
-        self.snapshots = SnapshotRecorder(self.datastore)
+        self.snapshots = SnapshotRecorder(self.datastore, self.reachability)
         self.snapshot_codec = SnapshotCodec(self.mapper)
 
     def load_many(self, ids: Iterable[UUID], *, use_snapshots: bool = True) -> dict[UUID, Aggregate]:
@@ -259,8 +269,8 @@ class EventStore:
             try:
                 event = self.mapper.to_domain_event(stored)
             except ErasedContent:
-                erased.add(stored.originator_id)
-                aggregates.pop(stored.originator_id, None)
+                erased.add(cast(UUID, stored.originator_id))  # (the library types ids as UUID | str; ours are UUIDs)
+                aggregates.pop(cast(UUID, stored.originator_id), None)
                 continue
             aggregates[event.originator_id] = event.mutate(aggregates.get(event.originator_id))
         return aggregates

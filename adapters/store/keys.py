@@ -14,12 +14,16 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import psycopg
 
 from adapters.store.postgres import PostgresTarget
+from adapters.store.reachability import PROBE_TIMEOUT
 from domain.errors import Conflict
 
+T = TypeVar("T")
 KEY_CACHE_SECONDS = 30.0
 KEY_BYTES = 32
 
@@ -56,17 +60,22 @@ class KeyRing:
 
     def destroy(self, owner: str) -> None:
         """Destroy the owner's key for good (idempotent); the row remembers when."""
-        with self._lock, self._connection() as conn:
+        def destroy(conn: psycopg.Connection) -> None:
             conn.execute(
                 "INSERT INTO chronicle.data_keys (owner, key, erased_at) VALUES (%s, NULL, now())"
                 " ON CONFLICT (owner) DO UPDATE SET key = NULL, erased_at = coalesce(data_keys.erased_at, now())",
                 (owner,),
             )
-            self._cache[owner] = (None, time.monotonic() + KEY_CACHE_SECONDS)
+            self._cache[owner] = (None, time.monotonic() + KEY_CACHE_SECONDS)  # (under the lock, with the write)
+
+        self._on_connection(destroy)
 
     def is_erased(self, owner: str) -> bool:
-        with self._lock, self._connection() as conn:
-            row = conn.execute("SELECT erased_at IS NOT NULL FROM chronicle.data_keys WHERE owner = %s", (owner,)).fetchone()
+        row = self._on_connection(
+            lambda conn: conn.execute(
+                "SELECT erased_at IS NOT NULL FROM chronicle.data_keys WHERE owner = %s", (owner,)
+            ).fetchone()
+        )
         return bool(row and row[0])
 
     def _cached(self, owner: str) -> bytes | None:
@@ -74,17 +83,19 @@ class KeyRing:
         return cached[0] if cached is not None and cached[1] > time.monotonic() else None
 
     def _fetch(self, owner: str) -> bytes | None:
-        with self._lock, self._connection() as conn:
+        def fetch(conn: psycopg.Connection) -> bytes | None:
             row = conn.execute("SELECT key FROM chronicle.data_keys WHERE owner = %s", (owner,)).fetchone()
             # No row yet is not cached: the owner's first write is about to make one.
             if row is None:
                 return None
             key = bytes(row[0]) if row[0] is not None else None
             self._cache[owner] = (key, time.monotonic() + KEY_CACHE_SECONDS)
-        return key
+            return key
+
+        return self._on_connection(fetch)
 
     def _load_or_create(self, owner: str) -> bytes | None:
-        with self._lock, self._connection() as conn:
+        def load_or_create(conn: psycopg.Connection) -> bytes | None:
             conn.execute(
                 "INSERT INTO chronicle.data_keys (owner, key) VALUES (%s, %s) ON CONFLICT (owner) DO NOTHING",
                 (owner, secrets.token_bytes(KEY_BYTES)),
@@ -92,32 +103,34 @@ class KeyRing:
             row = conn.execute("SELECT key FROM chronicle.data_keys WHERE owner = %s", (owner,)).fetchone()
             key = bytes(row[0]) if row and row[0] is not None else None
             self._cache[owner] = (key, time.monotonic() + KEY_CACHE_SECONDS)
-        return key
+            return key
+
+        return self._on_connection(load_or_create)
+
+    def _on_connection(self, work: Callable[[psycopg.Connection], T]) -> T:
+        """`work` on the ring's connection, under its lock. A connection the server dropped
+        (a restart, an outage now over) is opened afresh and the work tried once more."""
+        with self._lock:
+            for attempt in (1, 2):
+                conn = self._connection()
+                try:
+                    return work(conn)
+                except (psycopg.OperationalError, psycopg.InterfaceError):
+                    if attempt == 2 or not (conn.broken or conn.closed):
+                        raise
+                    conn.close()
+        raise AssertionError("unreachable")
 
     def evict(self, owner: str) -> None:
         self._cache.pop(owner, None)
 
-    def _connection(self) -> _Borrowed:
+    def _connection(self) -> psycopg.Connection:
         # One autocommit connection per ring, used under the lock; re-opened when it drops.
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = self.target.connect(autocommit=True)
-        return _Borrowed(self._conn)
+            self._conn = self.target.connect(autocommit=True, connect_timeout=PROBE_TIMEOUT)
+        return self._conn
 
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
-
-
-class _Borrowed:
-    """The ring's connection as a context manager that does not close it."""
-
-    def __init__(self, conn: psycopg.Connection):
-        self.conn = conn
-
-    def __enter__(self) -> psycopg.Connection:
-        return self.conn
-
-    def __exit__(self, *exc: object) -> None:
-        if exc[0] is not None and self.conn.broken:
-            self.conn.close()

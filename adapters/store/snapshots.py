@@ -19,11 +19,12 @@ from uuid import UUID
 
 import orjson
 from cryptography.exceptions import InvalidTag
-from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresDatastore
-from eventsourcing.utils import get_topic, resolve_topic, retry
+from eventsourcing.utils import get_topic, resolve_topic
 from psycopg.sql import SQL
 
+from adapters.store.reachability import Reachability, while_reachable
 from domain.base import SYSTEM_OWNER, Aggregate
 from domain.snapshot import Unsnapshottable, capture, restore, schema_of, state_model
 
@@ -157,8 +158,9 @@ class SnapshotCodec:
 class SnapshotRecorder:
     """Reads and writes `chronicle.snapshots` through the event store's connection pool."""
 
-    def __init__(self, datastore: PostgresDatastore):
+    def __init__(self, datastore: PostgresDatastore, reachability: Reachability):
         self.datastore = datastore
+        self.reachability = reachability
         # The latest snapshot of each aggregate and the events after it, in one round trip:
         # per aggregate its snapshot row (if any) first, then its events in order.
         self.select_latest_and_after = SQL(
@@ -181,7 +183,7 @@ class SnapshotRecorder:
             " ORDER BY k.originator_version DESC OFFSET %s LIMIT 1)"
         )
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    @while_reachable
     def latest_and_after(self, originator_ids: Iterable[UUID]) -> tuple[dict[UUID, StoredSnapshot], list[StoredEvent]]:
         """Each aggregate's latest snapshot and the stored events after it (all of them
         when it has none), in one query."""

@@ -36,6 +36,7 @@ from adapters.store.blobs import BlobStore
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget, migrate
+from adapters.store.reachability import fail_fast
 from projections.base import Projection
 from projections.engine import ProjectionEngine, tracked_version
 from services.artifacts.generation import Generating
@@ -177,7 +178,10 @@ class Chronicle:
         self.keys = KeyRing(self.target)
         self._stack.callback(self.keys.close)
         relay_channels = {**SignalRelay.topics_by_channel(), **JobRelay.topics_by_channel()}
-        store = await asyncio.to_thread(EventStore, self.target, relay_channels=relay_channels, keys=self.keys)
+        store = await asyncio.to_thread(
+            EventStore, self.target, relay_channels=relay_channels, keys=self.keys,
+            unavailable_after=self.settings.database_unavailable_after,
+        )
         self._stack.callback(store.close)
         self.store = self.postgres_store = store
 
@@ -210,10 +214,13 @@ class Chronicle:
             self.engine.start()
             self._stack.callback(self.engine.stop)
         pool = query_pool(self.target.url, min_size=2, max_size=settings.query_pool_size)
+        fail_fast(pool, settings.database_unavailable_after)  # a read waits no longer for Postgres
         await pool.open()
         self._stack.push_async_callback(pool.close)
         self.queries = Queries(pool, language=settings.search_language)
-        self.positions = ProjectionPositions(self.target, [p.name for p in self.projections])
+        self.positions = ProjectionPositions(
+            self.target, [p.name for p in self.projections], unavailable_after=settings.database_unavailable_after
+        )
         await self.positions.start()
         self._stack.push_async_callback(self.positions.stop)
 

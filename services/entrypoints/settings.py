@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     ready_timeout: float = Field(
         default=60, gt=0, description="seconds a start waits for its read models to be built before serving (longer: logged as rebuilding)"
     )
+    database_unavailable_after: float = Field(
+        default=2.0, gt=0, le=60,
+        description="seconds after which a request that cannot reach Postgres is answered `unavailable`",
+    )
     query_wait_timeout: float = Field(default=5.0, gt=0, description="seconds a query waits for min_position")
     query_pool_size: int = Field(default=8, ge=1)
     search_language: str = Field(default="english", description="Postgres text search configuration")

@@ -28,6 +28,7 @@ from psycopg.sql import SQL, Identifier
 
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import OWNER_FIELD, ErasedContent, PydanticMapper
+from adapters.store.reachability import RECONNECT_WAIT_MAX
 from projections.engine import NEXT_EVENTS, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY
 from services.runtime.background import Background
 
@@ -194,7 +195,7 @@ class EventRelay(Background):
             except Exception as error:  # Postgres or NATS away: retry, the position was not moved
                 log.warning("relay interrupted; retrying", extra={"relay": self.name, "error_type": type(error).__name__})
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, RECONNECT_WAIT_MAX)  # back within moments of the server
 
     async def resume(self, conn: psycopg.AsyncConnection) -> None:
         """Before relaying again after a (re)connection (default: nothing to learn first)."""

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import psycopg
 from psycopg.sql import SQL, Identifier
 
 from adapters.store.postgres import PostgresTarget
+from adapters.store.reachability import PROBE_TIMEOUT, RECONNECT_WAIT_MAX
 from projections.engine import PROGRESS_CHANNEL
 from services.contract.errors import ChronicleError
 from services.runtime.background import Background
@@ -30,9 +32,13 @@ class ProjectionPositions(Background):
 
     name = "projection-positions"
 
-    def __init__(self, target: PostgresTarget, names: list[str], poll_interval: float = 1.0, linger: float = 10.0):
+    def __init__(
+        self, target: PostgresTarget, names: list[str], poll_interval: float = 1.0, linger: float = 10.0,
+        unavailable_after: float = 2.0,
+    ):
         super().__init__()
         self.target = target
+        self.unavailable_after = unavailable_after
         self.names = names
         self.poll_interval = poll_interval
         self.linger = linger
@@ -42,18 +48,30 @@ class ProjectionPositions(Background):
         self._waiting = 0
         self._last_wait = 0.0
         self.listening = False  # whether moves are being heard now (tests and operators look)
+        self.connected = False  # whether its connection to Postgres works (as last seen)
         self.listens = 0  # how many times it started listening
 
     async def wait_for(self, names: list[str], position: int | None, timeout: float) -> None:
         if position is None or self._reached(names, position):
             return
         loop = asyncio.get_running_loop()
+        started = loop.time()
         self._waiting += 1
         self._wanted.set()
         try:
-            async with asyncio.timeout(timeout):
-                async with self._changed:
-                    await self._changed.wait_for(lambda: self._reached(names, position))
+            async with asyncio.timeout(timeout), self._changed:
+                while not self._reached(names, position):
+                    if self.connected:
+                        await self._changed.wait()
+                        continue
+                    # Postgres is away: no position moves until it is back, and the
+                    # caller hears so within `unavailable_after`, not `timeout`.
+                    left = started + self.unavailable_after - loop.time()
+                    if left <= 0:
+                        raise ChronicleError("unavailable", "the database is unreachable; retry shortly")
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(left):
+                            await self._changed.wait()
         except TimeoutError:
             raise ChronicleError(
                 "unavailable",
@@ -63,6 +81,12 @@ class ProjectionPositions(Background):
         finally:
             self._waiting -= 1
             self._last_wait = loop.time()
+
+    async def _connected(self, connected: bool) -> None:
+        if connected != self.connected:
+            self.connected = connected
+            async with self._changed:
+                self._changed.notify_all()  # waiters learn that Postgres went away (or came back)
 
     def _reached(self, names: list[str], position: int) -> bool:
         return all(self.positions.get(n, 0) >= position for n in names)
@@ -90,8 +114,11 @@ class ProjectionPositions(Background):
         backoff = 0.1
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(self.target.url, autocommit=True) as conn:
+                async with await psycopg.AsyncConnection.connect(
+                    self.target.url, autocommit=True, connect_timeout=PROBE_TIMEOUT
+                ) as conn:
                     backoff = 0.1
+                    await self._connected(True)
                     while True:
                         await self._wanted.wait()
                         # Listening first, then reading: no move is missed between the two.
@@ -106,6 +133,7 @@ class ProjectionPositions(Background):
                         self.listening = False
             except psycopg.Error as error:
                 self.listening = False
+                await self._connected(False)
                 log.warning("positions listener lost; reconnecting", extra={"error_type": type(error).__name__})
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, RECONNECT_WAIT_MAX)  # back within moments of the server

@@ -9,7 +9,7 @@ import orjson
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from services.contract.errors import ChronicleError
 
@@ -41,16 +41,20 @@ class Queries:
 
     async def fetch_all(self, query: Any, params: Any) -> list[dict[str, Any]]:
         # Pooled connections are not pinged before use (a round trip per query); a read
-        # that meets a dropped one is simply tried once more on another.
+        # that meets a dropped one has the pool's idle ones checked (the server may have
+        # dropped them all) and is tried once more.
         for attempt in (1, 2):
             try:
                 async with self.pool.connection() as conn:
                     cur = conn.cursor(row_factory=dict_row)
                     await cur.execute(query, params, prepare=True)
                     return await cur.fetchall()
+            except PoolTimeout:
+                raise  # no connection came within the pool's wait: Postgres is away, say so now
             except (psycopg.OperationalError, psycopg.InterfaceError):
                 if attempt == 2:
                     raise
+                await self.pool.check()
         raise AssertionError("unreachable")
 
     async def fetch_all_within(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import psycopg
 import pytest
 
 from adapters.auth import TokenAuthority
-from adapters.embedded import EmbeddedNats
+from adapters.embedded import EmbeddedNats, EmbeddedPostgres
 from services.client.connection import ChronicleClient, ChronicleError
 from services.entrypoints.bootstrap import bootstrap
 from tests.conftest import make_settings
@@ -97,3 +99,44 @@ async def test_service_and_client_reconnect_when_nats_restarts(
         await client.close()
         await instance.stop()
         nats_server.stop()
+
+
+UNAVAILABLE_AFTER = 2.0  # the service's setting (its default)
+# The client's own timeout: an answer later than this fails the test as a TimeoutError, so
+# every `unavailable` below came within it, and so did the first success afterwards.
+CLIENT_TIMEOUT = 3.0
+
+
+@pytest.mark.parametrize("outage", [5, pytest.param(30, marks=pytest.mark.slow), pytest.param(90, marks=pytest.mark.slow)])
+async def test_while_postgres_is_stopped_requests_fail_fast_and_work_again_once_it_is_back(
+    outage: float, servers: TestServers, authority: TokenAuthority, tmp_path: Path
+) -> None:
+    postgres = EmbeddedPostgres(tmp_path / "private")  # a Postgres of this test's own, to stop
+    url = postgres.start()
+    instance = await bootstrap(make_settings(url, servers.nats_url, tmp_path, database_unavailable_after=UNAVAILABLE_AFTER))
+    client = await ChronicleClient.connect(
+        instance.nats_url, authority.issue(f"u-{uuid.uuid4().hex}"), prefix=instance.settings.subject_prefix,
+        timeout=CLIENT_TIMEOUT,
+    )
+    try:
+        started = await client.conversations.start(title="before the outage")
+        await client.conversations.add_message(started.conversation_id, "user", "kept")
+        postgres.stop()
+        ends = time.monotonic() + outage
+        while time.monotonic() < ends:
+            # A burst of commands and queries at once (the later ones queue behind the first).
+            attempts = [client.conversations.add_message(started.conversation_id, "user", f"lost {n}") for n in range(8)]
+            attempts += [client.conversations.list(), client.sessions.create("during the outage")]
+            outcomes = await asyncio.gather(*attempts, return_exceptions=True)
+            assert [getattr(o, "code", o) for o in outcomes] == ["unavailable"] * len(attempts)
+            await asyncio.sleep(1.0)  # (paces the bursts over the outage)
+        postgres.start()
+        after = await client.conversations.add_message(started.conversation_id, "user", "after")  # the first try
+        assert after.position
+        conversation = await client.conversations.get(started.conversation_id)
+        assert [m.content for m in conversation.messages] == ["kept", "after"], "nothing of the outage was written"
+        assert (await client.sessions.list()).total == 0
+    finally:
+        await client.close()
+        await instance.stop()
+        postgres.stop()
