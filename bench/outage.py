@@ -73,7 +73,6 @@ async def measure(postgres: EmbeddedPostgres, url: str, service: ServiceProcess,
             if outcome == "ok":
                 break
         recovered = (time.perf_counter() - back) * 1000
-        client.last_position = None
         messages = [m.content for m in (await client.conversations.get(started.conversation_id)).messages]
     finally:
         await client.close()

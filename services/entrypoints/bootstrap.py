@@ -217,9 +217,10 @@ class Chronicle:
         fail_fast(pool, settings.database_unavailable_after)  # a read waits no longer for Postgres
         await pool.open()
         self._stack.push_async_callback(pool.close)
-        self.queries = Queries(pool, language=settings.search_language)
+        self.queries = Queries(pool, language=settings.search_language, reachability=self.postgres_store.reachability)
         self.positions = ProjectionPositions(
-            self.target, [p.name for p in self.projections], unavailable_after=settings.database_unavailable_after
+            self.target, [p.name for p in self.projections], unavailable_after=settings.database_unavailable_after,
+            reachability=self.postgres_store.reachability,
         )
         await self.positions.start()
         self._stack.push_async_callback(self.positions.stop)

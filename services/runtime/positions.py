@@ -10,7 +10,7 @@ import psycopg
 from psycopg.sql import SQL, Identifier
 
 from adapters.store.postgres import PostgresTarget
-from adapters.store.reachability import PROBE_TIMEOUT, RECONNECT_WAIT_MAX
+from adapters.store.reachability import PROBE_TIMEOUT, RECONNECT_WAIT_MAX, Reachability
 from projections.engine import PROGRESS_CHANNEL
 from services.contract.errors import ChronicleError
 from services.runtime.background import Background
@@ -34,11 +34,12 @@ class ProjectionPositions(Background):
 
     def __init__(
         self, target: PostgresTarget, names: list[str], poll_interval: float = 1.0, linger: float = 10.0,
-        unavailable_after: float = 2.0,
+        unavailable_after: float = 2.0, reachability: Reachability | None = None,
     ):
         super().__init__()
         self.target = target
         self.unavailable_after = unavailable_after
+        self.reachability = reachability  # asked when the listener lost Postgres: is it away for good?
         self.names = names
         self.poll_interval = poll_interval
         self.linger = linger
@@ -65,9 +66,10 @@ class ProjectionPositions(Background):
                         await self._changed.wait()
                         continue
                     # Postgres is away: no position moves until it is back, and the
-                    # caller hears so within `unavailable_after`, not `timeout`.
+                    # caller hears so at once if it refuses connections, within
+                    # `unavailable_after` otherwise, never after `timeout`.
                     left = started + self.unavailable_after - loop.time()
-                    if left <= 0:
+                    if left <= 0 or not await self._answers():
                         raise ChronicleError("unavailable", "the database is unreachable; retry shortly")
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(left):
@@ -81,6 +83,9 @@ class ProjectionPositions(Background):
         finally:
             self._waiting -= 1
             self._last_wait = loop.time()
+
+    async def _answers(self) -> bool:
+        return self.reachability is None or await asyncio.to_thread(self.reachability.answers)
 
     async def _connected(self, connected: bool) -> None:
         if connected != self.connected:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from uuid import UUID
 
@@ -11,6 +12,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from adapters.store.reachability import Reachability
 from services.contract.errors import ChronicleError
 
 
@@ -35,14 +37,16 @@ def not_found(kind: str, ident: UUID) -> ChronicleError:
 
 
 class Queries:
-    def __init__(self, pool: AsyncConnectionPool, *, language: str = "english"):
+    def __init__(self, pool: AsyncConnectionPool, *, language: str = "english", reachability: Reachability | None = None):
         self.pool = pool
         self.language = language
+        self.reachability = reachability  # (the event store's: one view of whether Postgres answers)
 
     async def fetch_all(self, query: Any, params: Any) -> list[dict[str, Any]]:
         # Pooled connections are not pinged before use (a round trip per query); a read
         # that meets a dropped one has the pool's idle ones checked (the server may have
-        # dropped them all) and is tried once more.
+        # dropped them all) and is tried once more, if Postgres answers at all.
+        await self._check_reachable()
         for attempt in (1, 2):
             try:
                 async with self.pool.connection() as conn:
@@ -50,12 +54,26 @@ class Queries:
                     await cur.execute(query, params, prepare=True)
                     return await cur.fetchall()
             except PoolTimeout:
+                self._went_away()
                 raise  # no connection came within the pool's wait: Postgres is away, say so now
             except (psycopg.OperationalError, psycopg.InterfaceError):
-                if attempt == 2:
+                if attempt == 2 or not await self._answers():
+                    self._went_away()
                     raise
                 await self.pool.check()
         raise AssertionError("unreachable")
+
+    async def _check_reachable(self) -> None:
+        """While Postgres is known to be away, a read fails at once unless a probe connects."""
+        if self.reachability is not None and self.reachability.down and not await self._answers():
+            raise psycopg.OperationalError("the database is unreachable")  # (what a driver failure raises here)
+
+    async def _answers(self) -> bool:
+        return self.reachability is None or await asyncio.to_thread(self.reachability.answers)
+
+    def _went_away(self) -> None:
+        if self.reachability is not None:
+            self.reachability.down = True
 
     async def fetch_all_within(
         self, query: Any, params: Any, *, seconds: float, too_long: ChronicleError
@@ -63,6 +81,7 @@ class Queries:
         """As fetch_all, for a query whose work grows with the data (a graph walk): Postgres
         cancels it after `seconds`, and the caller hears `too_long` (which names the input
         to ask less of) rather than holding a pooled connection for as long as it takes."""
+        await self._check_reachable()
         async with self.pool.connection() as conn, conn.transaction():
             await conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{round(seconds * 1000)}ms",))
             cur = conn.cursor(row_factory=dict_row)
