@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from adapters.auth import TokenAuthority
 from adapters.errors import translate
 from adapters.messaging.fair_share import FairShare
-from services.contract.base import idempotency_key
+from services.contract.base import MAX_JSON_BYTES, idempotency_key
 from services.contract.bus import inbox_prefix
 from services.contract.errors import ChronicleError
 
@@ -52,11 +52,11 @@ def envelope_error(error: ChronicleError) -> bytes:
     return orjson.dumps({"ok": False, "error": error.to_wire()})
 
 
-def parse(model: type[BaseModel], data: bytes) -> BaseModel:
+def parse(model: type[BaseModel], data: bytes, context: dict[str, Any] | None = None) -> BaseModel:
     # pydantic's own JSON parser keeps big integers exact (orjson would turn them into
     # floats), so the model's validators can refuse them instead of storing a changed value.
     try:
-        return model.model_validate_json(data if data.strip() else b"{}")
+        return model.model_validate_json(data if data.strip() else b"{}", context=context)
     except ValidationError as error:
         raise translate(error) from None
 
@@ -85,8 +85,11 @@ class NatsService:
         check_replies: bool = False,
         scoped_inboxes: bool = False,
         fair_share: FairShare | None = None,
+        max_json_bytes: int | None = None,
     ):
         self.nc = nc
+        # What the request models' validators are told (services/contract/base.py).
+        self.validation_context = {MAX_JSON_BYTES: max_json_bytes} if max_json_bytes else None
         self.routes = routes
         self.authority = authority
         self.name = name
@@ -144,9 +147,8 @@ class NatsService:
 
         return dispatch
 
-    @staticmethod
-    async def _act(route: Route, user: str, request: Request) -> Any:
-        payload = parse(route.model, request.data)
+    async def _act(self, route: Route, user: str, request: Request) -> Any:
+        payload = parse(route.model, request.data, self.validation_context)
         key = idempotency_key((request.headers or {}).get("Idempotency-Key"))
         return await route.action(user, payload, key)
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field, FiniteFloat, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, Field, FiniteFloat, StringConstraints, field_validator, model_validator
 
 from domain.artifact import (
     MAX_DRAFT,
@@ -23,9 +23,21 @@ from domain.artifact import (
     Origin,
 )
 from domain.variation_set import MAX_VARIATIONS
-from services.contract.base import Command, JsonObject, Offset, Page, Query, Reply, Request, Tags, Text, Written
+from services.contract.base import (
+    Command,
+    Offset,
+    Page,
+    Query,
+    Reply,
+    Request,
+    Tags,
+    Text,
+    Written,
+    check_json_values,
+)
 
 Label = Annotated[str, Text(MAX_LABEL)]
+LayoutTree = Annotated[dict[str, Any], AfterValidator(check_json_values)]
 
 
 ExampleText = Annotated[str, Text(MAX_EXAMPLE_TEXT, may_be_blank=True)]
@@ -253,7 +265,8 @@ class PreviewData(Reply):
 
 
 class StoreArtifact(Provenance, Command[ArtifactStored], action="artifact.store"):
-    layout: JsonObject = Field(description="a tree of nodes: type, optional id, label, children, attributes")
+    # Bounded by its own rules (domain/layout.py: bytes, nodes, depth), not CHRONICLE_MAX_JSON_BYTES.
+    layout: LayoutTree = Field(description="a tree of nodes: type, optional id, label, children, attributes")
     draft: Annotated[str, Text(MAX_DRAFT, may_be_blank=True)] = ""
     query: Annotated[str, Text(MAX_QUERY, may_be_blank=True)] = ""
     model: Label | None = None

@@ -9,8 +9,17 @@ from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetCoreSchemaHandler, StringConstraints
-from pydantic_core import CoreSchema
+import orjson
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    StringConstraints,
+    ValidationInfo,
+)
+from pydantic_core import CoreSchema, PydanticCustomError
 
 from domain.base import MAX_TAG_LENGTH, MAX_TAGS
 from domain.conversation import MAX_CONTENT, MAX_TITLE
@@ -82,7 +91,21 @@ def check_json_values(value: Any, path: str = "") -> Any:
     return value
 
 
-JsonObject = Annotated[dict[str, Any], AfterValidator(check_json_values)]
+# The service validates requests with {MAX_JSON_BYTES: its limit} as pydantic's context
+# (CHRONICLE_MAX_JSON_BYTES): a JSON field bigger than that, as compact JSON, is refused
+# before it costs memory or a write. Models built elsewhere (the client, the gateways) leave
+# the size to the service.
+MAX_JSON_BYTES = "max_json_bytes"
+
+
+def check_json_size(value: Any, info: ValidationInfo) -> Any:
+    limit = (info.context or {}).get(MAX_JSON_BYTES)
+    if limit is not None and len(orjson.dumps(value)) > limit:
+        raise PydanticCustomError("max_bytes", "must be at most {limit} bytes as JSON", {"limit": limit})
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(check_json_values), AfterValidator(check_json_size)]
 
 
 class Reply(BaseModel):

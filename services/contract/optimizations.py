@@ -22,10 +22,11 @@ from services.contract.base import (
     Tags,
     Text,
     Written,
+    check_json_size,
     check_json_values,
 )
 
-JsonValue = Annotated[Any, AfterValidator(check_json_values)]
+JsonValue = Annotated[Any, AfterValidator(check_json_values), AfterValidator(check_json_size)]
 
 
 MAX_TRIALS_PER_REQUEST = 1_000

@@ -314,6 +314,7 @@ class Chronicle:
             max_in_flight=settings.max_in_flight,
             check_replies=settings.check_replies,
             scoped_inboxes=self.servers.callout is not None,
+            max_json_bytes=settings.max_json_bytes,
             fair_share=FairShare(Limits(
                 per_minute={
                     "requests": settings.limit_requests_per_minute, "search": settings.limit_search_per_minute,

@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     ready_timeout: float = Field(
         default=60, gt=0, description="seconds a start waits for its read models to be built before serving (longer: logged as rebuilding)"
     )
+    max_json_bytes: int = Field(
+        default=65_536, ge=1_024, le=16 * 1024 * 1024,
+        description="bytes a request's JSON field (metadata, document_context, data, candidate, ...) may take as compact JSON",
+    )
     database_unavailable_after: float = Field(
         default=2.0, gt=0, le=60,
         description="seconds after which a request that cannot reach Postgres is answered `unavailable`",

@@ -89,6 +89,31 @@ async def test_numbers_past_what_the_database_takes_are_invalid(
     assert (raised.value.code, raised.value.fields) == ("invalid", [field])
 
 
+OVER_THE_LIMIT = {"notes": "x" * 65_536}  # more than CHRONICLE_MAX_JSON_BYTES's default, as JSON
+
+
+@pytest.mark.parametrize(
+    ("subject", "payload", "field"),
+    [
+        ("cmd.session.create", {"name": "s", "metadata": OVER_THE_LIMIT}, "metadata"),
+        ("cmd.conversation.start", {"document_context": OVER_THE_LIMIT}, "document_context"),
+        ("cmd.optimization.start", {"name": "o", "optimizer": "grid", "metadata": OVER_THE_LIMIT}, "metadata"),
+    ],
+)
+async def test_a_json_field_past_its_byte_limit_is_invalid_and_writes_nothing(
+    client: ChronicleClient, subject: str, payload: dict, field: str
+) -> None:
+    before = (await client.sessions.list()).total, (await client.conversations.list()).total
+    with pytest.raises(ChronicleError) as raised:
+        await client.request(subject, payload)
+    assert (raised.value.code, raised.value.fields) == ("invalid", [field])
+    assert raised.value.details[0]["rule"] == "max_bytes" and "65536 bytes" in raised.value.details[0]["message"]
+    assert ((await client.sessions.list()).total, (await client.conversations.list()).total) == before
+    just_under = {"notes": "x" * 60_000}
+    if subject == "cmd.session.create":  # the same field under the limit is taken
+        await client.request(subject, {"name": "s", "metadata": just_under})
+
+
 async def test_another_users_conversation_is_not_found(connect: ClientFactory) -> None:
     alice, mallory = await connect(), await connect()
     started = await alice.conversations.start(title="private")
