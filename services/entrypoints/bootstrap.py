@@ -219,8 +219,7 @@ class Chronicle:
         self._stack.push_async_callback(pool.close)
         self.queries = Queries(pool, language=settings.search_language, reachability=self.postgres_store.reachability)
         self.positions = ProjectionPositions(
-            self.target, [p.name for p in self.projections], unavailable_after=settings.database_unavailable_after,
-            reachability=self.postgres_store.reachability,
+            self.target, [p.name for p in self.projections], reachability=self.postgres_store.reachability
         )
         await self.positions.start()
         self._stack.push_async_callback(self.positions.stop)

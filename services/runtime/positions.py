@@ -23,6 +23,9 @@ def read_positions(payload: str) -> list[tuple[str, int]]:
     return [(name, int(position)) for name, _, position in (item.rpartition(":") for item in payload.split(","))]
 
 
+RECHECK_AWAY = 0.25  # seconds a waiter waits before asking again whether Postgres is back
+
+
 class ProjectionPositions(Background):
     """Tracks each projection's committed position from NOTIFY, with a polling fallback,
     while some request waits for one, and for `linger` seconds after. With nobody waiting
@@ -34,11 +37,10 @@ class ProjectionPositions(Background):
 
     def __init__(
         self, target: PostgresTarget, names: list[str], poll_interval: float = 1.0, linger: float = 10.0,
-        unavailable_after: float = 2.0, reachability: Reachability | None = None,
+        reachability: Reachability | None = None,
     ):
         super().__init__()
         self.target = target
-        self.unavailable_after = unavailable_after
         self.reachability = reachability  # asked when the listener lost Postgres: is it away for good?
         self.names = names
         self.poll_interval = poll_interval
@@ -56,7 +58,6 @@ class ProjectionPositions(Background):
         if position is None or self._reached(names, position):
             return
         loop = asyncio.get_running_loop()
-        started = loop.time()
         self._waiting += 1
         self._wanted.set()
         try:
@@ -65,14 +66,13 @@ class ProjectionPositions(Background):
                     if self.connected:
                         await self._changed.wait()
                         continue
-                    # Postgres is away: no position moves until it is back, and the
-                    # caller hears so at once if it refuses connections, within
-                    # `unavailable_after` otherwise, never after `timeout`.
-                    left = started + self.unavailable_after - loop.time()
-                    if left <= 0 or not await self._answers():
+                    # The listener lost Postgres. If Postgres refuses connections, no
+                    # position moves until it is back: the caller hears so at once. If it
+                    # answers, the listener is about to reconnect: wait, asking again soon.
+                    if not await self._answers():
                         raise ChronicleError("unavailable", "the database is unreachable; retry shortly")
                     with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(left):
+                        async with asyncio.timeout(RECHECK_AWAY):
                             await self._changed.wait()
         except TimeoutError:
             raise ChronicleError(
