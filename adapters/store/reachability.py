@@ -33,12 +33,23 @@ class Unreachable(OperationalError):
 
 
 class Reachability:
-    def __init__(self, url: str, within: float, *, is_statement_failure: Callable[[Exception], bool]):
+    def __init__(
+        self,
+        url: str,
+        within: float,
+        *,
+        is_statement_failure: Callable[[Exception], bool],
+        connect: Callable[[], Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.url = url
         self.within = within
         self.is_statement_failure = is_statement_failure
         self.down = False
+        self._connect = connect or (lambda: psycopg.connect(url, connect_timeout=PROBE_TIMEOUT))
+        self._clock = clock
         self._probing = threading.Lock()  # one probe at a time
+        self._unanswered_until = 0.0  # a probe that waited out its timeout is not repeated before this
 
     def run(self, call: Callable[[], T]) -> T:
         """`call()`, tried again while Postgres answers and time is left; Unreachable (or
@@ -61,11 +72,20 @@ class Reachability:
                 return result
 
     def answers(self) -> bool:
-        """Whether a fresh connection to Postgres succeeds now."""
+        """Whether a fresh connection to Postgres succeeds now. A refusal is known at once,
+        so every caller asks again; a server that does not answer at all costs a probe its
+        whole timeout, so for as long again the callers queued behind it take that answer
+        instead of waiting their own turn at it."""
         with self._probing:
+            started = self._clock()
+            if started < self._unanswered_until:
+                return False
             try:
-                psycopg.connect(self.url, connect_timeout=PROBE_TIMEOUT).close()
+                self._connect().close()
             except psycopg.Error:
+                waited = self._clock() - started
+                if waited >= PROBE_TIMEOUT / 2:
+                    self._unanswered_until = self._clock() + waited
                 return False
             self.down = False
             return True
