@@ -87,10 +87,8 @@ UPDATE {{schema}}.rounds r SET
     trials = CASE WHEN r.ended_at IS NOT NULL THEN (SELECT '[' || coalesce(string_agg(t.entry, ',' ORDER BY
         t.trial_index), '') || ']' FROM {{schema}}.trials t WHERE {ROUND_TRIALS}) END,
     trial_bytes = (SELECT coalesce(sum(octet_length(t.entry)), 0) FROM {{schema}}.trials t WHERE {ROUND_TRIALS}),
-    corrected_best_score = CASE WHEN o.invalid_trials > 0 THEN
-        (SELECT t.score FROM {{schema}}.trials t WHERE {ROUND_TRIALS} AND {BEST_VALID}) END,
-    corrected_best_candidate = CASE WHEN o.invalid_trials > 0 THEN
-        (SELECT t.candidate FROM {{schema}}.trials t WHERE {ROUND_TRIALS} AND {BEST_VALID}) END,
+    (corrected_best_score, corrected_best_candidate) = (  -- no row (NULLs) with no invalid trial
+        SELECT t.score, t.candidate FROM {{schema}}.trials t WHERE o.invalid_trials > 0 AND {ROUND_TRIALS} AND {BEST_VALID}),
     corrected_best_so_far = CASE WHEN o.invalid_trials > 0 THEN
         (SELECT t.corrected_best_so_far FROM {{schema}}.trials t WHERE t.optimization_id = r.optimization_id
          AND t.trial_index < r.first_trial_index + r.trial_count ORDER BY t.trial_index DESC LIMIT 1) END
@@ -306,16 +304,14 @@ class OptimizationsProjection(Projection):
                 " updated_at = greatest(o.updated_at, d.at)"
                 " FROM unnest(%b::uuid[], %b::int[], %b::float8[], %b::int[], %b::jsonb[], %b::timestamptz[])"
                 " AS d(id, added, best, improved_index, candidate, at) WHERE o.id = d.id"
+                " RETURNING o.id, o.invalid_trials"
             ),
             columns(rows, 6),
             prepare=True,
         )
-        cur.execute(
-            self.sql("SELECT id FROM {schema}.optimizations WHERE id = ANY(%s) AND invalid_trials > 0"),
-            ([key for key, _ in items],),
-        )
-        for (optimization_id,) in cur.fetchall():  # new trials of an optimization with invalid ones
-            self._correct(cur, optimization_id, changed=-1)
+        for optimization_id, invalid_trials in cur.fetchall():
+            if invalid_trials:  # new trials of an optimization with invalid ones
+                self._correct(cur, optimization_id, changed=-1)
 
     def _correct(self, cur: Cursor, optimization_id: Any, changed: int) -> None:
         """Bring the optimization's corrected history up to date (CORRECT_TRIALS); `changed`

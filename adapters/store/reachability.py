@@ -10,6 +10,7 @@ it up, so the first call after Postgres is back goes through: no backoff at all.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import threading
 import time
@@ -89,6 +90,11 @@ class Reachability:
                 return False
             self.down = False
             return True
+
+
+async def answers_off_loop(reachability: Reachability | None) -> bool:
+    """`reachability.answers()` for async callers, in a worker thread (True without one)."""
+    return reachability is None or await asyncio.to_thread(reachability.answers)
 
 
 class Guarded(Protocol):

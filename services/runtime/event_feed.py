@@ -73,7 +73,7 @@ class EventFeed(EventRelay):
         info = await self.js.stream_info(self.stream)
         last = info.state.last_seq
         if not last:  # a new stream (or one an operator removed): it gets the whole log again
-            await conn.execute("UPDATE chronicle.projections SET position = 0 WHERE name = %s", (self.name,))
+            await conn.execute(SET_TRACKING, {"position": 0, "name": self.name})
             self.published_up_to = 0
             return
         try:

@@ -10,7 +10,7 @@ import psycopg
 from psycopg.sql import SQL, Identifier
 
 from adapters.store.postgres import PostgresTarget
-from adapters.store.reachability import PROBE_TIMEOUT, RECONNECT_WAIT_MAX, Reachability
+from adapters.store.reachability import PROBE_TIMEOUT, RECONNECT_WAIT_MAX, Reachability, answers_off_loop
 from projections.engine import PROGRESS_CHANNEL
 from services.contract.errors import ChronicleError
 from services.runtime.background import Background
@@ -69,7 +69,7 @@ class ProjectionPositions(Background):
                     # The listener lost Postgres. If Postgres refuses connections, no
                     # position moves until it is back: the caller hears so at once. If it
                     # answers, the listener is about to reconnect: wait, asking again soon.
-                    if not await self._answers():
+                    if not await answers_off_loop(self.reachability):
                         raise ChronicleError("unavailable", "the database is unreachable; retry shortly")
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(RECHECK_AWAY):
@@ -83,9 +83,6 @@ class ProjectionPositions(Background):
         finally:
             self._waiting -= 1
             self._last_wait = loop.time()
-
-    async def _answers(self) -> bool:
-        return self.reachability is None or await asyncio.to_thread(self.reachability.answers)
 
     async def _connected(self, connected: bool) -> None:
         if connected != self.connected:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 from uuid import UUID
 
@@ -12,7 +11,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from adapters.store.reachability import Reachability
+from adapters.store.reachability import Reachability, answers_off_loop
 from services.contract.errors import ChronicleError
 
 
@@ -57,7 +56,7 @@ class Queries:
                 self._went_away()
                 raise  # no connection came within the pool's wait: Postgres is away, say so now
             except (psycopg.OperationalError, psycopg.InterfaceError):
-                if attempt == 2 or not await self._answers():
+                if attempt == 2 or not await answers_off_loop(self.reachability):
                     self._went_away()
                     raise
                 await self.pool.check()
@@ -65,11 +64,8 @@ class Queries:
 
     async def _check_reachable(self) -> None:
         """While Postgres is known to be away, a read fails at once unless a probe connects."""
-        if self.reachability is not None and self.reachability.down and not await self._answers():
+        if self.reachability is not None and self.reachability.down and not await answers_off_loop(self.reachability):
             raise psycopg.OperationalError("the database is unreachable")  # (what a driver failure raises here)
-
-    async def _answers(self) -> bool:
-        return self.reachability is None or await asyncio.to_thread(self.reachability.answers)
 
     def _went_away(self) -> None:
         if self.reachability is not None:
