@@ -60,20 +60,22 @@ class ProjectionPositions(Background):
         loop = asyncio.get_running_loop()
         self._waiting += 1
         self._wanted.set()
+        deadline = loop.time() + timeout
         try:
-            async with asyncio.timeout(timeout), self._changed:
+            # One timeout at a time (no nested asyncio.timeout): each wait is bounded by what
+            # is left of the caller's, and the deadline is checked on every turn.
+            async with self._changed:
                 while not self._reached(names, position):
-                    if self.connected:
-                        await self._changed.wait()
-                        continue
-                    # The listener lost Postgres. If Postgres refuses connections, no
-                    # position moves until it is back: the caller hears so at once. If it
-                    # answers, the listener is about to reconnect: wait, asking again soon.
-                    if not await answers_off_loop(self.reachability):
+                    left = deadline - loop.time()
+                    if left <= 0:
+                        raise TimeoutError
+                    if not self.connected and not await answers_off_loop(self.reachability):
+                        # The listener lost Postgres and Postgres refuses connections: no
+                        # position moves until it is back, so the caller hears so at once.
                         raise ChronicleError("unavailable", "the database is unreachable; retry shortly")
+                    # (Lost but answering: the listener is about to reconnect; ask again soon.)
                     with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(RECHECK_AWAY):
-                            await self._changed.wait()
+                        await asyncio.wait_for(self._changed.wait(), left if self.connected else min(left, RECHECK_AWAY))
         except TimeoutError:
             raise ChronicleError(
                 "unavailable",
