@@ -36,13 +36,14 @@ from adapters.store.postgres import PostgresTarget, migrate
 from bench.corpus import Corpus
 from bench.load import SEARCH_KINDS, Samples, connect, search_words, sequential
 from bench.report import Report, percentile, under
-from bench.run import Every, build_read_models, say
+from bench.run import READ_MODELS, Every, build_read_models, say
 from bench.seed import EPOCH, HISTORY_SPAN, RARE_WORDS_KEPT, insert_all, random_uuid
 from bench.servers import bench_servers
 from bench.service import ServiceProcess
 from domain.artifact import Artifact, GenerationStats, RagExample
 from domain.layout import shape_of
 from domain.session import Session
+from projections.semantic import semantic_support
 from services.client.connection import ChronicleClient
 from services.ports.generator import GenerationRequest
 
@@ -83,11 +84,13 @@ class Plan:
     build_timeout: float = 7_200.0
     database_url: str | None = None
     nats_url: str | None = None
+    embedded_postgres: bool = False
     keep: bool = False
 
 
 QUICK = {"artifacts": 20_000, "users": 200, "chain": 200}
 REQUESTS = ("get_requests", "search_requests", "lineage_requests", "variation_requests", "store_requests")
+SEMANTIC_RECALL_AIM = 0.9  # misspelt queries whose artifact is among the 20 hits
 
 
 @dataclass
@@ -261,8 +264,12 @@ class WrongReply(Exception):
 class Measurements:
     """The requests measured, each by its owner's client, over one NATS connection."""
 
-    def __init__(self, nc: NATS, service: ServiceProcess, plan: Plan, seeded: Seeded, report: Report):
+    def __init__(
+        self, nc: NATS, service: ServiceProcess, plan: Plan, seeded: Seeded, report: Report, semantic: bool = False
+    ):
         self.nc, self.service, self.plan, self.seeded, self.report = nc, service, plan, seeded, report
+        self.semantic = semantic  # the service keeps the semantic read model: search is hybrid
+        self.found_misspelt: list[bool] = []
         self.rng = random.Random(plan.seed + 3)
         self.corpus = Corpus(random.Random(plan.seed + 4))
         # Readers never write, so their queries never wait for a write of theirs to be applied.
@@ -327,6 +334,18 @@ class Measurements:
         if hits.query != words or (kind == "rare word" and not hits.items and user in self.seeded.rare_words):
             raise WrongReply(f"{user}'s search for {words!r} found nothing")
 
+    async def misspelt_search(self) -> None:
+        """An artifact's own query, misspelt, searched for by its owner (its query is read
+        first, untimed): full text misses it, the semantic half should not."""
+        artifact_id, owner = self.rng.choice(self.seeded.sample)
+        reader = self.client(self.readers, owner)
+        query = (await reader.artifacts.get(artifact_id)).query
+        words = misspelt(query, self.rng)
+        started = time.perf_counter()
+        hits = await reader.artifacts.search(words)
+        self.misspelt_ms.append((time.perf_counter() - started) * 1000)
+        self.found_misspelt.append(artifact_id in {h.artifact_id for h in hits.items})
+
     async def store(self) -> None:
         user = self.rng.choice(self.seeded.users)
         layout, draft, _ = self.rng.choice(self.seeded.layouts)
@@ -379,6 +398,14 @@ class Measurements:
             report.add(f"  search {kind} p95", percentile(kind_samples.latencies_ms, 95), "ms",
                        note=f"{sum(found) / max(len(found), 1):.1f} hits a reply, of at most 20")
 
+        if self.semantic:
+            self.misspelt_ms: list[float] = []
+            await self.timed("artifacts.search (misspelt query)", plan.search_requests, self.misspelt_search)
+            report.add_percentiles("artifacts.search, misspelt (hybrid)", self.misspelt_ms,
+                                   note="an artifact's own query with a typo in each long word, by its owner")
+            recall = sum(self.found_misspelt) / max(len(self.found_misspelt), 1)
+            report.add("  misspelt query: its artifact among the hits", recall * 100, "%",
+                       aim=f">= {SEMANTIC_RECALL_AIM:.0%}", note="full text alone finds almost none of them")
         samples = await self.timed("artifacts.store", plan.store_requests, self.store)
         report.add_percentiles("artifacts.store", samples.latencies_ms, note="one in flight, no parent")
         samples = await self.timed("artifact.variations", plan.variation_requests, self.variations)
@@ -410,13 +437,31 @@ def seed_artifacts(target: PostgresTarget, plan: Plan, report: Report) -> Seeded
     return seeded
 
 
+def misspelt(query: str, rng: random.Random) -> str:
+    """The query with one typo (two neighbouring letters swapped) in every word of 5 letters or more."""
+    words = []
+    for word in query.split():
+        if len(word) >= 5:
+            at = rng.randrange(1, len(word) - 2)
+            word = word[:at] + word[at + 1] + word[at] + word[at + 2 :]
+        words.append(word)
+    return " ".join(words)
+
+
+def keeps_semantic(target: PostgresTarget) -> bool:
+    """Whether the service will keep the semantic read model here (the server has pgvector)."""
+    with target.connect(autocommit=True) as conn:
+        return semantic_support(conn) is None
+
+
 def table_sizes(target: PostgresTarget) -> dict[str, int]:
     with target.connect(autocommit=True) as conn:
         rows = conn.execute(
             "SELECT n.nspname || '.' || c.relname, pg_total_relation_size(c.oid) FROM pg_class c"
             " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r'"
             " AND (n.nspname, c.relname) IN (('chronicle', 'events'), ('rm_artifacts', 'artifacts'),"
-            " ('rm_lineage', 'artifacts'), ('rm_lineage', 'rag_links'), ('rm_search', 'artifacts'))"
+            " ('rm_lineage', 'artifacts'), ('rm_lineage', 'rag_links'), ('rm_search', 'artifacts'),"
+            " ('rm_semantic', 'artifacts'))"
         ).fetchall()
     return {name: size for name, size in rows}
 
@@ -426,20 +471,24 @@ def run(plan: Plan) -> tuple[Report, Path]:
         raise SystemExit("need 0 < --chain < --artifacts and --users >= 1")
     started = time.perf_counter()
     report = Report({"suite": "artifacts", **asdict(plan)})
-    with bench_servers(plan.database_url, plan.nats_url) as servers, servers.fresh_database(plan.keep) as url, \
+    with bench_servers(plan.database_url, plan.nats_url, embedded_postgres=plan.embedded_postgres) as servers, \
+            servers.fresh_database(plan.keep) as url, \
             tempfile.TemporaryDirectory(prefix="chronicle-bench-artifacts-") as workdir:
         report.details["server_settings"] = servers.server_settings()
         target = PostgresTarget(url)
         migrate(target)
         seeded = seed_artifacts(target, plan, report)
+        semantic = keeps_semantic(target)
+        report.details["search"] = "hybrid (full text + semantic)" if semantic else "full text (no pgvector here)"
         with ServiceProcess.fresh(url, servers.nats_url, Path(workdir)).stopped_afterwards(say) as service:
-            build_read_models(service, target, report, plan.build_timeout)
+            build_read_models(service, target, report, plan.build_timeout,
+                              READ_MODELS + (["semantic"] if semantic else []))
             report.details["table_bytes"] = table_sizes(target)
 
             async def measure() -> None:
                 nc = await connect(servers.nats_url)
                 try:
-                    await Measurements(nc, service, plan, seeded, report).run()
+                    await Measurements(nc, service, plan, seeded, report, semantic).run()
                 finally:
                     await nc.drain()
 
@@ -468,6 +517,9 @@ def main(argv: list[str] | None = None) -> None:
                    help=f"seconds to wait for the read models' initial build (default {defaults.build_timeout:,.0f})")
     p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
     p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    p.add_argument("--embedded-postgres", action="store_true",
+                   help="an embedded Postgres even where one answers locally: it has pgvector, so search is "
+                        "hybrid and the misspelt-query phase runs")
     p.add_argument("--keep", action="store_true",
                    help="keep the bench database afterwards (for EXPLAIN ANALYZE); its URL is printed")
     args = p.parse_args(argv)

@@ -110,7 +110,9 @@ def seed_history(target: PostgresTarget, plan: Plan, report: Report) -> Dataset:
     return dataset
 
 
-def build_read_models(service: ServiceProcess, target: PostgresTarget, report: Report, timeout: float) -> None:
+def build_read_models(
+    service: ServiceProcess, target: PostgresTarget, report: Report, timeout: float, names: list[str] = READ_MODELS
+) -> None:
     """Start the service on the seeded log and time its read models' build from zero."""
     say("starting chronicle serve; its projections build the read models from the events")
     service.start()
@@ -119,13 +121,13 @@ def build_read_models(service: ServiceProcess, target: PostgresTarget, report: R
 
     def progress(current: dict[str, int]) -> None:
         if every.due():
-            say("  build: " + ", ".join(f"{n} {current.get(n, 0):,}/{head:,}" for n in READ_MODELS))
+            say("  build: " + ", ".join(f"{n} {current.get(n, 0):,}/{head:,}" for n in names))
 
-    reached = wait_for_read_models(target, READ_MODELS, head, since=service.started_at, timeout=timeout,
+    reached = wait_for_read_models(target, names, head, since=service.started_at, timeout=timeout,
                                    progress=progress)
     slowest = max(reached.values())
     say(f"read models built in {slowest:.1f} s: " + ", ".join(f"{n} {s:.1f} s" for n, s in reached.items()))
-    report.add(f"initial build, {len(READ_MODELS)} read models in parallel", head / slowest, "events/s",
+    report.add(f"initial build, {len(names)} read models in parallel", head / slowest, "events/s",
                note=f"{head:,} events in {slowest:.0f} s from process start")
     report.details["initial_build_seconds"] = {n: round(s, 2) for n, s in reached.items()}
 

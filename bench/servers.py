@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psycopg
 
-from adapters.embedded import local_or_embedded
+from adapters.embedded import EmbeddedPostgres, local_or_embedded
 from adapters.store.postgres import scratch_database
 
 REPORTED_SETTINGS = [
@@ -36,8 +36,16 @@ class BenchServers:
 
 
 @contextlib.contextmanager
-def bench_servers(database_url: str | None, nats_url: str | None) -> Iterator[BenchServers]:
-    """The given URLs; else the local servers when they answer; else embedded ones (stopped on exit)."""
-    with tempfile.TemporaryDirectory(prefix="chronicle-bench-") as scratch, \
-            local_or_embedded(Path(scratch), database_url=database_url, nats_url=nats_url) as (postgres, nats):
-        yield BenchServers(postgres, nats)
+def bench_servers(
+    database_url: str | None, nats_url: str | None, *, embedded_postgres: bool = False
+) -> Iterator[BenchServers]:
+    """The given URLs; else the local servers when they answer; else embedded ones (stopped
+    on exit). `embedded_postgres`: an embedded Postgres whatever answers locally (it has
+    pgvector, for semantic search)."""
+    with tempfile.TemporaryDirectory(prefix="chronicle-bench-") as scratch, contextlib.ExitStack() as stack:
+        if embedded_postgres and database_url is None:
+            postgres = EmbeddedPostgres(Path(scratch) / "embedded")
+            database_url = postgres.start()
+            stack.callback(postgres.stop)
+        found = stack.enter_context(local_or_embedded(Path(scratch), database_url=database_url, nats_url=nats_url))
+        yield BenchServers(*found)

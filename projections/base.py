@@ -33,14 +33,18 @@ class Projection:
     """
 
     name: ClassVar[str]
-    version: ClassVar[int]
-    tables: ClassVar[str]
+    version: int  # set by the class; an instance may refine it (projections/semantic.py)
+    tables: str
     # Statements (";"-separated, parameter %(owner)s) that drop one user's rows when the
     # user is erased; every read model holding user data declares them.
     erasure: ClassVar[str] = ""
     # How much work an event costs this read model, roughly: the engine shares the
     # projections out over its threads by it.
     weight: ClassVar[int] = 1
+    # Followed by a thread of its own rather than sharing one: for a read model that waits
+    # on something outside Postgres (an embeddings endpoint), whose delays and failures must
+    # not hold the others back.
+    isolated: ClassVar[bool] = False
     handlers: ClassVar[dict[type, EventHandler]]
 
     def __init_subclass__(cls) -> None:

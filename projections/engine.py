@@ -240,7 +240,7 @@ def _rebuild(
     applied = 0
     with target.connect(autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"rebuild:{name}",))
-        if only_if_outdated and tracked_version(conn, name) == projection_class.version:
+        if only_if_outdated and tracked_version(conn, name) == live.version:
             return 0
         with conn.transaction():
             create_schema(conn, scratch, defer_bulk_indexes=True)
@@ -266,7 +266,7 @@ def _rebuild(
                     break
             conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(live.schema)))
             conn.execute(SQL("ALTER SCHEMA {} RENAME TO {}").format(Identifier(scratch.schema), Identifier(live.schema)))
-            conn.execute(SET_TRACKING, (position, projection_class.version, name))
+            conn.execute(SET_TRACKING, (position, live.version, name))
             conn.execute("DELETE FROM chronicle.projections WHERE name = %s", (batcher.tracking_name,))
             conn.execute("SELECT pg_notify(%s, %s)", (PROGRESS_CHANNEL, f"{name}:{position}"))
         conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"rebuild:{name}",))
@@ -325,7 +325,7 @@ def tracked_version(conn: psycopg.Connection, name: str) -> int | None:
     return row[0] if row else None
 
 
-def status(target: PostgresTarget, projection_classes: list[type[Projection]]) -> list[ProjectionStatus]:
+def status(target: PostgresTarget, projections: list[Projection]) -> list[ProjectionStatus]:
     with target.connect(autocommit=True) as conn:
         head = head_position(conn)
         rows = {
@@ -341,7 +341,7 @@ def status(target: PostgresTarget, projection_classes: list[type[Projection]]) -
             code_version=p.version,
             updated_at=rows.get(p.name, (0, 0, None))[2],
         )
-        for p in projection_classes
+        for p in projections
     ]
 
 
@@ -558,8 +558,8 @@ class Janitor:
 
 class ProjectionEngine:
     """Follows the log for every live projection with `threads` Tail threads (projections
-    shared out by their `weight`, so the heavy ones run side by side), the shared NOTIFY
-    listener and the janitor."""
+    shared out by their `weight`, so the heavy ones run side by side) and one more for each
+    isolated one, the shared NOTIFY listener and the janitor."""
 
     def __init__(
         self,
@@ -577,9 +577,10 @@ class ProjectionEngine:
         self.keys = keys if keys is not None else KeyRing(target)
         self.wakeup = Wakeup(target, self.stop_event)
         self.runners = [Runner(target, p, batch_size, self.keys) for p in projections]
+        shared = [r for r in self.runners if not r.projection.isolated]
+        groups = share_out(shared, threads) + [[r] for r in self.runners if r.projection.isolated]
         self.tails = [
-            Tail(target, group, self.wakeup.subscribe(), self.stop_event, batch_size, self.keys)
-            for group in share_out(self.runners, threads)
+            Tail(target, group, self.wakeup.subscribe(), self.stop_event, batch_size, self.keys) for group in groups
         ]
         self.janitor = Janitor(target, self.runners, self.stop_event, vacuum_every) if vacuum_every else None
 

@@ -26,7 +26,7 @@ MAX_INDEXED_DRAFT = 200_000
 
 class SearchProjection(Projection):
     name = "search"
-    version = 5
+    version = 6
     weight = 3
     tables = """
     CREATE TABLE {schema}.conversations (
@@ -49,7 +49,7 @@ class SearchProjection(Projection):
     -- A small pending list: new entries are merged into the index in short, frequent
     -- steps instead of a quarter-second stall every 4 MB.
     CREATE INDEX ON {schema}.messages USING gin (tsv) WITH (gin_pending_list_limit = 256);
-    CREATE INDEX ON {schema}.messages (conversation_id);
+    CREATE INDEX ON {schema}.messages (conversation_id, id);  -- (a semantic hit's snippet finds its message)
     CREATE TABLE {schema}.artifacts (
         id uuid PRIMARY KEY,
         owner text NOT NULL,

@@ -64,7 +64,7 @@ class ChatCompletions:
     ):
         self.endpoint = url.rstrip("/") + "/chat/completions"
         self.model = model
-        self._headers = {"Authorization": f"Bearer {api_key}"}
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}  # (a local server may want none)
         self._timeout = timeout
         self._backoff_seconds = backoff_seconds
         self._owns_client = client is None

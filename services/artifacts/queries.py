@@ -17,7 +17,7 @@ from services.contract.artifacts import (
     RagInfluence,
     SearchArtifacts,
 )
-from services.runtime.full_text import QUERY, headline, mine_matching, ranked_search
+from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
 from services.runtime.read_models import Queries, not_found, page
 
 SUMMARY_COLUMNS = (
@@ -86,20 +86,46 @@ async def list_artifacts(queries: Queries, user: str, q: ListArtifacts) -> dict[
     return page(await queries.fetch_all(query, params), q.limit, q.offset)
 
 
+ARTIFACT_HITS_TEXT = SQL("""
+    WITH {query},
+    best AS (
+        SELECT s.id, s.created_at, ts_rank(s.tsv, query.words) AS score
+        FROM rm_search.artifacts s, query WHERE {mine_s}
+        ORDER BY score DESC, s.created_at DESC LIMIT %(limit)s
+    )
+    SELECT best.id AS artifact_id, a.query, best.created_at, {snippet}, ARRAY['text'] AS matched_by
+    FROM best JOIN rm_artifacts.artifacts a ON a.id = best.id, query
+    ORDER BY best.score DESC, best.created_at DESC
+""").format(query=QUERY, mine_s=mine_matching("s"), snippet=headline(SQL("a.query || E'\\n' || left(a.draft, 20000)")))
+
+ARTIFACT_HITS_HYBRID = SQL("""
+    WITH {query},
+    text_hits AS (
+        SELECT s.id, row_number() OVER (ORDER BY ts_rank(s.tsv, query.words) DESC, s.created_at DESC) AS r
+        FROM rm_search.artifacts s, query WHERE {mine_s}
+        ORDER BY r LIMIT %(candidates)s
+    ),
+    near AS (
+        SELECT v.id, v.embedding <=> %(vector)s::vector AS distance
+        FROM rm_semantic.artifacts v WHERE v.owner = %(user)s
+        ORDER BY distance LIMIT %(candidates)s
+    ),
+    vector_hits AS (
+        SELECT id, row_number() OVER (ORDER BY distance) AS r FROM near WHERE distance <= %(max_distance)s
+    ),
+    {fused}
+    SELECT f.id AS artifact_id, a.query, a.created_at, {snippet}, f.matched_by
+    FROM fused f JOIN rm_artifacts.artifacts a ON a.id = f.id, query
+    ORDER BY f.score DESC, a.created_at DESC
+""").format(
+    query=QUERY, mine_s=mine_matching("s"), fused=fused("h", "id"),
+    snippet=headline(SQL("a.query || E'\\n' || left(a.draft, 20000)")),
+)
+
+
 async def search(queries: Queries, user: str, q: SearchArtifacts) -> dict[str, Any]:
-    """Artifacts whose query or draft match the words, best first."""
-    statement = SQL("""
-        WITH {query},
-        best AS (
-            SELECT s.id, s.created_at, ts_rank(s.tsv, query.words) AS score
-            FROM rm_search.artifacts s, query WHERE {mine_s}
-            ORDER BY score DESC, s.created_at DESC LIMIT %(limit)s
-        )
-        SELECT best.id AS artifact_id, a.query, best.created_at, {snippet}
-        FROM best JOIN rm_artifacts.artifacts a ON a.id = best.id, query
-        ORDER BY best.score DESC, best.created_at DESC
-    """).format(query=QUERY, mine_s=mine_matching("s"), snippet=headline(SQL("a.query || E'\\n' || left(a.draft, 20000)")))
-    return await ranked_search(queries, statement, user, q.q, q.limit)
+    """Artifacts whose query or draft match the words or mean much the same, best first."""
+    return await ranked_search(queries, ARTIFACT_HITS_TEXT, user, q.q, q.limit, hybrid=ARTIFACT_HITS_HYBRID)
 
 
 async def lineage(queries: Queries, user: str, q: ArtifactLineage) -> dict[str, Any]:

@@ -183,6 +183,9 @@ class ArtifactHit(Reply):
     snippet: str
     created_at: datetime
     rank: int
+    matched_by: list[Literal["text", "semantic"]] = Field(
+        description="which half of the search found it: the words (full text), their meaning (semantic), or both"
+    )
 
 
 class ArtifactHits(Reply):

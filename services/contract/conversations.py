@@ -71,6 +71,9 @@ class SearchHit(Reply):
     snippet: str
     created_at: datetime
     rank: int
+    matched_by: list[Literal["text", "semantic"]] = Field(
+        description="which half of the search found it: the words (full text), their meaning (semantic), or both"
+    )
 
 
 class SearchResults(Reply):

@@ -19,7 +19,7 @@ from services.contract.conversations import (
     SearchConversations,
 )
 from services.contract.errors import ChronicleError
-from services.runtime.full_text import QUERY, headline, mine_matching, ranked_search
+from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
 from services.runtime.read_models import Queries, not_found, page
 
 CONVERSATION_COLUMNS = (
@@ -104,26 +104,58 @@ async def get_conversation(
     return conversation
 
 
+# Messages and titles matching the words; a title match counts double.
+TEXT_MATCHES = SQL("""
+    SELECT m.conversation_id, m.id AS message_id, m.content AS text, m.created_at, ts_rank(m.tsv, query.words) AS score
+    FROM rm_search.messages m, query WHERE {mine_m}
+    UNION ALL
+    SELECT c.id, NULL, c.title, c.created_at, ts_rank(c.tsv, query.words) * 2
+    FROM rm_search.conversations c, query WHERE {mine_c}
+""").format(mine_m=mine_matching("m"), mine_c=mine_matching("c"))
+
+CONVERSATION_HITS_TEXT = SQL("""
+    WITH {query},
+    hits AS ({matches}),
+    best AS (
+        SELECT * FROM hits ORDER BY score DESC, created_at DESC LIMIT %(limit)s
+    )
+    SELECT best.conversation_id, sc.title, best.message_id, best.created_at, {snippet}, ARRAY['text'] AS matched_by
+    FROM best JOIN rm_search.conversations sc ON sc.id = best.conversation_id, query
+    ORDER BY best.score DESC, best.created_at DESC
+""").format(query=QUERY, matches=TEXT_MATCHES, snippet=headline(SQL("best.text")))
+
+CONVERSATION_HITS_HYBRID = SQL("""
+    WITH {query},
+    text_hits AS (
+        SELECT conversation_id, message_id, row_number() OVER (ORDER BY score DESC, created_at DESC) AS r
+        FROM ({matches}) t ORDER BY r LIMIT %(candidates)s
+    ),
+    near AS (
+        (SELECT m.conversation_id, m.id AS message_id, m.embedding <=> %(vector)s::vector AS distance
+         FROM rm_semantic.messages m WHERE m.owner = %(user)s ORDER BY distance LIMIT %(candidates)s)
+        UNION ALL
+        (SELECT c.id, NULL, c.embedding <=> %(vector)s::vector AS distance
+         FROM rm_semantic.conversations c WHERE c.owner = %(user)s ORDER BY distance LIMIT %(candidates)s)
+    ),
+    vector_hits AS (
+        SELECT conversation_id, message_id, row_number() OVER (ORDER BY distance) AS r
+        FROM near WHERE distance <= %(max_distance)s ORDER BY r LIMIT %(candidates)s
+    ),
+    {fused}
+    SELECT f.conversation_id, sc.title, f.message_id, coalesce(m.created_at, sc.created_at) AS created_at,
+           {snippet}, f.matched_by
+    FROM fused f JOIN rm_search.conversations sc ON sc.id = f.conversation_id
+    LEFT JOIN rm_search.messages m ON m.conversation_id = f.conversation_id AND m.id = f.message_id, query
+    ORDER BY f.score DESC, 4 DESC
+""").format(
+    query=QUERY, matches=TEXT_MATCHES, fused=fused("h", "conversation_id, message_id"),
+    snippet=headline(SQL("coalesce(m.content, sc.title)")),
+)
+
+
 async def search_conversations(queries: Queries, user: str, q: SearchConversations) -> dict[str, Any]:
-    """Messages and titles matching the words, best first; a title match counts double."""
-    statement = SQL("""
-        WITH {query},
-        hits AS (
-            SELECT m.conversation_id, m.id AS message_id, m.content AS text, m.created_at,
-                   ts_rank(m.tsv, query.words) AS score
-            FROM rm_search.messages m, query WHERE {mine_m}
-            UNION ALL
-            SELECT c.id, NULL, c.title, c.created_at, ts_rank(c.tsv, query.words) * 2
-            FROM rm_search.conversations c, query WHERE {mine_c}
-        ),
-        best AS (
-            SELECT * FROM hits ORDER BY score DESC, created_at DESC LIMIT %(limit)s
-        )
-        SELECT best.conversation_id, sc.title, best.message_id, best.created_at, {snippet}
-        FROM best JOIN rm_search.conversations sc ON sc.id = best.conversation_id, query
-        ORDER BY best.score DESC, best.created_at DESC
-    """).format(query=QUERY, mine_m=mine_matching("m"), mine_c=mine_matching("c"), snippet=headline(SQL("best.text")))
-    return await ranked_search(queries, statement, user, q.q, q.limit)
+    """Messages and titles matching the words or meaning much the same, best first."""
+    return await ranked_search(queries, CONVERSATION_HITS_TEXT, user, q.q, q.limit, hybrid=CONVERSATION_HITS_HYBRID)
 
 
 async def conversation_stats(queries: Queries, user: str, q: ConversationStatsQuery) -> dict[str, Any]:

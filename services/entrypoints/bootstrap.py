@@ -39,6 +39,7 @@ from adapters.store.postgres import PostgresTarget, migrate
 from adapters.store.reachability import fail_fast
 from projections.base import Projection
 from projections.engine import ProjectionEngine, tracked_version
+from projections.semantic import SemanticProjection
 from services.artifacts.generation import Generating
 from services.artifacts.previews import Previews, ensure_upload_bucket
 from services.artifacts.retention import RetentionSweeper
@@ -48,7 +49,7 @@ from services.contract.audit import RecordRead
 from services.contract.bus import user_permissions
 from services.contract.hitl import hitl_stream, hitl_taken_bucket
 from services.entrypoints.projection_process import ProjectionProcess
-from services.entrypoints.read_models import PROJECTIONS, projection_engine
+from services.entrypoints.read_models import ReadModels, build_projections, embedder, kept, projection_engine
 from services.entrypoints.routes import command_handlers, routes
 from services.entrypoints.servers import Callout, Servers
 from services.entrypoints.settings import Settings
@@ -63,7 +64,7 @@ from services.ports.generator import Generator
 from services.runtime.command_bus import CommandBus, Store
 from services.runtime.event_feed import EventFeed, ensure_feed_stream
 from services.runtime.positions import ProjectionPositions
-from services.runtime.read_models import Queries, query_pool
+from services.runtime.read_models import Queries, SemanticSearch, query_pool
 from services.runtime.snapshots import SnapshotTaker
 from services.users.erasure import Erasure
 
@@ -120,13 +121,14 @@ class Overrides:
 class Chronicle:
     """One Chronicle instance: built from settings, started stage by stage, stopped in reverse.
 
-    The attributes after `projections` exist once their stage has started."""
+    The attributes after `authority` exist once their stage has started."""
 
     settings: Settings
     overrides: Overrides
     authority: TokenAuthority
-    projections: list[type[Projection]]
     target: PostgresTarget = field(init=False)
+    read_models: ReadModels = field(init=False)  # which ones this deployment keeps, once Postgres is known
+    projections: list[Projection] = field(init=False)
     keys: KeyRing = field(init=False)
     store: Store = field(init=False)
     postgres_store: EventStore = field(init=False)  # the same store, when it is the Postgres one
@@ -175,6 +177,8 @@ class Chronicle:
         self.nats_url = servers.nats_url
         self.target = PostgresTarget(servers.database_url)
         await asyncio.to_thread(migrate, self.target)
+        self.read_models = await asyncio.to_thread(kept, self.settings, self.target)
+        self.projections = build_projections(self.settings, self.read_models.classes)
         self.keys = KeyRing(self.target)
         self._stack.callback(self.keys.close)
         relay_channels = {**SignalRelay.topics_by_channel(), **JobRelay.topics_by_channel()}
@@ -217,7 +221,14 @@ class Chronicle:
         fail_fast(pool, settings.database_unavailable_after)  # a read waits no longer for Postgres
         await pool.open()
         self._stack.push_async_callback(pool.close)
-        self.queries = Queries(pool, language=settings.search_language, reachability=self.postgres_store.reachability)
+        semantic = (
+            SemanticSearch(embedder(settings), settings.semantic_min_similarity)
+            if SemanticProjection in self.read_models.classes
+            else None
+        )
+        self.queries = Queries(
+            pool, language=settings.search_language, reachability=self.postgres_store.reachability, semantic=semantic
+        )
         self.positions = ProjectionPositions(
             self.target, [p.name for p in self.projections], reachability=self.postgres_store.reachability
         )
@@ -370,7 +381,6 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
         settings=settings,
         overrides=overrides,
         authority=overrides.authority or authority_for(settings),
-        projections=list(PROJECTIONS),
     )
 
 

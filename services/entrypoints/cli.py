@@ -46,6 +46,7 @@ async def serve(settings: Settings) -> None:
             "endpoints": len(chronicle.subjects),
             "http": http.url if http else None,
             "rebuilding": chronicle.rebuilding,  # read models behind the log while a rebuild runs
+            "search": semantic_search(chronicle),
         },
     )
     await stop.wait()
@@ -125,32 +126,45 @@ def database(settings: Settings, through: Stage | None = None) -> Iterator[Chron
         asyncio.run(chronicle.stop())
 
 
+def semantic_search(chronicle: Chronicle) -> str:
+    """How search ranks, in words: hybrid with which embedder, or full text and why."""
+    if chronicle.read_models.semantic_off is not None:
+        return f"full text only: {chronicle.read_models.semantic_off}"
+    semantic = next(p for p in chronicle.projections if p.name == "semantic")
+    embedder = semantic.options["embedder"]
+    return f"hybrid: full text + semantic ({embedder.name}, {embedder.dimensions} dimensions, pgvector)"
+
+
 def projections_status(settings: Settings) -> None:
     from projections.engine import status
-    from services.entrypoints.read_models import PROJECTIONS
 
     with database(settings) as chronicle:
-        rows = status(chronicle.target, PROJECTIONS)
+        rows = status(chronicle.target, chronicle.projections)
     print(f"{'projection':<12} {'position':>10} {'head':>10} {'lag':>8} {'version':>8}  updated")
     for r in rows:
         version = f"{r.version}" if r.version == r.code_version else f"{r.version}->{r.code_version}"
         print(f"{r.name:<12} {r.position:>10} {r.head:>10} {r.lag:>8} {version:>8}  {r.updated_at or '-'}")
+    print(f"search: {semantic_search(chronicle)}")
 
 
-def chosen_projections(names: list[str]) -> list[type[Projection]]:
-    """The registered projections NAMES names ('all' for every one); exits on an unknown name."""
-    from services.entrypoints.read_models import PROJECTIONS
+def chosen_projections(chronicle: Chronicle, names: list[str]) -> list[type[Projection]]:
+    """The read models NAMES names ('all' for every one kept); exits on an unknown name, or
+    on one this deployment does not keep (semantic without pgvector), saying why."""
+    from services.entrypoints.read_models import OPTIONAL, PROJECTIONS
 
-    unknown = set(names) - {p.name for p in PROJECTIONS} - {"all"}
+    known = [p.name for p in PROJECTIONS + OPTIONAL]
+    unknown = set(names) - set(known) - {"all"}
     if unknown:
-        sys.exit(f"unknown projection(s): {', '.join(sorted(unknown))}; known: {', '.join(p.name for p in PROJECTIONS)}")
-    return [p for p in PROJECTIONS if "all" in names or p.name in names]
+        sys.exit(f"unknown projection(s): {', '.join(sorted(unknown))}; known: {', '.join(known)}")
+    kept = chronicle.read_models.classes
+    if set(names) - {p.name for p in kept} - {"all"}:
+        sys.exit(f"the semantic read model is not kept here: {chronicle.read_models.semantic_off}")
+    return [p for p in kept if "all" in names or p.name in names]
 
 
 def projections_rebuild(settings: Settings, names: list[str]) -> None:
-    chosen = chosen_projections(names)
     with database(settings) as chronicle:
-        rebuild_read_models(settings, chronicle.target, chosen)
+        rebuild_read_models(settings, chronicle.target, chosen_projections(chronicle, names))
 
 
 def rebuild_read_models(settings: Settings, target: PostgresTarget, chosen: list[type[Projection]]) -> None:
@@ -189,10 +203,9 @@ def projections_verify(settings: Settings, names: list[str]) -> None:
     from projections.verify import report, verify
     from services.entrypoints.read_models import projection_options
 
-    chosen = chosen_projections(names or ["all"])
     results = []
     with database(settings) as chronicle:
-        for projection_class in chosen:
+        for projection_class in chosen_projections(chronicle, names or ["all"]):
             with tqdm(desc=f"verify {projection_class.name}", unit="pos", total=0, file=sys.stderr) as bar:
 
                 def progress(done: int, total: int, bar: tqdm = bar) -> None:
@@ -359,7 +372,6 @@ def import_command(settings: Settings, path: str) -> None:
     from tqdm import tqdm
 
     from services.audit.import_log import NotALog, StoreNotEmpty, check_log, import_events
-    from services.entrypoints.read_models import PROJECTIONS
 
     try:
         with open(path, "rb") as lines:
@@ -376,7 +388,7 @@ def import_command(settings: Settings, path: str) -> None:
             f"import: {report.events} events appended ({report.erased_events} of"
             f" {len(report.erased_owners)} erased users kept erased); rebuilding read models"
         )
-        rebuild_read_models(settings, chronicle.target, PROJECTIONS)
+        rebuild_read_models(settings, chronicle.target, chronicle.read_models.classes)
 
 
 def optimizations_show(settings: Settings, ident: str) -> None:

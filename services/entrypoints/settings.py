@@ -92,6 +92,20 @@ class Settings(BaseSettings):
     query_wait_timeout: float = Field(default=5.0, gt=0, description="seconds a query waits for min_position")
     query_pool_size: int = Field(default=8, ge=1)
     search_language: str = Field(default="english", description="Postgres text search configuration")
+    embedder: Literal["hashed", "openai", "none"] = Field(
+        default="hashed",
+        description="semantic search's embedder: the built-in offline one (hashed word and character"
+        " trigrams), the OpenAI-compatible endpoint at openai_url, or none (full text only)",
+    )
+    embedding_model: str = Field(default="text-embedding-3-small", description="model name sent to the endpoint")
+    embedding_dimensions: int = Field(
+        default=0, ge=0, le=16_000,
+        description="vector size: the model's own with openai (1536 for text-embedding-3-small); 0: 256 with hashed,"
+        " 1536 with openai",
+    )
+    semantic_min_similarity: float = Field(
+        default=0.3, ge=-1, le=1, description="cosine similarity below which a semantic match is not a hit"
+    )
     digest_interval: float = Field(
         default=3600, ge=0, description="seconds between audit digests, published only when events arrived; 0: never"
     )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -13,6 +16,9 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from adapters.store.reachability import Reachability, answers_off_loop
 from services.contract.errors import ChronicleError
+from services.ports.embedder import Embedder, EmbeddingFailed, vector_literal
+
+log = logging.getLogger(__name__)
 
 
 async def read_json_with_orjson(conn: psycopg.AsyncConnection) -> None:
@@ -35,11 +41,39 @@ def not_found(kind: str, ident: UUID) -> ChronicleError:
     return ChronicleError("not_found", f"{kind} {ident} not found")
 
 
+@dataclass(frozen=True)
+class SemanticSearch:
+    """What a hybrid search needs: the embedder the semantic read model was built with."""
+
+    embedder: Embedder
+    min_similarity: float
+
+
 class Queries:
-    def __init__(self, pool: AsyncConnectionPool, *, language: str = "english", reachability: Reachability | None = None):
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        *,
+        language: str = "english",
+        reachability: Reachability | None = None,
+        semantic: SemanticSearch | None = None,
+    ):
         self.pool = pool
         self.language = language
         self.reachability = reachability  # (the event store's: one view of whether Postgres answers)
+        self.semantic = semantic  # None: the semantic read model is not kept, search is full text only
+
+    async def embed(self, words: str) -> str | None:
+        """The words as a pgvector literal, embedded off the event loop; None without an
+        embedder or when it fails (the search then ranks by full text alone)."""
+        if self.semantic is None or not words.strip():
+            return None
+        try:
+            [vector] = await asyncio.to_thread(self.semantic.embedder.embed, [words])
+        except EmbeddingFailed as error:
+            log.warning("embedding a search failed; full text only", extra={"error": str(error)})
+            return None
+        return vector_literal(vector) if any(vector) else None  # (nothing to go by: stop words only)
 
     async def fetch_all(self, query: Any, params: Any) -> list[dict[str, Any]]:
         # Pooled connections are not pinged before use (a round trip per query); a read

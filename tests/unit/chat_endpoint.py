@@ -1,4 +1,5 @@
-"""A real local HTTP server speaking the chat-completions protocol, replying from a script, for adapter tests."""
+"""A real local HTTP server speaking the chat-completions (and embeddings) protocol, replying from a script,
+for adapter tests."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def scripted_endpoint() -> Iterator[ScriptedEndpoint]:
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
-            self.wfile.write(payload if self.path == "/v1/chat/completions" else b"{}")
+            self.wfile.write(payload if self.path in ("/v1/chat/completions", "/v1/embeddings") else b"{}")
 
         def log_message(self, *args: Any) -> None:
             pass

@@ -1,0 +1,167 @@
+"""Semantic read model: one embedding per artifact (its query and the start of its draft),
+conversation title and message, in pgvector columns, for the vector half of hybrid search
+(services/runtime/full_text.py ranks it together with the full-text half).
+
+Kept only where the server has the `vector` extension (`semantic_support` says why not
+otherwise, and searches then rank by full text alone). Vectors come from the configured
+embedder; its name and size are part of this read model's version, so changing the
+embedder rebuilds it from the log rather than mixing two vector spaces. A search is an
+exact nearest-neighbour scan of the caller's own rows (found by the owner index): no
+approximate index whose filtering could miss a user's matches among everyone else's.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import psycopg
+from psycopg import Cursor
+
+from domain.artifact import Artifact
+from domain.conversation import Conversation
+from projections.base import Projection, handles
+from projections.batch import Batch, Rows, Totals, columns
+from services.ports.embedder import MAX_EMBEDDED_CHARS, Embedder, vector_literal
+
+LAYOUT_VERSION = 1  # bump when the tables or what is embedded change
+
+
+def semantic_support(conn: psycopg.Connection[Any]) -> str | None:
+    """None when the server can keep vectors (the `vector` extension is there or could be
+    created now); otherwise why not, in words for `projections status` and the ready line."""
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+        return None
+    if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+        return "the pgvector extension is not installed on this Postgres server; search ranks by full text only"
+    try:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.Error:
+        return "the pgvector extension is installed but this role may not create it; search ranks by full text only"
+    return None
+
+
+class SemanticProjection(Projection):
+    name = "semantic"
+    version = LAYOUT_VERSION
+    weight = 2
+    isolated = True  # an embeddings endpoint's latency or outage delays this read model only
+    TABLES = """
+    CREATE TABLE {schema}.conversations (
+        id uuid PRIMARY KEY,
+        owner text NOT NULL,
+        embedding VECTOR NOT NULL
+    );
+    CREATE INDEX ON {schema}.conversations (owner);
+    CREATE TABLE {schema}.messages (
+        id uuid NOT NULL,
+        conversation_id uuid NOT NULL,
+        owner text NOT NULL,
+        embedding VECTOR NOT NULL
+    );
+    CREATE INDEX ON {schema}.messages (owner);
+    CREATE INDEX ON {schema}.messages (conversation_id);
+    CREATE TABLE {schema}.artifacts (
+        id uuid PRIMARY KEY,
+        owner text NOT NULL,
+        embedding VECTOR NOT NULL
+    );
+    CREATE INDEX ON {schema}.artifacts (owner)
+    """
+
+    erasure = """
+    DELETE FROM {schema}.messages WHERE owner = %(owner)s;
+    DELETE FROM {schema}.conversations WHERE owner = %(owner)s;
+    DELETE FROM {schema}.artifacts WHERE owner = %(owner)s
+    """
+
+    def __init__(self, schema: str | None = None, **options: Any):
+        super().__init__(schema, **options)
+        self.embedder: Embedder = options["embedder"]
+        size = self.embedder.dimensions
+        self.tables = self.TABLES.replace("VECTOR", f"vector({size})")
+        # The embedder's name and size are part of the version: another embedder, another read model.
+        space = zlib.crc32(f"{self.embedder.name}/{size}".encode()) % 100_000
+        self.version = LAYOUT_VERSION * 100_000 + space
+        self.new_conversations = Rows(self._index_conversations)
+        self.titles = Totals(lambda earlier, later: later, self._retitle)
+        self.new_messages = Rows(self._index_messages)
+        self.new_artifacts = Rows(self._index_artifacts)
+        self.sinks = [self.new_conversations, self.titles, self.new_messages, self.new_artifacts]
+
+    def _vectors(self, texts: list[str]) -> list[str]:
+        return [vector_literal(v) for v in self.embedder.embed(texts)]
+
+    def _index_conversations(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        ids, owners, titles = columns(rows, 3)
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.conversations (id, owner, embedding)"
+                " SELECT c.id, c.owner, c.embedding::vector FROM unnest(%b::uuid[], %b::text[], %b::text[])"
+                " AS c(id, owner, embedding)"
+            ),
+            [ids, owners, self._vectors(titles)],
+            prepare=True,
+        )
+
+    def _retitle(self, cur: Cursor, items: list[tuple[Any, str]]) -> None:
+        ids, titles = columns(items, 2)
+        cur.execute(
+            self.sql(
+                "UPDATE {schema}.conversations c SET embedding = d.embedding::vector"
+                " FROM unnest(%b::uuid[], %b::text[]) AS d(id, embedding) WHERE c.id = d.id"
+            ),
+            [ids, self._vectors(titles)],
+            prepare=True,
+        )
+
+    def _index_messages(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        ids, conversation_ids, contents = columns(rows, 3)
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.messages (id, conversation_id, owner, embedding)"
+                " SELECT m.id, c.id, c.owner, m.embedding::vector"
+                " FROM unnest(%b::uuid[], %b::uuid[], %b::text[]) AS m(id, conversation_id, embedding)"
+                " JOIN {schema}.conversations c ON c.id = m.conversation_id"
+            ),
+            [ids, conversation_ids, self._vectors(contents)],
+            prepare=True,
+        )
+
+    def _index_artifacts(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        ids, owners, texts = columns(rows, 3)
+        cur.execute(
+            self.sql(
+                "INSERT INTO {schema}.artifacts (id, owner, embedding)"
+                " SELECT a.id, a.owner, a.embedding::vector FROM unnest(%b::uuid[], %b::text[], %b::text[])"
+                " AS a(id, owner, embedding)"
+            ),
+            [ids, owners, self._vectors(texts)],
+            prepare=True,
+        )
+
+    @handles(Conversation.Started)
+    def started(self, batch: Batch, e: Conversation.Started, _: int) -> None:
+        batch.append(self.new_conversations, (e.originator_id, e.owner, e.title))
+
+    @handles(Conversation.Retitled)
+    def retitled(self, batch: Batch, e: Conversation.Retitled, _: int) -> None:
+        batch.accumulate(self.titles, e.originator_id, e.title)
+
+    @handles(Conversation.MessageAdded)
+    def message_added(self, batch: Batch, e: Conversation.MessageAdded, _: int) -> None:
+        batch.append(self.new_messages, (e.message_id, e.originator_id, e.content[:MAX_EMBEDDED_CHARS]))
+
+    @handles(Artifact.Stored)
+    def artifact_stored(self, batch: Batch, e: Artifact.Stored, _: int) -> None:
+        text = f"{e.query}\n{e.draft}"[:MAX_EMBEDDED_CHARS]
+        batch.append(self.new_artifacts, (e.originator_id, e.owner, text))
+
+    @handles(Artifact.Removed)
+    def artifact_removed(self, batch: Batch, e: Artifact.Removed, _: int) -> None:
+        batch.execute(self.sql("DELETE FROM {schema}.artifacts WHERE id = %s"), (e.originator_id,))
+
+    @handles(Conversation.Deleted)
+    def deleted(self, batch: Batch, e: Conversation.Deleted, _: int) -> None:
+        batch.execute(self.sql("DELETE FROM {schema}.messages WHERE conversation_id = %s"), (e.originator_id,))
+        batch.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (e.originator_id,))
