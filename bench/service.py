@@ -107,9 +107,10 @@ class ServiceProcess:
         env.update(self.settings)
         return env
 
-    def start(self, timeout: float = 60.0, command: str = "serve") -> None:
+    def start(self, timeout: float = 120.0, command: str = "serve") -> None:
         """Start the service (or another `chronicle` command that logs `ready`, e.g. `http`)
-        and return once it logs `ready` (its endpoints are up)."""
+        and return once it logs `ready` (its endpoints are up; a build that outlasts the
+        service's 60 s ready timeout logs it with `rebuilding`)."""
         with self.log_path.open("wb") as log:
             self.started_at = time.perf_counter()
             self.process = subprocess.Popen(

@@ -1,4 +1,4 @@
-"""Semantic read model: one embedding per artifact (its query and the start of its draft),
+"""Semantic read model: one embedding per artifact (its query's blended with its draft's),
 conversation title and message, in pgvector columns, for the vector half of hybrid search
 (services/runtime/full_text.py ranks it together with the full-text half).
 
@@ -12,6 +12,7 @@ approximate index whose filtering could miss a user's matches among everyone els
 
 from __future__ import annotations
 
+import math
 import zlib
 from typing import Any
 
@@ -25,6 +26,17 @@ from projections.batch import Batch, Rows, Totals, columns
 from services.ports.embedder import MAX_EMBEDDED_CHARS, Embedder, vector_literal
 
 LAYOUT_VERSION = 1  # bump when the tables or what is embedded change
+# An artifact's vector: its query's and its draft's, weighted as full text weighs them (A
+# above B): a search is usually for what was asked, and a long draft must not drown it.
+QUERY_WEIGHT = 0.7
+
+
+def blend(first: list[float], second: list[float], weight: float) -> list[float]:
+    """weight * first + (1 - weight) * second, at unit length (a zero vector stays zero)."""
+    rest = 1 - weight
+    mixed = [weight * a + rest * b for a, b in zip(first, second, strict=True)]
+    norm = math.hypot(*mixed)
+    return [x / norm for x in mixed] if norm else mixed
 
 
 def semantic_support(conn: psycopg.Connection[Any]) -> str | None:
@@ -129,14 +141,16 @@ class SemanticProjection(Projection):
         )
 
     def _index_artifacts(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
-        ids, owners, texts = columns(rows, 3)
+        ids, owners, queries, drafts = columns(rows, 4)
+        vectors = self.embedder.embed(queries + drafts)
+        blended = [blend(q, d, QUERY_WEIGHT) for q, d in zip(vectors[: len(queries)], vectors[len(queries) :], strict=True)]
         cur.execute(
             self.sql(
                 "INSERT INTO {schema}.artifacts (id, owner, embedding)"
                 " SELECT a.id, a.owner, a.embedding::vector FROM unnest(%b::uuid[], %b::text[], %b::text[])"
                 " AS a(id, owner, embedding)"
             ),
-            [ids, owners, self._vectors(texts)],
+            [ids, owners, [vector_literal(v) for v in blended]],
             prepare=True,
         )
 
@@ -154,8 +168,7 @@ class SemanticProjection(Projection):
 
     @handles(Artifact.Stored)
     def artifact_stored(self, batch: Batch, e: Artifact.Stored, _: int) -> None:
-        text = f"{e.query}\n{e.draft}"[:MAX_EMBEDDED_CHARS]
-        batch.append(self.new_artifacts, (e.originator_id, e.owner, text))
+        batch.append(self.new_artifacts, (e.originator_id, e.owner, e.query, e.draft[:MAX_EMBEDDED_CHARS]))
 
     @handles(Artifact.Removed)
     def artifact_removed(self, batch: Batch, e: Artifact.Removed, _: int) -> None:

@@ -13,6 +13,7 @@ import math
 import re
 import unicodedata
 import zlib
+from collections import Counter
 from collections.abc import Sequence
 
 from services.ports.embedder import MAX_EMBEDDED_CHARS
@@ -20,6 +21,7 @@ from services.ports.embedder import MAX_EMBEDDED_CHARS
 WORD = re.compile(r"\w+")
 WORD_WEIGHT = 0.5
 TRIGRAM_WEIGHT = 1.0  # word pieces weigh more than whole words: a misspelt word still shares most
+MAX_REMEMBERED = 50_000  # words whose features are kept (bounded: ~40 MB at most)
 # Words too common to say anything about what a text is about (English; other words count).
 STOP_WORDS = frozenset(
     "a an and are as at be but by do does for from has have how i in is it its me my not of on or our so"
@@ -35,23 +37,34 @@ class HashedNgramEmbedder:
         if dimensions < 16:
             raise ValueError("dimensions must be at least 16")
         self.dimensions = dimensions
+        self._words: dict[str, tuple[tuple[int, float], ...]] = {}
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return [self.embed_one(text) for text in texts]
 
     def embed_one(self, text: str) -> list[float]:
         vector = [0.0] * self.dimensions
-        words = WORD.findall(unicodedata.normalize("NFKC", text[:MAX_EMBEDDED_CHARS]).casefold())
-        for word in words:
-            if word in STOP_WORDS:
-                continue
-            self._add(vector, "w:" + word, WORD_WEIGHT)
-            padded = f" {word} "
-            for start in range(len(padded) - 2):
-                self._add(vector, padded[start : start + 3], TRIGRAM_WEIGHT)
-        norm = math.sqrt(sum(x * x for x in vector))
+        words = Counter(WORD.findall(unicodedata.normalize("NFKC", text[:MAX_EMBEDDED_CHARS]).casefold()))
+        for word, count in words.items():
+            for index, value in self._features_of(word):
+                vector[index] += count * value
+        norm = math.hypot(*vector)
         return [x / norm for x in vector] if norm else vector
 
-    def _add(self, vector: list[float], feature: str, weight: float) -> None:
+    def _features_of(self, word: str) -> tuple[tuple[int, float], ...]:
+        """Where a word's features go, with their signed weights: the word itself and its
+        padded trigrams (none for a stop word). Remembered, as words recur."""
+        found = self._words.get(word)
+        if found is None:
+            found = () if word in STOP_WORDS else tuple(
+                self._slot(feature, weight)
+                for feature, weight in [("w:" + word, WORD_WEIGHT)]
+                + [(f" {word} "[start : start + 3], TRIGRAM_WEIGHT) for start in range(len(word))]
+            )
+            if len(self._words) < MAX_REMEMBERED:
+                self._words[word] = found
+        return found
+
+    def _slot(self, feature: str, weight: float) -> tuple[int, float]:
         h = zlib.crc32(feature.encode())
-        vector[h % self.dimensions] += -weight if h >> 31 else weight
+        return h % self.dimensions, -weight if h >> 31 else weight

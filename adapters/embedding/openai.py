@@ -65,5 +65,5 @@ class OpenAIEmbeddings:
 
 
 def unit(vector: list[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
+    norm = math.hypot(*vector)
     return [x / norm for x in vector] if norm else vector

@@ -159,7 +159,9 @@ def build_server(clients: UserClients, token: str | None = None) -> MCPServer:
         ctx: Context,
         session_id: UUID | None = None,
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
-        query: Annotated[str | None, Field(description="search the history's queries (full text)")] = None,
+        query: Annotated[
+            str | None, Field(description="search the history: by words and by meaning (misspelt or reworded still finds)")
+        ] = None,
         offset: Annotated[int, Field(ge=0, le=100_000)] = 0,
     ) -> Reply:
         """Your stored layouts, newest first (one session's, or all), each with parent_id and
@@ -217,7 +219,7 @@ def build_server(clients: UserClients, token: str | None = None) -> MCPServer:
 EXTRA_TOOLS: tuple[tuple[str, type[Command[Any]] | type[Query[Any]], str], ...] = (
     ("get_variation_set", GetVariations, "A variation set: its members, diversity and rankings."),
     ("search_conversations", SearchConversations,
-     "Full-text search over your conversations' messages and titles, best first, with snippets."),
+     "Search your conversations' messages and titles by words and by meaning, best first, with snippets."),
     ("get_conversation", GetConversation, "A conversation and one page of its messages (messages: limit, order, cursor)."),
     ("list_paused_runs", ListRuns, "Human-in-the-loop checkpoints waiting for an answer, oldest first."),
     ("get_run", GetRun, "A human-in-the-loop run: its checkpoint, prompt and whether it was answered."),

@@ -30,4 +30,7 @@ class Embedder(Protocol):
 
 def vector_literal(vector: Sequence[float]) -> str:
     """A vector in pgvector's text form ('[0.1,-0.2,...]'), six decimals being plenty for unit vectors."""
-    return "[" + ",".join(f"{x:.6f}" for x in vector) + "]"
+    return "[" + ",".join(map(SIX_DECIMALS, vector)) + "]"
+
+
+SIX_DECIMALS = "{:.6f}".format

@@ -78,10 +78,11 @@ async def ranked_search(
         semantic = {"vector": vector, "candidates": CANDIDATES, "max_distance": 1 - queries.semantic.min_similarity}
         try:
             rows = await queries.fetch_all(hybrid, params | semantic)
-        except psycopg.errors.DataException:
-            # The read model holds another embedder's vectors (another size): it is being
-            # rebuilt for the one configured now. Full text answers meanwhile.
-            log.warning("semantic read model of another embedder; full text only")
+        except (psycopg.errors.DataException, psycopg.errors.UndefinedTable):
+            # The read model holds another embedder's vectors (another size), or is not
+            # there yet: it is being built for the embedder configured now. Full text
+            # answers meanwhile.
+            log.warning("semantic read model not ready for this embedder; full text only")
     if rows is None:
         rows = await queries.fetch_all(statement, params)
     for rank, row in enumerate(rows, start=1):

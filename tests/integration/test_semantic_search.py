@@ -31,7 +31,7 @@ from services.entrypoints.bootstrap import Chronicle, bootstrap
 from services.entrypoints.read_models import kept, projection_options
 from services.gateways.http_server import HttpServer
 from services.gateways.mcp import streamable_http_app
-from tests.conftest import ClientFactory, make_settings
+from tests.conftest import ClientFactory, make_settings, new_prefix
 from tests.servers import TestServers
 
 LAYOUT = {"type": "page", "children": [{"type": "section", "label": "s"}]}
@@ -337,3 +337,25 @@ async def test_an_openai_compatible_endpoint_embeds_and_its_outage_leaves_full_t
         await client.close()
         await instance.stop()
         endpoint.close()
+
+
+async def test_an_instance_configured_with_another_embedder_answers_by_full_text_meanwhile(
+    hybrid: Chronicle, people: ClientFactory, authority: TokenAuthority, tmp_path: Path,
+) -> None:
+    """A rolling upgrade to another embedder: the new instance's words are vectors of another
+    size than the read model's (until its rebuild), so it ranks by full text, without error."""
+    name = f"u-{uuid.uuid4().hex[:8]}"
+    writer = await people(name)
+    made = await writer.artifacts.store(LAYOUT, query="analytics dashboard with revenue charts")
+    await embedded(hybrid, writer)
+    upgraded = await bootstrap(hybrid.settings.model_copy(update={
+        "run_projections": False, "embedding_dimensions": 64, "data_dir": tmp_path, "subject_prefix": new_prefix(),
+    }))
+    reader = await ChronicleClient.connect(upgraded.nats_url, authority.issue(name), prefix=upgraded.settings.subject_prefix)
+    try:
+        found = await reader.artifacts.search("analytics dashboard")
+        assert [(h.artifact_id, h.matched_by) for h in found.items] == [(made.artifact_id, ["text"])]
+        assert (await writer.artifacts.search("analytics dashboard")).items[0].matched_by == ["text", "semantic"]
+    finally:
+        await reader.close()
+        await upgraded.stop()
