@@ -60,6 +60,9 @@ class Projection:
         self.schema = schema or self.live_schema()
         self.options = options
         self.sinks: list[Rows | Totals] = []  # subclasses list theirs in write order
+        # Set when an erasure deleted rows: the engine then vacuums this read model, so that
+        # no dead row version keeps the erased user's content (projections/engine.py Janitor).
+        self.scrub_due = False
 
     def batch(self, cursor: Any) -> Batch:
         return Batch(cursor, self.sinks)
@@ -80,6 +83,7 @@ class Projection:
         """Drop an erased user's rows; False if the event is not an erasure."""
         if not (self.erasure and isinstance(event, DataSubject.Erased)):
             return False
+        self.scrub_due = True
         for statement in self.erasure.split(";"):
             if statement.strip():
                 batch.execute(self.sql(statement), {"owner": event.user_id})

@@ -192,9 +192,14 @@ def create_schema(conn: psycopg.Connection, projection: Projection, *, defer_bul
 
 def vacuum_analyze(conn: psycopg.Connection, schema: str) -> None:
     """Fresh statistics and a clean visibility map for every table of a read model."""
+    vacuum(conn, schema, SQL("VACUUM (ANALYZE) {}.{}"))
+
+
+def vacuum(conn: psycopg.Connection, schema: str, statement: SQL = SQL("VACUUM {}.{}")) -> None:
+    """Every table of a read model vacuumed: dead row versions gone, their space free."""
     tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()
     for (table,) in tables:
-        conn.execute(SQL("VACUUM (ANALYZE) {}.{}").format(Identifier(schema), Identifier(table)))
+        conn.execute(statement.format(Identifier(schema), Identifier(table)))
 
 
 def rebuild(
@@ -415,9 +420,12 @@ class Tail:
     """
 
     def __init__(self, target: PostgresTarget, runners: list[Runner], wake: threading.Event, stop: threading.Event,
-                 batch_size: int, keys: KeyRing, poll_interval: float = 2.0):
+                 batch_size: int, keys: KeyRing, scrub: Callable[[list[str]], None] = lambda schemas: None,
+                 poll_interval: float = 2.0):
+        """`scrub(schemas)`: told of the read models an erasure deleted rows from, once committed."""
         self.target = target
         self.runners = runners
+        self.scrub = scrub
         self.wake = wake
         self.stop = stop
         self.batch_size = batch_size
@@ -440,7 +448,9 @@ class Tail:
                     backoff = 0.1
                     while not self.stop.is_set():
                         self.wake.clear()
-                        if self._apply_batch(conn) < self.batch_size:
+                        applied = self._apply_batch(conn)
+                        self._scrub_erased()
+                        if applied < self.batch_size:
                             self.wake.wait(self.poll_interval)
             except (psycopg.OperationalError, psycopg.InterfaceError) as error:
                 log.warning("projection connection lost; retrying", extra={"error_type": type(error).__name__})
@@ -449,6 +459,13 @@ class Tail:
             except Exception:  # a read model that cannot be built: loud, and retried slowly
                 log.exception("preparing read models failed; retrying")
                 self.stop.wait(5.0)
+
+    def _scrub_erased(self) -> None:
+        erased = [r.projection for r in self.runners if r.projection.scrub_due]
+        for projection in erased:
+            projection.scrub_due = False
+        if erased:
+            self.scrub([p.schema for p in erased])
 
     def _prepare_all(self) -> None:
         """Build missing or outdated read models side by side before following the log;
@@ -527,10 +544,15 @@ class Tail:
 
 
 class Janitor:
-    """Vacuums and analyses read models that changed a lot, where autovacuum is off.
+    """Vacuums read models: at once after an erasure deleted rows from them, and, where
+    autovacuum is off, those that changed a lot.
 
-    Every message updates its conversation's row; without vacuum those tables bloat and
-    without statistics the planner guesses. Postgres's autovacuum does this when enabled.
+    An erased user's rows are deleted by the erasure, but their old versions stay in the
+    table's pages as dead rows until a vacuum; autovacuum would come only once a fifth of
+    the table changed. So every read model an erasure touched is vacuumed right after.
+    Without autovacuum, every message also updates its conversation's row: those tables
+    bloat and, without statistics, the planner guesses; every `every_events` applied
+    events a read model is vacuumed and analysed (0: never).
     """
 
     def __init__(self, target: PostgresTarget, runners: list[Runner], stop: threading.Event, every_events: int):
@@ -538,15 +560,35 @@ class Janitor:
         self.runners = runners
         self.stop = stop
         self.every_events = every_events
+        self._wanted = threading.Event()
+        self._lock = threading.Lock()
+        self._scrub: set[str] = set()  # schemas an erasure touched, not vacuumed since
         self.thread = threading.Thread(target=self._run, name="projection-janitor", daemon=True)
+
+    def scrub(self, schemas: list[str]) -> None:
+        """Vacuum these read models soon (an erasure deleted rows from them)."""
+        with self._lock:
+            self._scrub.update(schemas)
+        self._wanted.set()
+
+    def wake(self) -> None:
+        self._wanted.set()
 
     def _run(self) -> None:
         vacuumed_at = {runner.projection.name: 0 for runner in self.runners}
-        while not self.stop.wait(30.0):
+        while not self.stop.is_set():
+            self._wanted.wait(30.0)
+            self._wanted.clear()
+            if self.stop.is_set():
+                return
+            with self._lock:
+                scrub, self._scrub = self._scrub, set()
             try:
                 with self.target.connect(autocommit=True) as conn:
-                    if conn.execute("SHOW autovacuum").fetchone()[0] == "on":  # type: ignore[index]
-                        return
+                    for schema in sorted(scrub):
+                        vacuum(conn, schema)
+                    if not self.every_events or conn.execute("SHOW autovacuum").fetchone()[0] == "on":  # type: ignore[index]
+                        continue
                     for runner in self.runners:
                         name = runner.projection.name
                         if runner.applied - vacuumed_at[name] >= self.every_events:
@@ -554,6 +596,8 @@ class Janitor:
                             vacuumed_at[name] = runner.applied
             except psycopg.Error as error:
                 log.warning("read-model vacuum failed", extra={"error_type": type(error).__name__})
+                with self._lock:
+                    self._scrub |= scrub  # tried again on the next turn
 
 
 class ProjectionEngine:
@@ -577,12 +621,13 @@ class ProjectionEngine:
         self.keys = keys if keys is not None else KeyRing(target)
         self.wakeup = Wakeup(target, self.stop_event)
         self.runners = [Runner(target, p, batch_size, self.keys) for p in projections]
+        self.janitor = Janitor(target, self.runners, self.stop_event, vacuum_every)
         shared = [r for r in self.runners if not r.projection.isolated]
         groups = share_out(shared, threads) + [[r] for r in self.runners if r.projection.isolated]
         self.tails = [
-            Tail(target, group, self.wakeup.subscribe(), self.stop_event, batch_size, self.keys) for group in groups
+            Tail(target, group, self.wakeup.subscribe(), self.stop_event, batch_size, self.keys, self.janitor.scrub)
+            for group in groups
         ]
-        self.janitor = Janitor(target, self.runners, self.stop_event, vacuum_every) if vacuum_every else None
 
     def wait_prepared(self, timeout: float) -> bool:
         """Block until every read model exists (a first start builds them); False on timeout."""
@@ -592,8 +637,7 @@ class ProjectionEngine:
         self.wakeup.thread.start()
         for tail in self.tails:
             tail.thread.start()
-        if self.janitor is not None:
-            self.janitor.thread.start()
+        self.janitor.thread.start()
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -602,8 +646,8 @@ class ProjectionEngine:
         for tail in self.tails:
             tail.thread.join(timeout=10)
         self.wakeup.thread.join(timeout=5)
-        if self.janitor is not None:
-            self.janitor.thread.join(timeout=60)
+        self.janitor.wake()
+        self.janitor.thread.join(timeout=60)
         if self.owned_keys:
             self.keys.close()
 

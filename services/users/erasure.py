@@ -4,7 +4,9 @@ The order matters: the `DataSubject.Erased` event commits first (every read mode
 the user's rows when it applies it), then the key is destroyed, so a crash in between
 leaves a retry that finishes the job rather than unreadable content the read models
 still show. The user's stored command replies (which may quote titles) and preview blobs
-are deleted too; the events stay, with ids, timestamps, types and hash chains intact.
+are deleted too, and the tables they and the key leave dead row versions in are vacuumed
+(the read models are vacuumed by the projection engine once it applied the erasure); the
+events stay, with ids, timestamps, types and hash chains intact.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import psycopg
+
 from adapters.store.keys import KeyRing
 from services.contract.errors import ChronicleError
 from services.contract.users import EraseUser
@@ -21,6 +25,7 @@ from services.runtime.command_bus import CommandBus
 
 log = logging.getLogger(__name__)
 ADMIN = "admin"
+KEY_TABLE_LOCK_WAIT = 2.0  # seconds an erasure waits to rewrite the key table
 
 
 # What else holds a user's content for a while and must let it go: (user id) -> done.
@@ -53,7 +58,23 @@ async def erase_user(bus: CommandBus, keys: KeyRing, user_id: str, requested_by:
 
 
 def forget_derived_data(keys: KeyRing, user_id: str) -> None:
-    """What is kept beside the events for the user: replies to their commands, previews."""
+    """What is kept beside the events for the user: replies to their commands, previews;
+    then the dead row versions they and the destroyed key leave in the tables' pages.
+
+    The key table is rewritten whole (VACUUM FULL): its old row version held the key itself,
+    and a plain vacuum frees the row but may leave its bytes in the page's free space. The
+    table is small (a row per user) and the rewrite takes moments, during which appends
+    wait; if it cannot have its lock within KEY_TABLE_LOCK_WAIT, a plain vacuum does.
+    """
     with keys.target.connect(autocommit=True) as conn:
         conn.execute("DELETE FROM chronicle.idempotency WHERE owner = %s", (user_id,))
         conn.execute("DELETE FROM chronicle.blob_chunks WHERE owner = %s", (user_id,))
+        conn.execute("VACUUM chronicle.idempotency")
+        conn.execute("VACUUM chronicle.blob_chunks")
+        conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{KEY_TABLE_LOCK_WAIT * 1000:.0f}ms",))
+        try:
+            conn.execute("VACUUM (FULL) chronicle.data_keys")
+        except psycopg.errors.LockNotAvailable:
+            log.warning("the key table was busy; vacuumed in place instead of rewritten")
+            conn.execute("SELECT set_config('lock_timeout', '0', false)")
+            conn.execute("VACUUM chronicle.data_keys")

@@ -8,12 +8,14 @@ import uuid
 import psycopg
 import pytest
 
+from adapters.auth import TokenAuthority
 from adapters.store.hash_chains import verify_chains
 from projections.verify import verify
 from services.client.connection import ChronicleClient, ChronicleError
 from services.entrypoints.bootstrap import Chronicle
 from services.entrypoints.read_models import PROJECTIONS
 from tests.conftest import ClientFactory
+from tests.waiting import eventually
 
 SECRET = "my secret diagnosis: tulip allergy"
 
@@ -164,3 +166,80 @@ async def test_no_write_of_an_erased_user_commits_after_the_erasure(
     assert events_after(chronicle, url, erased["position"], user) == []
     await chronicle.positions.wait_for([p.name for p in PROJECTIONS], erased["position"], 10)
     assert not any(owners_rows(url, user).values()), owners_rows(url, user)
+
+
+PAGE = 8192
+
+
+def heap_pages(conn: psycopg.Connection, relation: str) -> list[bytes]:
+    """A table's pages as its file holds them on disk (after a checkpoint wrote them out)."""
+    [path] = conn.execute("SELECT pg_relation_filepath(%s::regclass)", (relation,)).fetchone()  # type: ignore[misc]
+    [data] = conn.execute("SELECT pg_read_binary_file(%s)", (path,)).fetchone()  # type: ignore[misc]
+    return [bytes(data[n : n + PAGE]) for n in range(0, len(data), PAGE)]
+
+
+def row_versions(page: bytes) -> list[bytes]:
+    """Every row version a heap page holds, live or dead: the bytes its line pointers point
+    at (the page header's pd_lower ends the pointers; each is offset:15, flags:2, length:15)."""
+    lower = int.from_bytes(page[12:14], "little")
+    versions = []
+    for at in range(24, lower, 4):
+        pointer = int.from_bytes(page[at : at + 4], "little")
+        offset, length = pointer & 0x7FFF, pointer >> 17
+        if length:
+            versions.append(page[offset : offset + length])
+    return versions
+
+
+def relations_holding(url: str, needle: bytes) -> list[str]:
+    """The tables (TOAST included) of Chronicle's schemas with a row version, live or dead,
+    whose bytes contain `needle`, read from their files."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        relations = [r for (r,) in conn.execute(
+            "SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.relkind IN ('r', 't') AND c.relpersistence = 'p' AND pg_relation_size(c.oid) > 0"
+            " AND (n.nspname LIKE 'rm\\_%%' OR n.nspname IN ('chronicle', 'pg_toast'))"
+        )]
+        return [
+            relation for relation in relations
+            if any(needle in version for page in heap_pages(conn, relation) for version in row_versions(page))
+        ]
+
+
+def key_table_pages_holding(url: str, key: bytes) -> int:
+    """Pages of the key table whose bytes, free space included, contain `key`."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        return sum(key in page for page in heap_pages(conn, "chronicle.data_keys"))
+
+
+async def test_after_an_erasure_no_row_version_keeps_the_content_and_the_key_is_gone_from_its_pages(
+    instance: tuple[Chronicle, str], authority: TokenAuthority
+) -> None:
+    """Deleted rows stay in a table's pages as dead versions until a vacuum; the key's old
+    version held the key itself. An erasure vacuums what it touched (#18)."""
+    chronicle, url = instance
+    user = f"shred-{uuid.uuid4().hex[:8]}"
+    prefix = chronicle.settings.subject_prefix
+    client = await ChronicleClient.connect(chronicle.nats_url, authority.issue(user), prefix=prefix)
+    admin = await ChronicleClient.connect(
+        chronicle.nats_url, authority.issue("admin-1", claims={"roles": ["admin"]}), prefix=prefix
+    )
+    try:
+        ids = await write_history(client)
+        await client.conversations.update(ids["conversation"], title="tulip health, renamed")  # a dead version more
+        await client.conversations.get(ids["conversation"])  # (read models have the writes)
+        with psycopg.connect(url) as conn:
+            [key] = conn.execute("SELECT key FROM chronicle.data_keys WHERE owner = %s", (user,)).fetchone()  # type: ignore[misc]
+        holding = await asyncio.to_thread(relations_holding, url, b"tulip")
+        assert {"rm_history.conversations", "rm_history.messages", "rm_search.messages"} <= set(holding)
+        assert await asyncio.to_thread(key_table_pages_holding, url, bytes(key)) == 1
+
+        erased = await admin.request("cmd.user.erase", {"user_id": user})
+        await chronicle.positions.wait_for([p.name for p in chronicle.projections], erased["position"], 10)
+    finally:
+        await client.close()
+        await admin.close()
+    assert await asyncio.to_thread(key_table_pages_holding, url, bytes(key)) == 0
+    await eventually(lambda: not relations_holding(url, b"tulip"), "the read models the erasure touched to be vacuumed")
