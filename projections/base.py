@@ -45,6 +45,9 @@ class Projection:
     # on something outside Postgres (an embeddings endpoint), whose delays and failures must
     # not hold the others back.
     isolated: ClassVar[bool] = False
+    # Failures that say nothing about the event (a service it waits on is away): the batch is
+    # retried as it is. Any other failure the engine traces to one event, which it parks.
+    transient_errors: ClassVar[tuple[type[Exception], ...]] = ()
     handlers: ClassVar[dict[type, EventHandler]]
 
     def __init_subclass__(cls) -> None:

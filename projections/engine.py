@@ -85,6 +85,90 @@ ADD_TRACKING = SQL(
 )
 
 
+# An item a consumer (a read model, a relay) cannot take, set aside: its position, its
+# event's topic and the kind of failure (never the content); infra/migrations/0008_parked.sql.
+PARK = SQL(
+    "INSERT INTO chronicle.parked (consumer, position, topic, error) VALUES (%s, %s, %s, %s)"
+    " ON CONFLICT (consumer, position) DO NOTHING"
+)
+# The next event a projection wants, past its position.
+NEXT_WANTED = SQL(
+    "SELECT e.notification_id, e.topic FROM chronicle.projections p JOIN chronicle.events e"
+    " ON e.notification_id > p.position AND e.topic = ANY(%(topics)s)"
+    " WHERE p.name = %(name)s ORDER BY e.notification_id LIMIT 1"
+)
+ATTEMPTS = 3  # times one event is tried on its own before it is parked
+
+
+def failure_kind(error: BaseException) -> str:
+    """What went wrong, for a parked item: the exception's type and SQLSTATE, never its
+    message (which may quote the content)."""
+    state = getattr(error, "sqlstate", None)
+    return f"{type(error).__name__}" + (f" (SQLSTATE {state})" if state else "")
+
+
+@dataclass(frozen=True)
+class ParkedCount:
+    consumer: str
+    count: int
+    last_position: int
+    last_error: str
+
+
+def parked(target: PostgresTarget) -> list[ParkedCount]:
+    """How many items each consumer set aside, and its latest."""
+    with target.connect(autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT ON (consumer) consumer, count(*) OVER (PARTITION BY consumer), position, error"
+            " FROM chronicle.parked ORDER BY consumer, position DESC"
+        ).fetchall()
+    return [ParkedCount(*row) for row in rows]
+
+
+def passing_errors(projection: Projection) -> tuple[type[BaseException], ...]:
+    """Failures that are not the event's: the connection's, and what the projection says is transient."""
+    return (psycopg.OperationalError, psycopg.InterfaceError, *projection.transient_errors)
+
+
+def apply_isolating(conn: psycopg.Connection, batcher: Batcher, up_to: int | None = None) -> int:
+    """Apply a batch's worth of events one at a time; the one that fails ATTEMPTS times on
+    its own is parked (recorded, and the position moved past it), so the read model goes on
+    past an event it cannot apply. Returns the events applied or parked."""
+    projection = batcher.projection
+    passing = passing_errors(projection)
+    done = 0
+    while done < batcher.batch_size:
+        for _ in range(ATTEMPTS):
+            try:
+                count, _ = batcher.apply_batch(conn, up_to, limit=1)
+                break
+            except passing:
+                raise
+            except Exception as error:
+                failure = error
+        else:
+            park(conn, batcher, failure)
+            count = 1
+        if count == 0:
+            break  # caught up
+        done += count
+    return done
+
+
+def park(conn: psycopg.Connection, batcher: Batcher, failure: Exception) -> None:
+    """Set aside the next event the batcher wants, recorded under the projection's name."""
+    name = batcher.projection.name
+    with conn.transaction():
+        row = conn.execute(NEXT_WANTED, {"name": batcher.tracking_name, "topics": batcher.topics}).fetchone()
+        if row is None:
+            return
+        position, topic = row
+        conn.execute(PARK, (name, position, topic, failure_kind(failure)))
+        conn.execute(SET_TRACKING, (position, batcher.projection.version, batcher.tracking_name))
+    log.error("event parked: the read model cannot apply it",
+              extra={"projection": name, "position": position, "topic": topic, "error_type": failure_kind(failure)})
+
+
 @dataclass(frozen=True)
 class ProjectionStatus:
     name: str
@@ -112,16 +196,18 @@ class Batcher:
     def ensure_tracking(self, conn: psycopg.Connection) -> None:
         conn.execute(ADD_TRACKING, (self.tracking_name, self.projection.version))
 
-    def apply_batch(self, conn: psycopg.Connection, up_to: int | None = None) -> tuple[int, int]:
-        """Apply the next batch in its own transaction; return (events applied, new position)."""
+    def apply_batch(self, conn: psycopg.Connection, up_to: int | None = None, limit: int | None = None) -> tuple[int, int]:
+        """Apply the next batch (of `limit` events, else the batch size) in its own
+        transaction; return (events applied, new position)."""
         with conn.transaction():
-            return self.apply_batch_in(conn, up_to)
+            return self.apply_batch_in(conn, up_to, limit)
 
-    def apply_batch_in(self, conn: psycopg.Connection, up_to: int | None = None) -> tuple[int, int]:
+    def apply_batch_in(self, conn: psycopg.Connection, up_to: int | None = None, limit: int | None = None) -> tuple[int, int]:
+        limit = limit or self.batch_size
         with conn.cursor() as cur:
             found = cur.execute(
                 NEXT_EVENTS,
-                {"name": self.tracking_name, "up_to": up_to, "topics": self.topics, "limit": self.batch_size},
+                {"name": self.tracking_name, "up_to": up_to, "topics": self.topics, "limit": limit},
                 prepare=True,
             ).fetchall()
             assert found, f"no tracking row for {self.tracking_name}"
@@ -136,7 +222,7 @@ class Batcher:
 
             apply_rows(self.mapper, events, lambda notification_id, topic: (self,), apply)
             batch.flush()
-            new_position = reached_position(events, self.batch_size, head)
+            new_position = reached_position(events, limit, head)
             cur.execute(
                 SET_TRACKING_AND_NOTIFY,
                 {
@@ -250,10 +336,19 @@ def _rebuild(
         with conn.transaction():
             create_schema(conn, scratch, defer_bulk_indexes=True)
             conn.execute("DELETE FROM chronicle.projections WHERE name = %s", (batcher.tracking_name,))
+            # What was parked is tried again: fixed, it is applied; else parked anew.
+            conn.execute("DELETE FROM chronicle.parked WHERE consumer = %s", (name,))
             batcher.ensure_tracking(conn)
         total = head_position(conn)
         while True:
-            count, position = batcher.apply_batch(conn, up_to=total)
+            try:
+                count, position = batcher.apply_batch(conn, up_to=total)
+            except passing_errors(scratch):
+                raise
+            except Exception:  # some event of the batch this projection cannot apply: park it
+                log.exception("rebuild batch failed; finding the event", extra={"projection": name})
+                count = apply_isolating(conn, batcher, up_to=total)
+                position = tracked_position(conn, batcher.tracking_name)
             applied += count
             progress(position, total)
             if position >= total:
@@ -323,6 +418,11 @@ def side_by_side(calls: dict[str, Callable[[], object]]) -> None:
         thread.join()
     if failures:
         raise failures[0]
+
+
+def tracked_position(conn: psycopg.Connection, name: str) -> int:
+    row = conn.execute("SELECT position FROM chronicle.projections WHERE name = %s", (name,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 def tracked_version(conn: psycopg.Connection, name: str) -> int | None:
@@ -530,14 +630,18 @@ class Tail:
         for runner in self.runners:
             try:
                 count, _ = runner.batcher.apply_batch(conn)
-                runner.applied += count
-                applied = max(applied, count)
             except (psycopg.OperationalError, psycopg.InterfaceError):
                 raise
-            except Exception:  # an event this projection cannot apply: loud, and retried slowly
+            except runner.projection.transient_errors:  # (an embeddings endpoint away): retried slowly
                 log.exception("projection failed; retrying", extra={"projection": runner.projection.name})
                 failed = True
+                continue
+            except Exception:  # some event of the batch this projection cannot apply
+                log.exception("projection failed; finding the event", extra={"projection": runner.projection.name})
                 runner.prepare()  # its read model may be gone (dropped by hand): build it again
+                count = apply_isolating(conn, runner.batcher)
+            runner.applied += count
+            applied = max(applied, count)
         if failed:
             self.stop.wait(5.0)
         return applied

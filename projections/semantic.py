@@ -23,7 +23,7 @@ from domain.artifact import Artifact
 from domain.conversation import Conversation
 from projections.base import Projection, handles
 from projections.batch import Batch, Rows, Totals, columns
-from services.ports.embedder import MAX_EMBEDDED_CHARS, Embedder, vector_literal
+from services.ports.embedder import MAX_EMBEDDED_CHARS, Embedder, EmbeddingFailed, vector_literal
 
 LAYOUT_VERSION = 1  # bump when the tables or what is embedded change
 # An artifact's vector: its query's and its draft's, weighted as full text weighs them (A
@@ -58,6 +58,7 @@ class SemanticProjection(Projection):
     version = LAYOUT_VERSION
     weight = 2
     isolated = True  # an embeddings endpoint's latency or outage delays this read model only
+    transient_errors = (EmbeddingFailed,)  # the endpoint, not the event: retried, never parked
     TABLES = """
     CREATE TABLE {schema}.conversations (
         id uuid PRIMARY KEY,

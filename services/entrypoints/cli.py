@@ -136,14 +136,17 @@ def semantic_search(chronicle: Chronicle) -> str:
 
 
 def projections_status(settings: Settings) -> None:
-    from projections.engine import status
+    from projections.engine import parked, status
 
     with database(settings) as chronicle:
         rows = status(chronicle.target, chronicle.projections)
+        set_aside = parked(chronicle.target)
     print(f"{'projection':<12} {'position':>10} {'head':>10} {'lag':>8} {'version':>8}  updated")
     for r in rows:
         version = f"{r.version}" if r.version == r.code_version else f"{r.version}->{r.code_version}"
         print(f"{r.name:<12} {r.position:>10} {r.head:>10} {r.lag:>8} {version:>8}  {r.updated_at or '-'}")
+    for p in set_aside:  # events a read model or relay could not take (chronicle.parked)
+        print(f"parked: {p.consumer} {p.count} (latest at position {p.last_position}: {p.last_error})")
     print(f"search: {semantic_search(chronicle)}")
 
 

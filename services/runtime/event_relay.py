@@ -7,7 +7,9 @@ de-duplicates:
 - the relay: it reads the event log after its tracked position (only the topics it
   relays), waits for NOTIFY on its own channel when it has caught up, publishes each
   event's messages that the fast path has not, and then stores the new position. A crash
-  in between publishes again rather than losing a message.
+  in between publishes again rather than losing a message. An event that fails to publish
+  ATTEMPTS times for a reason of its own (too large a message, say), not the servers', is
+  parked (chronicle.parked, shown by `projections status`) and the relay goes on.
 Nothing is ever published before its event committed.
 """
 
@@ -20,6 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
+import nats.errors
+import nats.js.errors
 import psycopg
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
@@ -29,12 +33,20 @@ from psycopg.sql import SQL, Identifier
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import OWNER_FIELD, ErasedContent, PydanticMapper
 from adapters.store.reachability import RECONNECT_WAIT_MAX
-from projections.engine import NEXT_EVENTS, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY
+from projections.engine import ATTEMPTS, NEXT_EVENTS, PARK, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY, failure_kind
 from services.runtime.background import Background
 
 log = logging.getLogger(__name__)
 
 BATCH = 100
+# Failures of the servers, not of an event: never a reason to park one.
+TRANSIENT: tuple[type[BaseException], ...] = (
+    TimeoutError, psycopg.OperationalError, psycopg.InterfaceError,
+    nats.errors.ConnectionClosedError, nats.errors.NoServersError, nats.errors.TimeoutError,
+    nats.errors.StaleConnectionError, nats.errors.OutboundBufferLimitError, nats.errors.ConnectionReconnectingError,
+    nats.errors.FlushTimeoutError, nats.errors.ConnectionDrainingError,
+    nats.js.errors.ServiceUnavailableError, nats.js.errors.NoStreamResponseError,
+)
 OWNERS_KEPT = 10_000  # aggregates whose owner a relay remembers
 # The relay is the backstop: it lets the fast path publish a commit's events first, and
 # then takes what gathered meanwhile in one batch.
@@ -75,6 +87,7 @@ class EventRelay(Background):
         self._connecting = asyncio.Lock()
         self._fast_tasks: set[asyncio.Task[None]] = set()
         self._owners: OrderedDict[UUID, str] = OrderedDict()  # aggregate id -> owner (owner_of)
+        self._failures: dict[int, int] = {}  # position -> failed tries of an event (see _parked)
 
     async def publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
         """Publish what this committed event at this log position becomes."""
@@ -224,6 +237,11 @@ class EventRelay(Background):
                     await self.publish(conn, notification_id, event)
                 except ErasedContent:
                     continue  # its owner was erased: it signals nothing more
+                except TRANSIENT:
+                    raise  # the servers, not the event: the batch is tried again
+                except Exception as error:  # this event: after ATTEMPTS tries, set aside
+                    if not await self._parked(conn, notification_id, topic, error):
+                        raise
             new_position = events[-1][0] if len(events) == BATCH else head
             await conn.execute(
                 SET_TRACKING_AND_NOTIFY,
@@ -234,3 +252,15 @@ class EventRelay(Background):
             # another instance's relay that moved the position past them).
             self._published = {p for p in self._published if p > new_position}
             return len(events)
+
+    async def _parked(self, conn: psycopg.AsyncConnection, position: int, topic: str, error: Exception) -> bool:
+        """Count a failure of this event; at ATTEMPTS, park it (in the batch's transaction)
+        and say so: the relay goes on without it rather than stop every later signal."""
+        failures = self._failures.pop(position, 0) + 1
+        if failures < ATTEMPTS:
+            self._failures[position] = failures
+            return False
+        await conn.execute(PARK, (self.name, position, topic, failure_kind(error)))
+        log.error("event parked: the relay cannot publish it",
+                  extra={"relay": self.name, "position": position, "topic": topic, "error_type": failure_kind(error)})
+        return True
