@@ -196,6 +196,7 @@ class Chronicle:
             command_handlers(),
             max_batch=settings.group_commit_max_batch,
             cache_size=settings.aggregate_cache_size,
+            cache_bytes=settings.aggregate_cache_bytes,
             clock=self.overrides.clock,
             new_id=self.overrides.new_id,
             snapshots=(

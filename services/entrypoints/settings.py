@@ -55,7 +55,11 @@ class Settings(BaseSettings):
         default=False, description="validate every reply against its contract model before sending it (tests do)"
     )
     group_commit_max_batch: int = Field(default=512, ge=1)
-    aggregate_cache_size: int = Field(default=20_000, ge=0)
+    aggregate_cache_size: int = Field(default=20_000, ge=0, description="aggregates the command bus keeps in memory")
+    aggregate_cache_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=0,
+        description="bytes they may hold at most (each counted as its state's JSON); one above a quarter of it is not kept",
+    )
     projection_batch_size: int = Field(default=2000, ge=1)
     projection_threads: int = Field(default=1, ge=1, description="threads following the log for the read models")
     read_model_vacuum_every: int = Field(

@@ -121,6 +121,7 @@ class CommandBus:
         *,
         max_batch: int = 512,
         cache_size: int = 20_000,
+        cache_bytes: int = 64 * 1024 * 1024,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_id: Callable[[], UUID] = uuid.uuid4,
         snapshots: SnapshotTaker | None = None,
@@ -129,7 +130,7 @@ class CommandBus:
         self.snapshots = snapshots
         self.handlers = handlers
         self.max_batch = max_batch
-        self.cache = AggregateCache(cache_size)
+        self.cache = AggregateCache(cache_size, cache_bytes)
         self.clock = clock
         self.new_id = new_id
         self.conflicts = 0
@@ -270,6 +271,8 @@ class CommandBus:
         else:
             for s in pending:
                 s.error = ChronicleError("conflict", "too much contention on this aggregate; retry")
+        if saved:  # what the commands changed may have grown: counted at its new size
+            self.cache.remeasure({i for s in pending for i in s.saved})
         if saved and committed:
             self._tell_listeners(committed)
         if saved and self.snapshots is not None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
+
+import orjson
 
 from domain.base import Aggregate
 from domain.errors import NotFound
@@ -14,35 +16,77 @@ from domain.errors import NotFound
 A = TypeVar("A", bound=Aggregate)
 
 
-class AggregateCache:
-    """Least-recently-used aggregates, owned by the single writer thread."""
+def footprint(aggregate: Aggregate) -> int:
+    """About how many bytes an aggregate holds: its state as compact JSON (the content a
+    user sent is most of it; Python's own overhead is not counted)."""
+    return len(orjson.dumps(vars(aggregate), default=_plain, option=orjson.OPT_NON_STR_KEYS))
 
-    def __init__(self, maxsize: int):
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if hasattr(value, "__dict__"):
+        return vars(value)
+    return str(value)
+
+
+class AggregateCache:
+    """Least-recently-used aggregates, owned by the single writer thread, bounded both in
+    number and in bytes (each aggregate's `footprint`): a few users' large aggregates
+    (1 MB layouts, 64 KiB JSON fields) must not grow the service without bound. One larger
+    than a quarter of the byte bound is not kept at all (it is loaded again when needed)."""
+
+    def __init__(self, maxsize: int, max_bytes: int = 64 * 1024 * 1024):
         self.maxsize = maxsize
-        self._items: OrderedDict[UUID, Aggregate] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._items: OrderedDict[UUID, tuple[Aggregate, int]] = OrderedDict()
 
     def get(self, aggregate_id: UUID) -> Aggregate | None:
-        aggregate = self._items.get(aggregate_id)
-        if aggregate is not None:
-            self._items.move_to_end(aggregate_id)
-        return aggregate
+        found = self._items.get(aggregate_id)
+        if found is None:
+            return None
+        self._items.move_to_end(aggregate_id)
+        return found[0]
 
     def put(self, aggregate: Aggregate) -> None:
-        self._items[aggregate.id] = aggregate
-        self._items.move_to_end(aggregate.id)
-        while len(self._items) > self.maxsize:
-            self._items.popitem(last=False)
+        self._drop(aggregate.id)
+        size = footprint(aggregate)
+        if self.maxsize <= 0 or size > self.max_bytes // 4:
+            return
+        self._items[aggregate.id] = (aggregate, size)
+        self.bytes += size
+        while len(self._items) > self.maxsize or self.bytes > self.max_bytes:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self.bytes -= dropped
+
+    def remeasure(self, aggregate_ids: object) -> None:
+        """Count these cached aggregates at their size now (a command changed them)."""
+        for aggregate_id in aggregate_ids:  # type: ignore[attr-defined]
+            found = self._items.get(aggregate_id)
+            if found is not None:
+                self.put(found[0])
 
     def evict(self, aggregate_ids: object) -> None:
         for aggregate_id in aggregate_ids:  # type: ignore[attr-defined]
-            self._items.pop(aggregate_id, None)
+            self._drop(aggregate_id)
 
     def evict_owner(self, owner: str) -> None:
-        for aggregate_id in [i for i, a in self._items.items() if a.owner == owner]:
-            del self._items[aggregate_id]
+        for aggregate_id in [i for i, (a, _) in self._items.items() if a.owner == owner]:
+            self._drop(aggregate_id)
+
+    def _drop(self, aggregate_id: UUID) -> None:
+        found = self._items.pop(aggregate_id, None)
+        if found is not None:
+            self.bytes -= found[1]
 
     def __contains__(self, aggregate_id: UUID) -> bool:
         return aggregate_id in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 class UnitOfWork:
