@@ -687,11 +687,16 @@ class Janitor:
                 return
             with self._lock:
                 scrub, self._scrub = self._scrub, set()
+            if not scrub and not self.every_events:
+                continue
             try:
                 with self.target.connect(autocommit=True) as conn:
                     for schema in sorted(scrub):
                         vacuum(conn, schema)
-                    if not self.every_events or conn.execute("SHOW autovacuum").fetchone()[0] == "on":  # type: ignore[index]
+                    if not self.every_events:
+                        continue
+                    if conn.execute("SHOW autovacuum").fetchone()[0] == "on":  # type: ignore[index]
+                        self.every_events = 0  # Postgres does it: scrubbing after erasures is left
                         continue
                     for runner in self.runners:
                         name = runner.projection.name

@@ -24,7 +24,28 @@ OWNER_LEXEME_SQL = "array_to_tsvector(ARRAY['OWNER ' || md5({owner})])"
 MAX_INDEXED_DRAFT = 200_000
 
 
-class SearchProjection(Projection):
+class Documents(Projection):
+    """What the search read model and the semantic one (projections/semantic.py) share:
+    tables `conversations`, `messages` and `artifacts`, each row with its owner, gone when
+    its conversation is deleted, its artifact removed or its owner erased."""
+
+    erasure = """
+    DELETE FROM {schema}.messages WHERE owner = %(owner)s;
+    DELETE FROM {schema}.conversations WHERE owner = %(owner)s;
+    DELETE FROM {schema}.artifacts WHERE owner = %(owner)s
+    """
+
+    @handles(Artifact.Removed)
+    def artifact_removed(self, batch: Batch, e: Artifact.Removed, _: int) -> None:
+        batch.execute(self.sql("DELETE FROM {schema}.artifacts WHERE id = %s"), (e.originator_id,))
+
+    @handles(Conversation.Deleted)
+    def deleted(self, batch: Batch, e: Conversation.Deleted, _: int) -> None:
+        batch.execute(self.sql("DELETE FROM {schema}.messages WHERE conversation_id = %s"), (e.originator_id,))
+        batch.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (e.originator_id,))
+
+
+class SearchProjection(Documents):
     name = "search"
     version = 6
     weight = 3
@@ -58,12 +79,6 @@ class SearchProjection(Projection):
         created_at timestamptz NOT NULL
     );
     CREATE INDEX ON {schema}.artifacts USING gin (tsv) WITH (gin_pending_list_limit = 256)
-    """
-
-    erasure = """
-    DELETE FROM {schema}.messages WHERE owner = %(owner)s;
-    DELETE FROM {schema}.conversations WHERE owner = %(owner)s;
-    DELETE FROM {schema}.artifacts WHERE owner = %(owner)s
     """
 
     def __init__(self, schema: str | None = None, **options: Any):
@@ -141,12 +156,3 @@ class SearchProjection(Projection):
     @handles(Artifact.Stored)
     def artifact_stored(self, batch: Batch, e: Artifact.Stored, _: int) -> None:
         batch.append(self.new_artifacts, (e.originator_id, e.owner, e.query, e.draft[:MAX_INDEXED_DRAFT], e.timestamp))
-
-    @handles(Artifact.Removed)
-    def artifact_removed(self, batch: Batch, e: Artifact.Removed, _: int) -> None:
-        batch.execute(self.sql("DELETE FROM {schema}.artifacts WHERE id = %s"), (e.originator_id,))
-
-    @handles(Conversation.Deleted)
-    def deleted(self, batch: Batch, e: Conversation.Deleted, _: int) -> None:
-        batch.execute(self.sql("DELETE FROM {schema}.messages WHERE conversation_id = %s"), (e.originator_id,))
-        batch.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (e.originator_id,))

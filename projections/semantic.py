@@ -21,8 +21,9 @@ from psycopg import Cursor
 
 from domain.artifact import Artifact
 from domain.conversation import Conversation
-from projections.base import Projection, handles
+from projections.base import handles
 from projections.batch import Batch, Rows, Totals, columns
+from projections.search import Documents
 from services.ports.embedder import MAX_EMBEDDED_CHARS, Embedder, EmbeddingFailed, vector_literal
 
 LAYOUT_VERSION = 1  # bump when the tables or what is embedded change
@@ -53,7 +54,7 @@ def semantic_support(conn: psycopg.Connection[Any]) -> str | None:
     return None
 
 
-class SemanticProjection(Projection):
+class SemanticProjection(Documents):
     name = "semantic"
     version = LAYOUT_VERSION
     weight = 2
@@ -80,12 +81,6 @@ class SemanticProjection(Projection):
         embedding VECTOR NOT NULL
     );
     CREATE INDEX ON {schema}.artifacts (owner)
-    """
-
-    erasure = """
-    DELETE FROM {schema}.messages WHERE owner = %(owner)s;
-    DELETE FROM {schema}.conversations WHERE owner = %(owner)s;
-    DELETE FROM {schema}.artifacts WHERE owner = %(owner)s
     """
 
     def __init__(self, schema: str | None = None, **options: Any):
@@ -170,12 +165,3 @@ class SemanticProjection(Projection):
     @handles(Artifact.Stored)
     def artifact_stored(self, batch: Batch, e: Artifact.Stored, _: int) -> None:
         batch.append(self.new_artifacts, (e.originator_id, e.owner, e.query, e.draft[:MAX_EMBEDDED_CHARS]))
-
-    @handles(Artifact.Removed)
-    def artifact_removed(self, batch: Batch, e: Artifact.Removed, _: int) -> None:
-        batch.execute(self.sql("DELETE FROM {schema}.artifacts WHERE id = %s"), (e.originator_id,))
-
-    @handles(Conversation.Deleted)
-    def deleted(self, batch: Batch, e: Conversation.Deleted, _: int) -> None:
-        batch.execute(self.sql("DELETE FROM {schema}.messages WHERE conversation_id = %s"), (e.originator_id,))
-        batch.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (e.originator_id,))
