@@ -40,7 +40,12 @@ class Jobs:
         self, job_id: UUID, *, timeout: float = 300.0, on_progress: Callable[[dict[str, Any]], None] | None = None
     ) -> JobView:
         """Follow the job's progress messages until it completes or fails; the job then
-        (its result, or its error). `on_progress` sees each progress message."""
+        (its result, or its error). `on_progress` sees each progress message.
+
+        The job is also read again every LOOK_AGAIN seconds: a progress message goes out
+        as its event commits, before the read model shows it, so the end may have been
+        published just before this subscribed while the first read still showed the job
+        running. TimeoutError once `timeout` passes."""
         ended: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
         async def progressed(message: Any) -> None:
@@ -53,11 +58,21 @@ class Jobs:
         # Subscribed before looking, so an end that comes in between is not missed.
         subject = job_progress(signals_prefix(self._client.prefix, self._client.user or ""), job_id)
         subscription = await self._client.nc.subscribe(subject, cb=progressed)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         try:
             job = await self.get(job_id)
-            if job.status not in ("completed", "failed"):
-                self._client.observed(await asyncio.wait_for(ended, timeout))
+            while job.status not in ("completed", "failed"):
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise TimeoutError(f"job {job_id} did not end within {timeout} s")
+                done, _ = await asyncio.wait([ended], timeout=min(left, LOOK_AGAIN))
+                if done:
+                    self._client.observed(ended.result())
                 job = await self.get(job_id)
             return job
         finally:
             await subscription.unsubscribe()
+
+
+LOOK_AGAIN = 1.0  # seconds between reads of a job that has not ended yet (see Jobs.wait)
