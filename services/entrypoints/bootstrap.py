@@ -103,6 +103,9 @@ class Stage(IntEnum):
     SERVICE = 4  # NATS: streams, relays, workers, sweepers and the endpoints
 
 
+SEARCH_EMBED_TIMEOUT = 2.0  # seconds a search waits for an embeddings endpoint
+
+
 @dataclass(frozen=True)
 class Overrides:
     """What a test or a script may put in place of what settings would build."""
@@ -222,11 +225,12 @@ class Chronicle:
         fail_fast(pool, settings.database_unavailable_after)  # a read waits no longer for Postgres
         await pool.open()
         self._stack.push_async_callback(pool.close)
-        semantic = (
-            SemanticSearch(embedder(settings), settings.semantic_min_similarity)
-            if SemanticProjection in self.read_models.classes
-            else None
-        )
+        semantic = None
+        if SemanticProjection in self.read_models.classes:
+            # A search waits for its words' vector briefly, then ranks by full text alone.
+            words = embedder(settings, timeout=SEARCH_EMBED_TIMEOUT)
+            self._stack.callback(getattr(words, "close", lambda: None))
+            semantic = SemanticSearch(words, settings.semantic_min_similarity)
         self.queries = Queries(
             pool, language=settings.search_language, reachability=self.postgres_store.reachability, semantic=semantic
         )

@@ -63,10 +63,13 @@ def kept(settings: Settings, target: PostgresTarget) -> ReadModels:
     return ReadModels(PROJECTIONS + ([SemanticProjection] if why_not is None else []), why_not)
 
 
-def embedder(settings: Settings) -> Embedder:
+def embedder(settings: Settings, timeout: float = 30.0) -> Embedder:
+    """The configured embedder; `timeout`: how long a call to an endpoint may take."""
     if settings.embedder == "openai":
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
-        return OpenAIEmbeddings(settings.openai_url, settings.embedding_model, key, settings.embedding_dimensions or 1536)
+        return OpenAIEmbeddings(
+            settings.openai_url, settings.embedding_model, key, settings.embedding_dimensions or 1536, timeout=timeout
+        )
     return HashedNgramEmbedder(settings.embedding_dimensions or 256)
 
 

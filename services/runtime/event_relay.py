@@ -251,6 +251,7 @@ class EventRelay(Background):
             # Positions at or below the tracked one are never read again (here, or by
             # another instance's relay that moved the position past them).
             self._published = {p for p in self._published if p > new_position}
+            self._failures = {p: n for p, n in self._failures.items() if p > new_position}
             return len(events)
 
     async def _parked(self, conn: psycopg.AsyncConnection, position: int, topic: str, error: Exception) -> bool:
