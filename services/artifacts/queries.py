@@ -18,7 +18,8 @@ from services.contract.artifacts import (
     SearchArtifacts,
 )
 from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
-from services.runtime.read_models import Queries, not_found, page
+from services.runtime.paging import Order, page_of
+from services.runtime.read_models import Queries, not_found
 
 SUMMARY_COLUMNS = (
     "id, session_id, parent_id, generation, origin, query, model, provider, tags, variation_set_id,"
@@ -27,6 +28,8 @@ SUMMARY_COLUMNS = (
 DETAIL_COLUMNS = (
     SUMMARY_COLUMNS + ", layout, draft, temperature, stats, rag_examples, refinement, component_types, previews"
 )
+NEWEST_ARTIFACTS = Order("artifacts", "timestamptz")
+BEST_INFLUENCED = Order("by_example", "double precision")
 MAX_DESCENDANTS = 5_000  # rows one lineage reply holds (a 1,000-long chain fits many times over)
 
 
@@ -75,15 +78,11 @@ async def list_artifacts(queries: Queries, user: str, q: ListArtifacts) -> dict[
         conditions.append(SQL("parent_id = %(parent)s"))
     if q.tags:
         conditions.append(SQL("tags @> %(tags)s::text[]"))
-    query = SQL(
-        "SELECT " + SUMMARY_COLUMNS + ", count(*) OVER () AS total FROM rm_artifacts.artifacts WHERE {where}"
-        " ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s"
+    inner = SQL(
+        "SELECT " + SUMMARY_COLUMNS + ", created_at AS page_key, id AS page_id FROM rm_artifacts.artifacts WHERE {where}"
     ).format(where=SQL(" AND ").join(conditions))
-    params = {
-        "user": user, "session": q.session_id, "parent": q.parent_id, "tags": q.tags, "limit": q.limit,
-        "offset": q.offset,
-    }
-    return page(await queries.fetch_all(query, params), q.limit, q.offset)
+    params = {"user": user, "session": q.session_id, "parent": q.parent_id, "tags": q.tags}
+    return await page_of(queries, NEWEST_ARTIFACTS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
 
 
 ARTIFACT_HITS_TEXT = SQL("""
@@ -155,12 +154,12 @@ async def rag_influence(queries: Queries, user: str, q: RagInfluence) -> dict[st
 
 
 async def by_example(queries: Queries, user: str, q: ByExample) -> dict[str, Any]:
-    rows = await queries.fetch_all(
-        "SELECT artifact_id, session_id, score, created_at, count(*) OVER () AS total FROM rm_lineage.rag_links"
-        " WHERE owner = %s AND example_id = %s ORDER BY score DESC, artifact_id LIMIT %s OFFSET %s",
-        (user, q.example_id, q.limit, q.offset),
+    inner = SQL(
+        "SELECT artifact_id, session_id, score, created_at, score AS page_key, artifact_id AS page_id"
+        " FROM rm_lineage.rag_links WHERE owner = %(user)s AND example_id = %(example)s"
     )
-    return page(rows, q.limit, q.offset)
+    params = {"user": user, "example": q.example_id}
+    return await page_of(queries, BEST_INFLUENCED, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
 
 
 async def compare(queries: Queries, user: str, q: CompareArtifacts) -> dict[str, Any]:

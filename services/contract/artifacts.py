@@ -27,6 +27,7 @@ from services.contract.base import (
     Command,
     Offset,
     Page,
+    PageCursor,
     Query,
     Reply,
     Request,
@@ -431,6 +432,7 @@ class ListArtifacts(Query[Page[ArtifactSummaryView]], action="artifacts.list"):
     tags: Tags = Field(default=[], description="only artifacts carrying every one of these tags")
     limit: int = Field(default=50, ge=1, le=100)
     offset: Offset = 0
+    cursor: PageCursor = None
 
 
 class SearchArtifacts(Query[ArtifactHits], action="artifacts.search"):
@@ -452,6 +454,7 @@ class ByExample(Query[Page[Influenced]], action="artifacts.by_example"):
     example_id: Label
     limit: int = Field(default=50, ge=1, le=100)
     offset: Offset = 0
+    cursor: PageCursor = None
 
 
 class CompareArtifacts(Query[ArtifactComparison], action="artifacts.compare"):

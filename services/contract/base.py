@@ -177,6 +177,21 @@ Position = Annotated[int, Field(ge=0, le=MAX_POSITION)]
 Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET, description=f"rows to skip (at most {MAX_OFFSET:,})")]
 
 
+def _offset_or_cursor(cursor: str | None, info: ValidationInfo) -> str | None:
+    if cursor is not None and info.data.get("offset"):
+        raise ValueError("give offset or cursor, not both")
+    return cursor
+
+
+# A list page's `cursor` (declared after `offset`): the page after the one that gave it.
+PageCursor = Annotated[
+    Annotated[str, StringConstraints(min_length=1, max_length=4_000, pattern=r"^[A-Za-z0-9_-]+$")] | None,
+    AfterValidator(_offset_or_cursor),
+    Field(description="continue after the page that gave this next_cursor: unlike an offset, rows added since"
+          " are neither shown again nor skipped"),
+]
+
+
 class Query(Request[ReplyT], Generic[ReplyT]):
     min_position: Position | None = Field(default=None, description="wait until read models include this notification id")
 
@@ -195,3 +210,4 @@ class Page(Reply, Generic[T]):
     total: int
     limit: int
     offset: int
+    next_cursor: str | None = Field(default=None, description="the next page's cursor; None on the last page")

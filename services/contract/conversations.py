@@ -15,6 +15,7 @@ from services.contract.base import (
     JsonObject,
     Offset,
     Page,
+    PageCursor,
     Query,
     Reply,
     Role,
@@ -131,6 +132,7 @@ class DeleteConversation(Command[Written], action="conversation.delete"):
 class ListConversations(Query[Page[ConversationSummaryView]], action="conversations.list"):
     limit: int = Field(default=50, ge=1, le=100)
     offset: Offset = 0
+    cursor: PageCursor = None
     tags: Tags = Field(default=[], description="only conversations carrying every one of these tags")
     session_id: UUID | None = None
     sort_by: Literal["created_at", "updated_at", "title"] = "updated_at"

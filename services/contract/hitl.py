@@ -14,6 +14,7 @@ from services.contract.base import (
     JsonObject,
     Offset,
     Page,
+    PageCursor,
     Query,
     Reply,
     Text,
@@ -176,3 +177,4 @@ class GetRun(Query[RunStatus], action="hitl.get"):
 class ListRuns(Query[Page[RunStatus]], action="hitl.list"):
     limit: int = Field(default=50, ge=1, le=100)
     offset: Offset = 0
+    cursor: PageCursor = None

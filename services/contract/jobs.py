@@ -9,7 +9,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from domain.job import MAX_CONTENT, MAX_REASON, MAX_WORKER, Chunk, Status
-from services.contract.base import Command, JsonObject, Offset, Page, Position, Query, Reply, Text, Written
+from services.contract.base import Command, JsonObject, Offset, Page, PageCursor, Position, Query, Reply, Text, Written
 
 ArtifactType = Literal["quiz", "summary", "layout"]
 
@@ -162,3 +162,4 @@ class ListJobs(Query[Page[JobView]], action="jobs.list"):
     status: Status | None = None
     limit: int = Field(default=50, ge=1, le=100)
     offset: Offset = 0
+    cursor: PageCursor = None

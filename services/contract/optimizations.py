@@ -16,6 +16,7 @@ from services.contract.base import (
     JsonObject,
     Offset,
     Page,
+    PageCursor,
     Query,
     Reply,
     Request,
@@ -318,6 +319,7 @@ class StopOptimization(Command[OptimizationStopped], action="optimization.stop")
 class ListOptimizations(Query[Page[OptimizationView]], action="optimizations.list"):
     limit: int = Field(default=50, ge=1, le=100)
     offset: Offset = 0
+    cursor: PageCursor = None
     project: Label | None = None
     optimizer: Label | None = None
     stopped: bool | None = None

@@ -14,6 +14,7 @@ from services.contract.base import (
     JsonObject,
     Offset,
     Page,
+    PageCursor,
     Query,
     Reply,
     Tags,
@@ -62,6 +63,7 @@ class CloseSession(Command[Written], action="session.close"):
 class ListSessions(Query[Page[SessionView]], action="sessions.list"):
     limit: int = Field(default=50, ge=1, le=100)
     offset: Offset = 0
+    cursor: PageCursor = None
     kind: Annotated[str, Text(50)] | None = None
 
 

@@ -20,7 +20,8 @@ from services.contract.conversations import (
 )
 from services.contract.errors import ChronicleError
 from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
-from services.runtime.read_models import Queries, not_found, page
+from services.runtime.paging import Order, page_of
+from services.runtime.read_models import Queries, not_found
 
 CONVERSATION_COLUMNS = (
     "id, title, tags, session_id, message_count, first_message, created_at, updated_at"
@@ -31,19 +32,14 @@ async def list_conversations(queries: Queries, user: str, q: ListConversations) 
     # Only the filters given reach the WHERE clause: a prepared statement with
     # "tags @> '{}'" gets a generic plan that scans the tags index for every call.
     # sort_by and order are closed Literals: they become identifiers and keywords.
-    where = conversation_filters(q)
-    order = SQL("DESC" if q.order == "desc" else "ASC")
-    query = SQL(
-        "SELECT " + CONVERSATION_COLUMNS + ", count(*) OVER () AS total FROM rm_history.conversations"
-        " WHERE {where} ORDER BY {sort} {order}, id {order} LIMIT %(limit)s OFFSET %(offset)s"
-    ).format(where=where, sort=Identifier(q.sort_by), order=order)
-    params = {"user": user, "tags": q.tags, "session": q.session_id, "limit": q.limit, "offset": q.offset}
-    rows = await queries.fetch_all(query, params)
-    if not rows and q.offset:
-        count = SQL("SELECT count(*) AS total FROM rm_history.conversations WHERE {where}").format(where=where)
-        total = await queries.fetch_one(count, params)
-        return {"items": [], "total": total["total"] if total else 0, "limit": q.limit, "offset": q.offset}
-    return page(rows, q.limit, q.offset)
+    inner = SQL(
+        "SELECT " + CONVERSATION_COLUMNS + ", {sort} AS page_key, id AS page_id FROM rm_history.conversations"
+        " WHERE {where}"
+    ).format(where=conversation_filters(q), sort=Identifier(q.sort_by))
+    order = Order(f"conversations:{q.sort_by}:{q.order}", "text" if q.sort_by == "title" else "timestamptz",
+                  descending=q.order == "desc")
+    params = {"user": user, "tags": q.tags, "session": q.session_id}
+    return await page_of(queries, order, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
 
 
 async def get(queries: Queries, user: str, q: GetConversation) -> dict[str, Any]:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from psycopg.sql import SQL
+
 from services.contract.errors import ChronicleError
 from services.contract.hitl import GetRun, ListRuns
-from services.runtime.read_models import Queries, page
+from services.runtime.paging import Order, page_of
+from services.runtime.read_models import Queries
 
 RUN_COLUMNS = (
     "run_id, conversation_id, status, step, checkpoint_type, prompt, data, conversation_mode, paused_at,"
@@ -26,12 +29,14 @@ async def get_run(queries: Queries, user: str, q: GetRun) -> dict[str, Any]:
 
 
 async def list_runs(queries: Queries, user: str, q: ListRuns) -> dict[str, Any]:
-    rows = await queries.fetch_all(
-        "SELECT " + RUN_COLUMNS + ", 1 AS checkpoints, count(*) OVER () AS total FROM rm_hitl.checkpoints"
-        " WHERE owner = %s AND status = 'paused' ORDER BY paused_at, run_id LIMIT %s OFFSET %s",
-        (user, q.limit, q.offset),
+    inner = SQL(
+        "SELECT " + RUN_COLUMNS + ", 1 AS checkpoints, paused_at AS page_key, run_id AS page_id FROM rm_hitl.checkpoints"
+        " WHERE owner = %(user)s AND status = 'paused'"
     )
-    return page(rows, q.limit, q.offset)
+    return await page_of(queries, OLDEST_PAUSED, inner, {"user": user}, limit=q.limit, offset=q.offset, cursor=q.cursor)
+
+
+OLDEST_PAUSED = Order("paused_runs", "timestamptz", id_type="text", descending=False)
 
 
 async def due_runs(queries: Queries, limit: int = 100) -> list[dict[str, Any]]:

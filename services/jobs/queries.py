@@ -7,7 +7,8 @@ from typing import Any
 from psycopg.sql import SQL
 
 from services.contract.jobs import GetJob, ListJobs
-from services.runtime.read_models import Queries, not_found, page
+from services.runtime.paging import Order, page_of
+from services.runtime.read_models import Queries, not_found
 
 COLUMNS = (
     "id AS job_id, session_id, artifact_type, status, progress, attempt, plan, result, error, artifact_id,"
@@ -28,9 +29,11 @@ async def list_jobs(queries: Queries, user: str, q: ListJobs) -> dict[str, Any]:
         conditions.append(SQL("session_id = %(session)s"))
     if q.status is not None:
         conditions.append(SQL("status = %(status)s"))
-    query = SQL(
-        "SELECT " + COLUMNS + ", count(*) OVER () AS total FROM rm_jobs.jobs WHERE {where}"
-        " ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s"
+    inner = SQL(
+        "SELECT " + COLUMNS + ", created_at AS page_key, id AS page_id FROM rm_jobs.jobs WHERE {where}"
     ).format(where=SQL(" AND ").join(conditions))
-    params = {"user": user, "session": q.session_id, "status": q.status, "limit": q.limit, "offset": q.offset}
-    return page(await queries.fetch_all(query, params), q.limit, q.offset)
+    params = {"user": user, "session": q.session_id, "status": q.status}
+    return await page_of(queries, NEWEST_JOBS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+
+
+NEWEST_JOBS = Order("jobs", "timestamptz")

@@ -7,6 +7,7 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from psycopg.sql import SQL
 
 from domain.optimization import pareto_front
 from services.contract.errors import ChronicleError
@@ -18,7 +19,8 @@ from services.contract.optimizations import (
     OptimizationHistory,
     ParetoQuery,
 )
-from services.runtime.read_models import Queries, not_found, page
+from services.runtime.paging import Order, page_of
+from services.runtime.read_models import Queries, not_found
 
 SUMMARY = (
     "SELECT id AS optimization_id, name, project, dataset, optimizer, direction, round_count AS rounds,"
@@ -151,16 +153,18 @@ async def get(queries: Queries, user: str, q: GetOptimization) -> dict[str, Any]
 
 
 async def list_optimizations(queries: Queries, user: str, q: ListOptimizations) -> dict[str, Any]:
-    rows = await queries.fetch_all(
-        SUMMARY.replace("SELECT ", "SELECT count(*) OVER () AS total, ", 1)
+    inner = SQL(
+        SUMMARY.replace("SELECT ", "SELECT created_at AS page_key, id AS page_id, ", 1)
         + " WHERE owner = %(user)s AND direction IS NOT NULL"
         " AND (%(project)s::text IS NULL OR project = %(project)s)"
         " AND (%(optimizer)s::text IS NULL OR optimizer = %(optimizer)s)"
         " AND (%(stopped)s::boolean IS NULL OR stopped = %(stopped)s)"
-        " ORDER BY created_at DESC, id LIMIT %(limit)s OFFSET %(offset)s",
-        {**q.model_dump(include={"project", "optimizer", "stopped", "limit", "offset"}), "user": user},
     )
-    return page(rows, q.limit, q.offset)
+    params = {**q.model_dump(include={"project", "optimizer", "stopped"}), "user": user}
+    return await page_of(queries, NEWEST_OPTIMIZATIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+
+
+NEWEST_OPTIMIZATIONS = Order("optimizations", "timestamptz")
 
 
 async def history(queries: Queries, user: str, q: OptimizationHistory) -> dict[str, Any]:

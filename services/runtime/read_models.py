@@ -124,12 +124,3 @@ class Queries:
     async def fetch_one(self, query: Any, params: Any) -> dict[str, Any] | None:
         rows = await self.fetch_all(query, params)
         return rows[0] if rows else None
-
-
-def page(rows: list[dict[str, Any]], limit: int, offset: int) -> dict[str, Any]:
-    total = rows[0]["total"] if rows else 0
-    for row in rows:
-        del row["total"]
-    return {"items": rows, "total": total, "limit": limit, "offset": offset}
-
-

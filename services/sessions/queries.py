@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from psycopg.sql import SQL
+
 from services.contract.sessions import GetSession, ListSessions
-from services.runtime.read_models import Queries, not_found, page
+from services.runtime.paging import Order, page_of
+from services.runtime.read_models import Queries, not_found
 
 SESSION_COLUMNS = (
     "s.id, s.name, s.description, s.kind, s.tags, s.status, s.conversation_count,"
@@ -18,13 +21,15 @@ SESSIONS = "rm_history.sessions s LEFT JOIN rm_stats.sessions st ON st.session_i
 
 
 async def list_sessions(queries: Queries, user: str, q: ListSessions) -> dict[str, Any]:
-    rows = await queries.fetch_all(
-        "SELECT " + SESSION_COLUMNS + ", count(*) OVER () AS total FROM " + SESSIONS +
+    inner = SQL(
+        "SELECT " + SESSION_COLUMNS + ", s.created_at AS page_key, s.id AS page_id FROM " + SESSIONS +
         " WHERE s.owner = %(user)s AND (%(kind)s::text IS NULL OR s.kind = %(kind)s)"
-        " ORDER BY s.created_at DESC, s.id LIMIT %(limit)s OFFSET %(offset)s",
-        {"user": user, "kind": q.kind, "limit": q.limit, "offset": q.offset},
     )
-    return page(rows, q.limit, q.offset)
+    params = {"user": user, "kind": q.kind}
+    return await page_of(queries, NEWEST_SESSIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+
+
+NEWEST_SESSIONS = Order("sessions", "timestamptz")
 
 
 async def get_session(queries: Queries, user: str, q: GetSession) -> dict[str, Any]:
