@@ -26,9 +26,11 @@ from pydantic import BaseModel, ValidationError
 from adapters.auth import TokenAuthority
 from adapters.errors import translate
 from adapters.messaging.fair_share import FairShare
+from services.contract import request_ids
 from services.contract.base import MAX_JSON_BYTES, idempotency_key
 from services.contract.bus import inbox_prefix
 from services.contract.errors import ChronicleError
+from services.contract.request_ids import request_id
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +157,8 @@ class NatsService:
     async def _handle(self, route: Route, request: Request) -> None:
         started = time.perf_counter()
         code = "ok"
+        rid = request_id(request.headers)
+        request_ids.current.set(rid)  # (this task's context: its log lines carry it)
         try:
             user = self.authority.user_of(request.headers)
             if self.scoped_inboxes and not (request._msg.reply or "").startswith(inbox_prefix(user) + "."):
@@ -173,10 +177,12 @@ class NatsService:
             code = failure.code
             body = envelope_error(failure)
         try:
-            await request.respond(body)
+            await request.respond(body, headers={request_ids.HEADER: rid})
         except Exception as error:
             log.warning("reply not sent", extra={"subject": route.subject, "error_type": type(error).__name__})
-        log.debug(
+        # Every request at debug; what failed on the server's side at info, to be found by its id.
+        log.log(
+            logging.INFO if code in ("unavailable", "internal") else logging.DEBUG,
             "request",
             extra={"subject": route.subject, "code": code, "ms": round((time.perf_counter() - started) * 1000, 2)},
         )

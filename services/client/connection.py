@@ -24,6 +24,7 @@ from services.client.events import Events
 from services.client.hitl import Hitl
 from services.client.jobs import Jobs
 from services.client.optimizations import Optimizations, OptimizationState
+from services.contract import request_ids
 from services.contract.base import Command, Page, Query, Reply, Written
 from services.contract.bus import inbox_prefix
 from services.contract.conversations import (
@@ -122,8 +123,10 @@ def collector_paused(*, promote: bool = True) -> Iterator[None]:
     gc.enable()
 
 
-def failure(error: dict[str, Any]) -> ChronicleError:
-    return ChronicleError(error.get("code", "internal"), error.get("message", ""), error.get("details"))
+def failure(error: dict[str, Any], request_id: str | None = None) -> ChronicleError:
+    failed = ChronicleError(error.get("code", "internal"), error.get("message", ""), error.get("details"))
+    failed.request_id = request_id
+    return failed
 
 
 class ChronicleClient:
@@ -179,22 +182,29 @@ class ChronicleClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _send(self, subject: str, payload: dict[str, Any], idempotency_key: str | None = None) -> bytes:
-        headers = {"Authorization": f"Bearer {self.token}"}
+    async def _send(
+        self, subject: str, payload: dict[str, Any], idempotency_key: str | None = None
+    ) -> tuple[bytes, str]:
+        """The reply's bytes and the request's id. A request carries a `Request-Id`: the one
+        set for the caller's context (`request_ids.current`, e.g. a gateway's own request),
+        else a new one; the service logs under it, and a ChronicleError from it names it."""
+        rid = request_ids.current.get() or request_ids.request_id(None)
+        headers = {"Authorization": f"Bearer {self.token}", request_ids.HEADER: rid}
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
         msg = await self.nc.request(
             f"{self.prefix}.{subject}", orjson.dumps(payload), timeout=self.timeout, headers=headers
         )
-        return msg.data
+        return msg.data, rid
 
     async def request(
         self, subject: str, payload: dict[str, Any], *, idempotency_key: str | None = None
     ) -> Any:
         """Send one request; return the reply's data or raise ChronicleError."""
-        reply = orjson.loads(await self._send(subject, payload, idempotency_key))
+        data, rid = await self._send(subject, payload, idempotency_key)
+        reply = orjson.loads(data)
         if not reply.get("ok"):
-            raise failure(reply.get("error") or {})
+            raise failure(reply.get("error") or {}, rid)
         return reply["data"]
 
     async def command(self, request: Command[R], idempotency_key: str | None = None) -> R:
@@ -218,21 +228,21 @@ class ChronicleClient:
     async def query(self, request: Query[R]) -> R:
         # Validated straight from the reply's bytes (pydantic's JSON parser): a history page
         # of a thousand trials is parsed once, not by orjson and then again by pydantic.
-        data = await self._send(f"query.{request.action}", self._query_payload(request))
+        data, rid = await self._send(f"query.{request.action}", self._query_payload(request))
         with collector_paused(promote=len(data) >= PROMOTED_REPLY):
             envelope = Envelope[request.reply].model_validate_json(data)  # type: ignore[name-defined]
         if not envelope.ok or envelope.data is None:
-            raise failure(envelope.error or {})
+            raise failure(envelope.error or {}, rid)
         return cast(R, envelope.data)
 
     async def query_json(self, request: Query[Any]) -> dict[str, Any]:
         """A query's reply data as plain JSON values, for bulk replies that a caller reads as
         dicts (a history's rounds): parsed by orjson, without building a model per item."""
-        data = await self._send(f"query.{request.action}", self._query_payload(request))
+        data, rid = await self._send(f"query.{request.action}", self._query_payload(request))
         with collector_paused(promote=len(data) >= PROMOTED_REPLY):
             reply = orjson.loads(data)
         if not reply.get("ok") or reply.get("data") is None:
-            raise failure(reply.get("error") or {})
+            raise failure(reply.get("error") or {}, rid)
         return cast(dict[str, Any], reply["data"])
 
     async def send_json(self, request: Command[Any] | Query[Any], idempotency_key: str | None = None) -> dict[str, Any]:

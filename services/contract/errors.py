@@ -19,6 +19,7 @@ class ChronicleError(Exception):
         self.code = code
         self.message = message
         self.details = details or []
+        self.request_id: str | None = None  # the request's id, when a client got this in a reply
 
     @property
     def fields(self) -> list[str]:

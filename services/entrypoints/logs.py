@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from services.contract import request_ids
+
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
@@ -20,6 +22,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        rid = request_ids.current.get()
+        if rid is not None:  # written while handling a request
+            entry["request_id"] = rid
         entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
         if record.exc_info:
             entry["exc_type"] = record.exc_info[0].__name__ if record.exc_info[0] else None
