@@ -100,17 +100,22 @@ class SemanticProjection(Documents):
     def _vectors(self, texts: list[str]) -> list[str]:
         return [vector_literal(v) for v in self.embedder.embed(texts)]
 
-    def _index_conversations(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
-        ids, owners, titles = columns(rows, 3)
+    def _insert(self, cur: Cursor, table: str, ids: list[Any], owners: list[str], vectors: list[str]) -> None:
+        """Rows of `table` (conversations or artifacts): id, owner, vector literal."""
         cur.execute(
             self.sql(
-                "INSERT INTO {schema}.conversations (id, owner, embedding)"
-                " SELECT c.id, c.owner, c.embedding::vector FROM unnest(%b::uuid[], %b::text[], %b::text[])"
-                " AS c(id, owner, embedding)"
+                "INSERT INTO {schema}.{table} (id, owner, embedding)"
+                " SELECT r.id, r.owner, r.embedding::vector FROM unnest(%b::uuid[], %b::text[], %b::text[])"
+                " AS r(id, owner, embedding)",
+                table=table,
             ),
-            [ids, owners, self._vectors(titles)],
+            [ids, owners, vectors],
             prepare=True,
         )
+
+    def _index_conversations(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
+        ids, owners, titles = columns(rows, 3)
+        self._insert(cur, "conversations", ids, owners, self._vectors(titles))
 
     def _retitle(self, cur: Cursor, items: list[tuple[Any, str]]) -> None:
         ids, titles = columns(items, 2)
@@ -140,15 +145,7 @@ class SemanticProjection(Documents):
         ids, owners, queries, drafts = columns(rows, 4)
         vectors = self.embedder.embed(queries + drafts)
         blended = [blend(q, d, QUERY_WEIGHT) for q, d in zip(vectors[: len(queries)], vectors[len(queries) :], strict=True)]
-        cur.execute(
-            self.sql(
-                "INSERT INTO {schema}.artifacts (id, owner, embedding)"
-                " SELECT a.id, a.owner, a.embedding::vector FROM unnest(%b::uuid[], %b::text[], %b::text[])"
-                " AS a(id, owner, embedding)"
-            ),
-            [ids, owners, [vector_literal(v) for v in blended]],
-            prepare=True,
-        )
+        self._insert(cur, "artifacts", ids, owners, [vector_literal(v) for v in blended])
 
     @handles(Conversation.Started)
     def started(self, batch: Batch, e: Conversation.Started, _: int) -> None:

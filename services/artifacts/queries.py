@@ -85,6 +85,9 @@ async def list_artifacts(queries: Queries, user: str, q: ListArtifacts) -> dict[
     return await page_of(queries, NEWEST_ARTIFACTS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
 
 
+# Where a hit's snippet comes from: the query, then the start of the draft.
+ARTIFACT_SNIPPET = headline(SQL("a.query || E'\\n' || left(a.draft, 20000)"))
+
 ARTIFACT_HITS_TEXT = SQL("""
     WITH {query},
     best AS (
@@ -95,7 +98,7 @@ ARTIFACT_HITS_TEXT = SQL("""
     SELECT best.id AS artifact_id, a.query, best.created_at, {snippet}, ARRAY['text'] AS matched_by
     FROM best JOIN rm_artifacts.artifacts a ON a.id = best.id, query
     ORDER BY best.score DESC, best.created_at DESC
-""").format(query=QUERY, mine_s=mine_matching("s"), snippet=headline(SQL("a.query || E'\\n' || left(a.draft, 20000)")))
+""").format(query=QUERY, mine_s=mine_matching("s"), snippet=ARTIFACT_SNIPPET)
 
 ARTIFACT_HITS_HYBRID = SQL("""
     WITH {query},
@@ -117,8 +120,7 @@ ARTIFACT_HITS_HYBRID = SQL("""
     FROM fused f JOIN rm_artifacts.artifacts a ON a.id = f.id, query
     ORDER BY f.score DESC, a.created_at DESC
 """).format(
-    query=QUERY, mine_s=mine_matching("s"), fused=fused("h", "id"),
-    snippet=headline(SQL("a.query || E'\\n' || left(a.draft, 20000)")),
+    query=QUERY, mine_s=mine_matching("s"), fused=fused("id"), snippet=ARTIFACT_SNIPPET,
 )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 from uuid import UUID
 
@@ -18,9 +17,8 @@ from services.contract.conversations import (
     MessagePage,
     SearchConversations,
 )
-from services.contract.errors import ChronicleError
 from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
-from services.runtime.paging import Order, page_of
+from services.runtime.paging import Order, invalid_cursor, page_of, token, untoken
 from services.runtime.read_models import Queries, not_found
 
 CONVERSATION_COLUMNS = (
@@ -47,20 +45,19 @@ async def get(queries: Queries, user: str, q: GetConversation) -> dict[str, Any]
 
 
 def encode_cursor(seq: int, order: str) -> str:
-    return base64.urlsafe_b64encode(f"{order[0]}{seq}".encode()).decode().rstrip("=")
+    return token(f"{order[0]}{seq}".encode())
 
 
 def decode_cursor(cursor: str, order: str, field: str) -> int:
     """A page's next_cursor back to the message seq it continues from (`invalid` naming the
     field when it is not one, or was made for the other order)."""
     try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        text = untoken(cursor).decode()
         if text[:1] != order[0]:
             raise ValueError(text)
         return int(text[1:])
     except ValueError:
-        message = "not a cursor this service gave for this order"
-        raise ChronicleError("invalid", message, [{"field": field, "rule": "cursor", "message": message}]) from None
+        raise invalid_cursor(field, "not a cursor this service gave for this order") from None
 
 
 async def get_conversation(
@@ -144,7 +141,7 @@ CONVERSATION_HITS_HYBRID = SQL("""
     LEFT JOIN rm_search.messages m ON m.conversation_id = f.conversation_id AND m.id = f.message_id, query
     ORDER BY f.score DESC, 4 DESC
 """).format(
-    query=QUERY, matches=TEXT_MATCHES, fused=fused("h", "conversation_id, message_id"),
+    query=QUERY, matches=TEXT_MATCHES, fused=fused("conversation_id, message_id"),
     snippet=headline(SQL("coalesce(m.content, sc.title)")),
 )
 

@@ -53,15 +53,15 @@ def headline(document: Composable) -> Composed:
     ).format(document=document)
 
 
-def fused(hits: str, key: str) -> Composed:
+def fused(key: str) -> Composed:
     """A CTE named `fused`: the best %(limit)s of the CTEs `text_hits` and `vector_hits`
     (columns `key`, r: the rank), by reciprocal rank fusion, with the halves that found each."""
     return SQL("""fused AS (
             SELECT {key}, sum(1.0 / ({k} + r)) AS score, array_agg(how ORDER BY how DESC) AS matched_by
             FROM (SELECT {key}, r, 'text' AS how FROM text_hits
-                  UNION ALL SELECT {key}, r, 'semantic' FROM vector_hits) {hits}
+                  UNION ALL SELECT {key}, r, 'semantic' FROM vector_hits) halves
             GROUP BY {key} ORDER BY score DESC LIMIT %(limit)s
-        )""").format(key=SQL(key), k=SQL(str(FUSION_K)), hits=Identifier(hits))
+        )""").format(key=SQL(key), k=SQL(str(FUSION_K)))
 
 
 async def ranked_search(

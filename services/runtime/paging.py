@@ -12,7 +12,6 @@ page, None on the last.
 from __future__ import annotations
 
 import base64
-import binascii
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -87,20 +86,33 @@ async def page_of(
     return {"items": items, "total": total, "limit": limit, "offset": offset, "next_cursor": next_cursor}
 
 
+def token(raw: bytes) -> str:
+    """Bytes as an opaque cursor (URL-safe base64, unpadded)."""
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def untoken(cursor: str) -> bytes:
+    """A cursor's bytes; binascii.Error (a ValueError) when it is not one."""
+    return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+
+
+def invalid_cursor(field: str, message: str) -> ChronicleError:
+    return ChronicleError("invalid", message, [{"field": field, "rule": "cursor", "message": message}])
+
+
 def encode(order: Order, key: Any, ident: Any) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps([order.name, key, ident])).decode().rstrip("=")
+    return token(orjson.dumps([order.name, key, ident]))
 
 
 def decode(order: Order, cursor: str) -> tuple[str, str]:
     """A cursor back to (sort value, id) as text for Postgres to cast; `invalid` naming the
     field when it is not one this service gave for this list and order."""
     try:
-        name, key, ident = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        name, key, ident = orjson.loads(untoken(cursor))
         if name != order.name:
             raise ValueError(name)
         READ_BACK[order.key_type](key)  # what Postgres could not cast is refused here, as bad input
         READ_BACK[order.id_type](ident)
-    except (ValueError, TypeError, KeyError, binascii.Error):
-        message = "not a cursor this service gave for this list and order"
-        raise ChronicleError("invalid", message, [{"field": "cursor", "rule": "cursor", "message": message}]) from None
+    except (ValueError, TypeError, KeyError):  # (binascii.Error and orjson's are ValueErrors)
+        raise invalid_cursor("cursor", "not a cursor this service gave for this list and order") from None
     return str(key), str(ident)
