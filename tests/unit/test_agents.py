@@ -159,7 +159,7 @@ SPEC = JobSpec(artifact_type="quiz", content="Quiz me on photosynthesis, private
 
 @pytest.fixture
 async def agent(endpoint: ScriptedEndpoint) -> AsyncIterator[OpenAIAgent]:
-    openai = OpenAIAgent(endpoint.url, "gpt-test", "sk-agent-key", timeout=0.2, backoff_seconds=0.01, temperature=0.2)
+    openai = OpenAIAgent(endpoint.url, "gpt-test", "sk-agent-key", timeout=5.0, backoff_seconds=0.01, temperature=0.2)
     yield openai
     await openai.aclose()
 
