@@ -79,7 +79,7 @@ class BusSecrets:
 
     @classmethod
     def new(cls) -> BusSecrets:
-        return cls(new_account_seed(), secrets.token_urlsafe(24), secrets.token_urlsafe(24))
+        return cls(new_account_seed(), config_safe_secret(), config_safe_secret())
 
     @classmethod
     def kept_in(cls, data_dir: Path) -> BusSecrets:
@@ -107,16 +107,18 @@ class BusSecrets:
         return with_credentials(url, CALLOUT_USER, self.callout_password)
 
 
+def config_safe_secret() -> str:
+    """A password nats-server reads back from its environment as the same string: it parses
+    a variable's value as a config value, so one starting with a digit or a dash may turn
+    into a number or an error ("1y..." did); a letter, then hex, is always a plain string."""
+    return "s" + secrets.token_hex(24)
+
+
 def with_credentials(url: str, user: str, password: str) -> str:
     parts = urllib.parse.urlsplit(url)
     host = parts.netloc.rpartition("@")[2]
     netloc = f"{urllib.parse.quote(user, safe='')}:{urllib.parse.quote(password, safe='')}@{host}"
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-
-
-def without_credentials(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 class EmbeddedNats:
@@ -130,7 +132,7 @@ class EmbeddedNats:
 
     def __init__(
         self, data_dir: Path, port: int | None = None, extra_args: list[str] | None = None,
-        auth: BusSecrets | None = None,
+        auth: BusSecrets | None = None, config: Path = NATS_CONFIG, environment: dict[str, str] | None = None,
     ):
         self.store_dir = data_dir / "nats"
         self.pid_file = data_dir / "nats.pid"
@@ -141,6 +143,8 @@ class EmbeddedNats:
         self.log_file = data_dir / "nats.log"
         self.extra_args = extra_args or []
         self.auth = auth
+        self.config = config  # read when auth is set (infra/nats/cluster.conf includes the default one)
+        self.environment = environment or {}  # more variables for the config (a cluster node's name, routes)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -148,9 +152,15 @@ class EmbeddedNats:
         return f"nats://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 15.0) -> str:
+        self.launch()
+        return self.wait_healthy(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting (a cluster's nodes are healthy only once a
+        majority of them runs)."""
         self.store_dir.mkdir(parents=True, exist_ok=True)
         stop_leftover(self.pid_file)
-        configured = ["-c", str(NATS_CONFIG)] if self.auth is not None else []
+        configured = ["-c", str(self.config)] if self.auth is not None else []
         with self.log_file.open("ab") as log:  # its own log: why it did not start, if it does not
             self.process = subprocess.Popen(
                 [nats_server_binary(), *configured, "-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.monitor_port),
@@ -158,11 +168,14 @@ class EmbeddedNats:
                 stdout=subprocess.DEVNULL,
                 stderr=log,
                 # The secrets go by environment, never on a command line others can list.
-                env={**os.environ, **(self.auth.server_environment() if self.auth else {})},
+                env={**os.environ, **(self.auth.server_environment() if self.auth else {}), **self.environment},
                 # Its own session: a Ctrl-C meant for us must not kill it before we drain.
                 start_new_session=True,
             )
         self.pid_file.write_text(str(self.process.pid))
+
+    def wait_healthy(self, timeout: float) -> str:
+        assert self.process is not None, "not launched"
         deadline = time.monotonic() + timeout
         # Healthy means JetStream too: its API answers "no responders" until it is up.
         while not self.healthy():
@@ -177,6 +190,13 @@ class EmbeddedNats:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.monitor_port}/healthz", timeout=1) as reply:
                 return bool(reply.status == 200)
         return False
+
+    def kill(self) -> None:
+        """SIGKILL, as a machine that dies: no goodbye to clients or cluster peers."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -35,7 +35,8 @@ def parser() -> argparse.ArgumentParser:
         "`python -m bench jobs --help`: jobs/s, latency and pipeline overhead with 1, 2 and 4 job workers; "
         "`python -m bench gateway --help`: what the REST API adds over NATS; "
         "`python -m bench feed --help`: the event feed's rate, its follower's lag, and its cost; "
-        "`python -m bench outage --help`: how fast requests fail while Postgres is stopped and work once it is back.",
+        "`python -m bench outage --help`: how fast requests fail while Postgres is stopped and work once it is back; "
+        "`python -m bench faults --help`: a NATS cluster node or a service instance killed under load.",
     )
     scale = p.add_argument_group("scale")
     scale.add_argument("--quick", action="store_true",
@@ -109,6 +110,7 @@ SUITES = {
     "gateway": "bench.gateway",  # what the REST API adds over NATS: reads p50/p95, writes/s
     "feed": "bench.feed",  # the event feed: events/s, follower lag, add_message with it on and off
     "outage": "bench.outage",  # requests while Postgres is stopped, and the first one after it is back
+    "faults": "bench.faults",  # a NATS node or a service instance killed under load: nothing lost or duplicated
 }
 
 

@@ -20,6 +20,7 @@ import nats
 import orjson
 
 from adapters.auth import TokenAuthority
+from adapters.messaging.connect import connect_options
 from adapters.messaging.jetstream import remove_streams
 from adapters.store.postgres import PostgresTarget
 
@@ -107,17 +108,17 @@ class ServiceProcess:
         env.update(self.settings)
         return env
 
-    def start(self, timeout: float = 120.0, command: str = "serve") -> None:
-        """Start the service (or another `chronicle` command that logs `ready`, e.g. `http`)
-        and return once it logs `ready` (its endpoints are up; a build that outlasts the
-        service's 60 s ready timeout logs it with `rebuilding`)."""
+    def start(self, timeout: float = 120.0, command: str = "serve", ready: str = "ready") -> None:
+        """Start the service (or another `chronicle` command, e.g. `http`, or `projections run`
+        which logs `projections running`) and return once it logs `ready` (its endpoints are
+        up; a build that outlasts the service's 60 s ready timeout logs it with `rebuilding`)."""
         with self.log_path.open("wb") as log:
             self.started_at = time.perf_counter()
             self.process = subprocess.Popen(
-                [*chronicle_command(), command], env=self.environment(), stdout=log, stderr=subprocess.STDOUT
+                [*chronicle_command(), *command.split()], env=self.environment(), stdout=log, stderr=subprocess.STDOUT
             )
         deadline = time.monotonic() + timeout
-        while not self._logged("ready"):
+        while not self._logged(ready):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"chronicle serve did not become ready:\n{self.log_tail()}")
             time.sleep(0.05)
@@ -162,8 +163,14 @@ class ServiceProcess:
         with concurrent.futures.ThreadPoolExecutor(1) as thread:  # (a caller may be inside an event loop)
             thread.submit(asyncio.run, self._remove_streams()).result()
 
+    def kill(self) -> None:
+        """SIGKILL, as a machine that dies mid-request."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
     async def _remove_streams(self) -> None:
-        nc = await nats.connect(self.nats_url)
+        nc = await nats.connect(**connect_options(self.nats_url))
         try:
             await remove_streams(nc.jetstream(), self.subject_prefix)
         finally:

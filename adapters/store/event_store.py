@@ -108,6 +108,10 @@ class ChronicleRecorder(PostgresApplicationRecorder):
             " JOIN chronicle.events e ON e.originator_id = s.id AND e.originator_version > s.after"
             " ORDER BY e.originator_id, e.originator_version"
         )
+        self.select_changed = SQL(
+            "SELECT s.id FROM unnest(%s::uuid[], %s::bigint[]) AS s(id, seen)"
+            " WHERE EXISTS (SELECT 1 FROM chronicle.events e WHERE e.originator_id = s.id AND e.originator_version > s.seen)"
+        )
         self.select_idempotency = SQL(
             "SELECT owner, key, fingerprint, reply, position FROM chronicle.idempotency"
             " WHERE (owner, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
@@ -185,6 +189,15 @@ class ChronicleRecorder(PostgresApplicationRecorder):
                 )
                 for row in curs.fetchall()
             ]
+
+    @while_reachable
+    def changed(self, seen: Mapping[UUID, int]) -> set[UUID]:
+        """The streams with an event after the version given for each (0: any event at all)."""
+        if not seen:
+            return set()
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self.select_changed, (list(seen), list(seen.values())), prepare=True)
+            return {row["id"] for row in curs.fetchall()}
 
     @while_reachable
     def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], StoredReply]:

@@ -52,6 +52,10 @@ class InMemoryRecorder:
         with self._lock:
             return {key: self.stored_replies[key] for key in keys if key in self.stored_replies}
 
+    def changed(self, seen: dict[UUID, int]) -> set[UUID]:
+        with self._lock:
+            return {i for i, version in self.versions if isinstance(i, UUID) and i in seen and version > seen[i]}
+
     def stream(self, originator_id: UUID) -> list[StoredEvent]:
         with self._lock:
             return [e for e in self.events if e.originator_id == originator_id]

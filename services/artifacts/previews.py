@@ -42,13 +42,13 @@ from services.runtime.read_models import Queries
 UPLOAD_TTL = 3600.0  # seconds an upload waits to be claimed before JetStream drops it
 
 
-async def ensure_upload_bucket(js: JetStreamContext, prefix: str) -> None:
+async def ensure_upload_bucket(js: JetStreamContext, prefix: str, replicas: int = 1) -> None:
     bucket = upload_bucket(prefix)
     try:
         await js.object_store(bucket)
     except BucketNotFoundError:
         try:
-            await js.create_object_store(bucket, ObjectStoreConfig(ttl=UPLOAD_TTL))
+            await js.create_object_store(bucket, ObjectStoreConfig(ttl=UPLOAD_TTL, replicas=replicas))
         except BadRequestError:  # another instance created it meanwhile
             pass
 

@@ -26,7 +26,7 @@ from services.client.jobs import Jobs
 from services.client.optimizations import Optimizations, OptimizationState
 from services.contract import request_ids
 from services.contract.base import Command, Page, Query, Reply, Written
-from services.contract.bus import inbox_prefix
+from services.contract.bus import inbox_prefix, server_urls
 from services.contract.conversations import (
     AddMessage,
     ConversationStarted,
@@ -167,7 +167,7 @@ class ChronicleClient:
         user's own inbox prefix; `nats_options` go to nats.connect (e.g. reconnect_time_wait)."""
         user = token_subject(token)
         options = {"token": token, **({"inbox_prefix": inbox_prefix(user)} if user else {}), **(nats_options or {})}
-        client = cls(await nats.connect(url, **options), token, **kwargs)
+        client = cls(await nats.connect(server_urls(url), **options), token, **kwargs)
         client._owns_connection = True
         return client
 

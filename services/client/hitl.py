@@ -11,6 +11,7 @@ POLL_SECONDS in case one was missed while the connection was away.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import nats.errors
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from services.client.connection import ChronicleClient
 
 POLL_SECONDS = 10.0
+RETRY_SECONDS = 0.5  # between sends of a take whose reply did not come (the service was away)
 
 
 class Expired(ChronicleError):
@@ -64,7 +66,7 @@ class RunHandle:
         deadline = None if timeout is None else loop.time() + timeout
         try:
             while True:
-                taken = await client.hitl.take(self.run_id)
+                taken = await self._take(deadline)
                 if taken.status == "expired":
                     raise Expired(self.run_id)
                 if taken.status == "resumed" and taken.answer is not None:
@@ -78,6 +80,26 @@ class RunHandle:
                     pass
         finally:
             await signals.unsubscribe()
+
+    async def _take(self, deadline: float | None) -> AnswerTaken:
+        """hitl.take, sent again with the same Idempotency-Key until a reply comes: a take
+        whose reply was lost (a NATS node or the instance died after its commit) recorded
+        the answer as taken, and only its stored reply still holds that answer; a new key
+        would hear `taken` and wait for ever. Each take that was answered gets a new key,
+        or the next one would replay the first reply (`paused`) for ever."""
+        loop = asyncio.get_running_loop()
+        key = f"take-{uuid.uuid4().hex}"
+        while True:
+            try:
+                return await self.client.hitl.take(self.run_id, idempotency_key=key)
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+                pass
+            except ChronicleError as error:
+                if error.code != "unavailable":
+                    raise
+            if deadline is not None and loop.time() >= deadline:
+                raise TimeoutError(f"no answer for run {self.run_id}")
+            await asyncio.sleep(RETRY_SECONDS)
 
 
 class Hitl:
@@ -103,9 +125,9 @@ class Hitl:
         request = self._client.build(ResumeRun, run_id=run_id, approved=approved, **fields)
         return await self._client.command(request, idempotency_key)
 
-    async def take(self, run_id: str) -> AnswerTaken:
+    async def take(self, run_id: str, *, idempotency_key: str | None = None) -> AnswerTaken:
         """The answer to the run's current checkpoint if nobody took it yet (see RunHandle)."""
-        taken = await self._client.command(self._client.build(TakeAnswer, run_id=run_id))
+        taken = await self._client.command(self._client.build(TakeAnswer, run_id=run_id), idempotency_key)
         if taken.answer is not None:
             self._client.observed(taken.answer.position)
         return taken

@@ -17,6 +17,15 @@ INBOX = "_INBOX"
 SCOPE_BYTES = 20
 
 
+def server_urls(url: str) -> list[str]:
+    """A NATS URL as the settings take it, one server or a cluster's comma-separated
+    (`nats://a:4222,nats://b:4222`), as the list nats-py takes (it reads a string as one URL)."""
+    urls = [part.strip() for part in url.split(",") if part.strip()]
+    if not urls:
+        raise ValueError("a NATS URL names no server")
+    return urls
+
+
 def user_scope(user_id: str) -> str:
     """The subject token naming a user: base32 of a SHA-256 prefix, lower case, no padding."""
     digest = hashlib.sha256(b"chronicle-user\0" + user_id.encode()).digest()[:SCOPE_BYTES]

@@ -29,6 +29,7 @@ from adapters.generation.agent_openai import OpenAIAgent
 from adapters.generation.generator_offline import OfflineGenerator
 from adapters.generation.generator_openai import OpenAICompatibleGenerator
 from adapters.messaging.callout import AuthCallout
+from adapters.messaging.connect import connect_options
 from adapters.messaging.fair_share import FairShare, Limits
 from adapters.messaging.jetstream import remove_stream
 from adapters.messaging.nats_service import NatsService
@@ -259,7 +260,7 @@ class Chronicle:
     async def _start_service(self) -> None:
         settings, bus, queries, keys, stack = self.settings, self.bus, self.queries, self.keys, self._stack
         prefix = settings.subject_prefix
-        nc = await nats.connect(self.servers.service_nats_url, name=settings.service_name, max_reconnect_attempts=-1,
+        nc = await nats.connect(**connect_options(self.servers.service_nats_url), name=settings.service_name, max_reconnect_attempts=-1,
                                 reconnect_time_wait=0.5, error_cb=nats_error)
         stack.push_async_callback(nc.drain)
         if self.servers.callout is not None:
@@ -270,8 +271,8 @@ class Chronicle:
         for stream in (hitl_stream(prefix), f"KV_{hitl_taken_bucket(prefix)}"):
             if await remove_stream(js, stream):
                 log.info("removed a stream of an earlier version", extra={"stream": stream})
-        await ensure_upload_bucket(js, prefix)
-        await ensure_job_streams(js, prefix, settings.job_ack_wait)
+        await ensure_upload_bucket(js, prefix, settings.stream_replicas)
+        await ensure_job_streams(js, prefix, settings.job_ack_wait, settings.stream_replicas)
         job_relay = JobRelay(self.target.url, nc, js, prefix, keys)
         await self._run(job_relay)
         bus.commit_listeners.append(job_relay.committed)
@@ -299,7 +300,7 @@ class Chronicle:
         bus.commit_listeners.append(signal_relay.committed)
         await self._run(ExpirySweeper(functools.partial(hitl_queries.due_runs, queries), bus.execute))
         if settings.event_feed:
-            await ensure_feed_stream(js, prefix, settings.event_feed_max_age)
+            await ensure_feed_stream(js, prefix, settings.event_feed_max_age, settings.stream_replicas)
             await self._run(EventFeed(self.target.url, nc, js, prefix))
         digests = Digests(queries, self.postgres_store.mapper)
         # Every instance may publish digests too: the digest stream records one per position.
@@ -347,7 +348,7 @@ class Chronicle:
         """Users' connections are authorized here: their bearer token, checked as on every
         request, and their permissions (services/contract/bus.py)."""
         settings = self.settings
-        nc = await nats.connect(callout.url, name=f"{settings.service_name}-auth", max_reconnect_attempts=-1,
+        nc = await nats.connect(**connect_options(callout.url), name=f"{settings.service_name}-auth", max_reconnect_attempts=-1,
                                 reconnect_time_wait=0.5, error_cb=nats_error)
         self._stack.push_async_callback(nc.drain)
         await self._run(AuthCallout(

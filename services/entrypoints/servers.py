@@ -6,7 +6,8 @@ import fcntl
 from dataclasses import dataclass, field
 from typing import IO
 
-from adapters.embedded import BusSecrets, EmbeddedNats, EmbeddedPostgres, without_credentials
+from adapters.embedded import BusSecrets, EmbeddedNats, EmbeddedPostgres
+from adapters.messaging.connect import without_credentials
 from services.entrypoints.settings import Settings
 
 

@@ -78,6 +78,10 @@ class Settings(BaseSettings):
     snapshot_keep: int = Field(
         default=0, ge=0, description="latest snapshots kept per aggregate; 0: all (an audit at any version starts near it)"
     )
+    stream_replicas: int = Field(
+        default=1, ge=1, le=5,
+        description="copies JetStream keeps of each of Chronicle's streams and stores (3 on a three-node cluster)",
+    )
     event_feed: bool = Field(default=True, description="publish every committed event to the event feed's stream")
     event_feed_max_age: float = Field(
         default=0, ge=0, description="seconds the event feed's stream keeps an event; 0: for ever (the whole history)"

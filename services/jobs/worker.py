@@ -56,11 +56,14 @@ def streams(prefix: str) -> tuple[str, str]:
     return base + "_JOBS", base + "_JOB_PROGRESS"
 
 
-async def ensure_job_streams(js: JetStreamContext, prefix: str, ack_wait: float) -> None:
+async def ensure_job_streams(js: JetStreamContext, prefix: str, ack_wait: float, replicas: int = 1) -> None:
     work, progress = streams(prefix)
     # A work queue holds a job until a worker acks it; its message ids (the job ids) are
     # remembered for an hour, so a relay publishing again adds no second copy.
-    await ensure_stream(js, work, [f"{prefix}.jobs.work"], retention=RetentionPolicy.WORK_QUEUE, duplicate_window=3600.0)
+    await ensure_stream(
+        js, work, [f"{prefix}.jobs.work"], retention=RetentionPolicy.WORK_QUEUE, duplicate_window=3600.0,
+        replicas=replicas,
+    )
     # Progress goes to each owner's own subject now, kept nowhere.
     await remove_stream(js, progress)
     consumer = ConsumerConfig(durable_name=CONSUMER, ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait, max_deliver=-1)

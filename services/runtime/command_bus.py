@@ -16,7 +16,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -70,6 +70,7 @@ class Submission:
     events: list[Any] = field(default_factory=list)
     owners: dict[UUID, str | None] = field(default_factory=dict)  # aggregate id -> owner to seal for
     saved: dict[UUID, Any] = field(default_factory=dict)  # aggregate id -> the aggregate, for snapshots
+    read: dict[UUID, int] = field(default_factory=dict)  # aggregate id -> version, of those only read from the cache
     duplicate_of: Submission | None = None
     replayed: bool = False
 
@@ -83,6 +84,13 @@ class Submission:
                 self.future.set_result(self.reply or {})
 
         self.loop.call_soon_threadsafe(resolve)
+
+
+RACED_REFUSALS = ("conflict", "not_found", "invalid")  # what an aggregate's guard answers
+
+
+class _StaleReads(Exception):
+    """What the batch read from the cache was written since by another instance."""
 
 
 class _Rerun(Exception):
@@ -100,6 +108,7 @@ class Recorder(Protocol):
         writers: Collection[str] = (), erased: Collection[str] = (),
     ) -> list[int]: ...
     def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], StoredReply]: ...
+    def changed(self, seen: Mapping[UUID, int]) -> set[UUID]: ...
 
 
 class Store(Protocol):
@@ -134,6 +143,7 @@ class CommandBus:
         self.clock = clock
         self.new_id = new_id
         self.conflicts = 0
+        self.stale_reads = 0  # batches decided again: another instance had written what they read
         self.batches = 0
         self.commit_listeners: list[CommitListener] = []
         self._queue: queue.Queue[Submission | None] = queue.Queue()
@@ -232,6 +242,7 @@ class CommandBus:
     def _commit_batch(self, batch: list[Submission]) -> None:
         self.batches += 1
         self._commit(batch)
+        self._answer_raced_keys(batch)
         for s in batch:
             if s.duplicate_of is not None:
                 s.reply, s.error = s.duplicate_of.reply, s.duplicate_of.error
@@ -250,6 +261,8 @@ class CommandBus:
                 self._forget(pending)
                 pending.remove(rerun.culprit)
                 rerun.culprit.error = rerun.failure
+            except _StaleReads:
+                self._forget(pending)
             except IntegrityError:
                 # Another writer got there first: forget what we believed and decide again,
                 # after a random pause that grows, so two instances stop colliding.
@@ -278,6 +291,35 @@ class CommandBus:
         if saved and self.snapshots is not None:
             self.snapshots.after_commit(saved_aggregates(pending))
 
+    def _answer_raced_keys(self, batch: list[Submission]) -> None:
+        """A keyed command refused by the aggregate may have been refused because of itself:
+        a retry that reached this instance while its first send was committing on another
+        (a NATS node or the other instance died before the reply came) finds no stored reply
+        yet, then loads the state the first send made ("run is not paused"). The first send's
+        reply, stored with its events, is then the answer, not the refusal. (A refusal made
+        on state that did not include the first send's events is not caused by it.)"""
+        refused = [
+            s for s in batch
+            if s.client_key and s.error is not None and s.duplicate_of is None and s.error.code in RACED_REFUSALS
+        ]
+        if not refused:
+            return
+        try:
+            stored = self.store.recorder.replies([(s.user_id, s.key) for s in refused])
+        except Exception:  # the refusal stands; a retry will find the stored reply
+            log.warning("could not look for a raced key's reply", exc_info=True)
+            return
+        for s in refused:
+            if (s.user_id, s.key) not in stored:
+                continue
+            try:
+                known_fingerprint, reply = self._open_reply(s.user_id, s.key, stored[(s.user_id, s.key)])
+            except UserErased as erased:
+                s.error = translate(erased)
+                continue
+            if known_fingerprint == s.fingerprint:
+                s.reply, s.error, s.replayed = reply, None, True
+
     def _tell_listeners(self, committed: list[tuple[int, Any]]) -> None:
         for listener in self.commit_listeners:
             try:
@@ -291,7 +333,7 @@ class CommandBus:
         self.cache.evict({i for s in batch for i in s.payload.aggregate_ids()})
         for s in batch:
             s.error, s.reply, s.sealed_reply, s.events, s.duplicate_of, s.replayed = None, None, None, [], None, False
-            s.owners, s.saved = {}, {}
+            s.owners, s.saved, s.read = {}, {}, {}
 
     def _decide_and_save(self, batch: list[Submission], *, replay_all_keys: bool) -> list[tuple[int, Any]]:
         keys = [(s.user_id, s.key) for s in batch if s.client_key or replay_all_keys]
@@ -321,6 +363,7 @@ class CommandBus:
                 continue
             self._decide(s, first_attempt=not replay_all_keys)
             erased_here |= {e.user_id for e in s.events if isinstance(e, DataSubject.Erased)}
+        self._check_reads(batch)
         return self._save(batch)
 
     def _check_same_request(self, s: Submission, known_fingerprint: str) -> None:
@@ -353,6 +396,8 @@ class CommandBus:
             if any(a.pending_events for a in uow.touched.values()):
                 self.cache.evict(uow.touched)
                 raise _Rerun(s, s.error) from None
+        s.read = uow.cached_reads()
+        if s.error is not None:
             return
         for aggregate in uow.touched.values():
             events = aggregate.collect_events()
@@ -361,6 +406,22 @@ class CommandBus:
                 # The system's own records (erasures, digests) stay unsealed: no user key to lose.
                 s.owners[aggregate.id] = None if aggregate.owner == SYSTEM_OWNER else aggregate.owner
                 s.saved[aggregate.id] = aggregate
+
+    def _check_reads(self, batch: list[Submission]) -> None:
+        """Another instance may have written an aggregate since this one cached it. What a
+        command writes is checked by the store (its version is taken: a conflict); what it
+        only read from the cache, deciding a refusal or an answer that saves nothing (a
+        take hearing `paused` of a run another instance resumed), is checked here, in one
+        query for the batch: one written since is dropped and the batch decided again."""
+        seen: dict[UUID, int] = {}
+        for s in batch:
+            for aggregate_id, version in s.read.items():
+                seen[aggregate_id] = min(version, seen.get(aggregate_id, version))
+        stale = self.store.recorder.changed(seen) if seen else set()
+        if stale:
+            self.stale_reads += 1
+            self.cache.evict(stale)
+            raise _StaleReads
 
     def _save(self, batch: list[Submission]) -> list[tuple[int, Any]]:
         """Save the batch's decisions in one transaction; return its (position, event) pairs."""

@@ -109,6 +109,10 @@ class UnitOfWork:
         self._cache = cache
         self._load = load
         self.touched: dict[UUID, Aggregate] = {}
+        # What it handed out from the cache, and what it took to be new without a read:
+        # another instance may have written them since (CommandBus._check_reads).
+        self.from_cache: set[UUID] = set()
+        self.guessed_new: set[UUID] = set()
 
     def get(self, kind: type[A], aggregate_id: UUID) -> A:
         """The caller's aggregate of this kind, or NotFound (missing, deleted, or not theirs)."""
@@ -120,7 +124,11 @@ class UnitOfWork:
 
     def find(self, kind: type[A], aggregate_id: UUID) -> A | None:
         """The aggregate of this kind with this id, whoever owns it, or None."""
-        aggregate = self.touched.get(aggregate_id) or self._cache.get(aggregate_id)
+        aggregate = self.touched.get(aggregate_id)
+        if aggregate is None:
+            aggregate = self._cache.get(aggregate_id)
+            if aggregate is not None:
+                self.from_cache.add(aggregate_id)
         if aggregate is None:
             aggregate = self._load([aggregate_id]).get(aggregate_id)
             if aggregate is not None:
@@ -136,8 +144,19 @@ class UnitOfWork:
         saving its creation breaks the store's unique (id, version) and the command runs
         again, and then it is found: for ids that are almost always new (run ids)."""
         if self.first_attempt and aggregate_id not in self.touched and aggregate_id not in self._cache:
+            self.guessed_new.add(aggregate_id)
             return None
         return self.find(kind, aggregate_id)
+
+    def cached_reads(self) -> dict[UUID, int]:
+        """{aggregate id: version} of what came from the cache and gets no new event (what
+        gets one is checked by the store's unique version), and 0 for what was taken to be new."""
+        reads = {
+            aggregate_id: aggregate.version
+            for aggregate_id, aggregate in self.touched.items()
+            if aggregate_id in self.from_cache and not aggregate.pending_events
+        }
+        return reads | dict.fromkeys(self.guessed_new - set(self.touched), 0)
 
     def forget_owner(self, owner: str) -> None:
         """Drop every cached aggregate of this owner (after an erasure)."""

@@ -244,3 +244,89 @@ async def test_two_writers_on_one_conversation_meet_optimistic_concurrency(
     assert len(messages) == 42
     assert [e.originator_version for e in store.events_of(conversation_id)] == list(range(1, 44))
     assert sum(running.conflicts for running in buses) > 0
+
+
+class LateRecorder:
+    """The shared recorder, whose first look for stored replies came just before the other
+    instance committed them (what a retry sent to a second instance may see)."""
+
+    def __init__(self, shared: Any) -> None:
+        self.shared = shared
+        self.looked = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.shared, name)
+
+    def replies(self, keys: Any) -> Any:
+        if not self.looked:
+            self.looked = True
+            return {}
+        return self.shared.replies(keys)
+
+
+class SecondInstance(InMemoryEventStore):
+    def __init__(self, shared: InMemoryEventStore) -> None:
+        self.recorder = LateRecorder(shared.recorder)  # type: ignore[assignment]
+        self.mapper = shared.mapper
+
+
+async def test_a_retry_racing_its_first_send_on_another_instance_gets_the_first_reply(
+    bus: CommandBus, store: InMemoryEventStore, clock: Clock
+) -> None:
+    conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
+    await bus.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
+    first = await bus.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice", "resume-1")
+    other = CommandBus(SecondInstance(store), command_handlers(), clock=clock)  # type: ignore[arg-type]
+    other.start()
+    try:
+        # It finds no stored reply, loads the run already resumed: refused by the aggregate,
+        # but the refusal was caused by the same request, so its stored reply is the answer.
+        again = await other.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice", "resume-1")
+        assert again == first
+        # A request that is not the same one under that key still hears that the key is taken.
+        reused = await refused_keyed(other, ResumeRun(run_id="run-1", approved=False), "alice", "resume-1")
+        assert reused.code == "conflict" and "Idempotency-Key" in reused.message
+        # And a refusal for a reason of its own stands.
+        alone = await refused_keyed(other, ResumeRun(run_id="run-1", approved=True), "alice", "resume-2")
+        assert alone.code == "conflict" and "already resumed" in alone.message
+    finally:
+        other.stop()
+
+
+async def refused_keyed(bus: CommandBus, command: Command[Any], user: str, key: str) -> ChronicleError:
+    with pytest.raises(ChronicleError) as caught:
+        await bus.execute(command, user, key)
+    return caught.value
+
+
+async def test_a_refusal_on_state_another_instance_changed_is_decided_again_on_the_stored_state(
+    bus: CommandBus, store: InMemoryEventStore, clock: Clock
+) -> None:
+    conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
+    other = CommandBus(store, command_handlers(), clock=clock)  # type: ignore[arg-type]  # a second instance
+    other.start()
+    try:
+        await other.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
+    finally:
+        other.stop()
+    # This instance's cached conversation knows of no run-1: refused on it alone.
+    resumed = await bus.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice")
+    assert resumed["run_id"] == "run-1"
+    assert (await bus.execute(RecordTaken(run_id="run-1"), "alice"))["status"] == "resumed"
+
+
+async def test_an_answer_that_saves_nothing_is_not_given_on_state_another_instance_changed(
+    bus: CommandBus, store: InMemoryEventStore, clock: Clock
+) -> None:
+    conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
+    await bus.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
+    assert (await bus.execute(RecordTaken(run_id="run-1"), "alice"))["status"] == "paused"  # cached here
+    other = CommandBus(store, command_handlers(), clock=clock)  # type: ignore[arg-type]  # a second instance
+    other.start()
+    try:
+        await other.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice")
+    finally:
+        other.stop()
+    # On its cached conversation this instance would answer `paused` and save nothing.
+    assert (await bus.execute(RecordTaken(run_id="run-1"), "alice"))["status"] == "resumed"
+    assert bus.stale_reads == 1
