@@ -53,19 +53,15 @@ class Report(BaseModel):
 
 
 def encode(instance: str, usage: list[Usage], *, leaving: bool = False, max_bytes: int = MAX_REPORT_BYTES) -> list[bytes]:
-    """The messages of one report: entries split so that each message's stay under max_bytes."""
-    parts: list[list[bytes]] = [[]]
-    size = 0
-    for entry in usage:
-        encoded = orjson.dumps(entry)
-        if parts[-1] and size + len(encoded) + 1 > max_bytes:
-            parts.append([])
-            size = 0
-        parts[-1].append(encoded)
-        size += len(encoded) + 1
-    head = b'{"instance":' + orjson.dumps(instance) + b',"usage":['
-    last = b'],"leaving":true}' if leaving else b"]}"
-    return [head + b",".join(part) + (last if n == len(parts) - 1 else b"]}") for n, part in enumerate(parts)]
+    """The messages of one report: its entries halved until each message's fit in max_bytes."""
+    entries = orjson.dumps(usage)
+    if len(entries) > max_bytes and len(usage) > 1:
+        half = len(usage) // 2
+        return encode(instance, usage[:half], max_bytes=max_bytes) + encode(
+            instance, usage[half:], leaving=leaving, max_bytes=max_bytes
+        )
+    last = b',"leaving":true}' if leaving else b"}"
+    return [b'{"instance":' + orjson.dumps(instance) + b',"usage":' + entries + last]
 
 
 class UsageSync:
