@@ -38,8 +38,8 @@ async def limited(chronicle: Chronicle) -> AsyncIterator[Chronicle]:
 @pytest.fixture
 async def two_limited(chronicle: Chronicle) -> AsyncIterator[list[Chronicle]]:
     """Two instances with the default rate limits in one queue group, each having heard the
-    other. Without a per-user in-flight limit: it is counted per instance, and a flood's
-    requests it refuses would still spend their tokens (the rate is checked first)."""
+    other; no per-user in-flight limit (counted per instance), so that the shared rate alone
+    decides how much of a flood is served."""
     settings = with_default_limits(chronicle).model_copy(update={"limit_in_flight_per_user": 0})
     pair = [await bootstrap(settings)]
     try:
