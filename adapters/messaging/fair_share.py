@@ -15,8 +15,7 @@ others served, so one that knows of `peers` others serves a request only while i
 would still hold a token after each of them took as many as it did since its own last
 report: `tokens >= 1 + peers * (unreported + 1)`. Requests the queue group spreads evenly
 then get the allowance exactly; requests that land unevenly among staggered reports get
-at most (N-1)/N of (the allowance plus one interval's refill) more, once, and wait it
-off. An instance started within the last interval, not yet heard of, can serve up to a
+at most (N-1)/N of (the allowance plus one interval's refill) more, and wait it off. An instance started within the last interval, not yet heard of, can serve up to a
 full bucket of its own before the others count it (docs/architecture.md, "Fair share").
 Peers not heard from for `peer_ttl` seconds (NATS down, an instance killed) are not
 counted: with none, the buckets are this instance's alone, as with a single instance
