@@ -5,13 +5,17 @@ requests a minute per user), then `--users` users each list their conversations 
 second (well inside the limit) for `--seconds`: first alone (idle), then while one more
 user sends 100 times that rate (and more in flight than its share). Prints the users'
 p50/p99 in both phases, how many of the flood's requests were served and refused, and the
-ratio of the p99s; the aim (issue #18) is at most 2x.
+ratio of the p99s; the aim (issue #18) is at most 2x. With `--instances N`, N services share
+the queue group (one runs the projections): the flood's served count shows that a user has
+one budget across them (N budgets when each counted alone).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -19,7 +23,7 @@ from pathlib import Path
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.report import Report, percentile, under
 from bench.servers import bench_servers
-from bench.service import ServiceProcess
+from bench.service import ServiceProcess, add_service_setting_option, service_settings
 from services.client.connection import ChronicleClient, ChronicleError
 
 NORMAL_PER_SECOND = 1.0
@@ -102,16 +106,27 @@ async def measure(url: str, service: ServiceProcess, users: int, seconds: float,
     report.add("flood requests refused (rate_limited)", flood_outcomes.get("rate_limited", 0))
 
 
-def run(users: int, seconds: float, database_url: str | None, nats_url: str | None) -> tuple[Report, Path]:
-    report = Report({"suite": "fairness", "users": users, "seconds": seconds})
+def run(
+    users: int, seconds: float, database_url: str | None, nats_url: str | None, instances: int = 1,
+    settings: dict[str, str] | None = None,
+) -> tuple[Report, Path]:
+    report = Report({"suite": "fairness", "users": users, "seconds": seconds, "instances": instances, **(settings or {})})
     with bench_servers(database_url, nats_url) as servers, servers.fresh_database(False) as url, \
-            tempfile.TemporaryDirectory(prefix="chronicle-bench-fairness-") as workdir:
+            tempfile.TemporaryDirectory(prefix="chronicle-bench-fairness-") as workdir, contextlib.ExitStack() as stack:
         migrate(PostgresTarget(url))
-        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir))
+        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir), settings)
         service.limited = True  # the service's default limits are what this measures
         service.start()
-        with service.stopped_afterwards():
-            asyncio.run(measure(servers.nats_url, service, users, seconds, report))
+        stack.enter_context(service.stopped_afterwards())
+        for n in range(1, instances):  # more of the same service: its subjects, secret and database
+            (Path(workdir) / f"instance-{n}").mkdir()
+            other = dataclasses.replace(
+                service, workdir=Path(workdir) / f"instance-{n}", process=None,
+                settings={**service.settings, "CHRONICLE_RUN_PROJECTIONS": "false"},
+            )
+            other.start()
+            stack.enter_context(other.stopped_afterwards())
+        asyncio.run(measure(servers.nats_url, service, users, seconds, report))
     return report, report.save()
 
 
@@ -119,10 +134,13 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench fairness", description=__doc__.splitlines()[0])
     p.add_argument("--users", type=int, default=20, help="steady users (default 20)")
     p.add_argument("--seconds", type=float, default=20.0, help="seconds of each phase (default 20)")
+    p.add_argument("--instances", type=int, default=1, help="services sharing the queue group (default 1)")
     p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
     p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    add_service_setting_option(p)
     args = p.parse_args(argv)
-    report, path = run(args.users, args.seconds, args.database_url, args.nats_url)
+    report, path = run(args.users, args.seconds, args.database_url, args.nats_url, args.instances,
+                       service_settings(args.service_setting))
     print(report.table())
     print(f"\nsaved {path}")
 

@@ -3,11 +3,28 @@
 Each (user, budget) has a token bucket holding up to a minute's allowance and refilling
 continuously; a request takes one token from each budget it draws on
 (services/contract/limits.py) or is answered `rate_limited` with `retry_after` (seconds)
-in its details, taking nothing. A user also has at most `in_flight` requests being
-handled at once (a parked min_position wait counts), so one user cannot fill the
-instance's own cap. Buckets live per instance: with N instances sharing the queue group
-a user gets up to N times the allowance. The least recently seen users' buckets are
-dropped past `max_users` (a dropped user starts again with a full bucket).
+in its details, taking nothing.
+
+One budget per user across the fleet. Every instance keeps its own copy of each bucket,
+so the request path makes no round trip, and reports what its users spent every
+`report_every` seconds (`take_report`; adapters/messaging/usage_sync.py carries it over
+NATS); what the other instances report is taken from its copies (`spent_elsewhere`), into
+debt if need be (down to minus a minute's allowance), so what the fleet served beyond the
+allowance is waited off afterwards. Until it reports, an instance cannot know what the
+others served, so one that knows of `peers` others serves a request only while its copy
+would still hold a token after each of them took as many as it did since its own last
+report: `tokens >= 1 + peers * (unreported + 1)`. Requests the queue group spreads evenly
+then get the allowance exactly; requests that land unevenly among staggered reports get
+at most (N-1)/N of (the allowance plus one interval's refill) more, and wait it off. An instance started within the last interval, not yet heard of, can serve up to a
+full bucket of its own before the others count it (docs/architecture.md, "Fair share").
+Peers not heard from for `peer_ttl` seconds (NATS down, an instance killed) are not
+counted: with none, the buckets are this instance's alone, as with a single instance
+(fail open to per-instance limits, never closed for everyone).
+
+A user also has at most `in_flight` requests being handled at once on each instance (a
+parked min_position wait counts), so one user cannot fill the instance's own cap; that
+count is not shared. The least recently seen users' buckets are dropped past
+`max_users` (a dropped user starts again with a full bucket).
 """
 
 from __future__ import annotations
@@ -16,11 +33,13 @@ import contextlib
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from services.contract.errors import ChronicleError
 from services.contract.limits import BULK_ROLE, budgets_of
+
+Usage = tuple[str, str, int, int]  # (user, budget, allowance a minute, tokens spent)
 
 
 @dataclass(frozen=True)
@@ -29,13 +48,31 @@ class Limits:
     in_flight: int = 0  # per user; 0: unlimited
     bulk_factor: int = 100  # what a token with the bulk role gets, times the above
 
+    @property
+    def rates_limited(self) -> bool:
+        return any(allowance > 0 for allowance in self.per_minute.values())
+
 
 class FairShare:
-    def __init__(self, limits: Limits, *, clock: Callable[[], float] = time.monotonic, max_users: int = 100_000):
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_users: int = 100_000,
+        report_every: float = 0.0,
+        peer_ttl: float | None = None,
+    ):
         self.limits = limits
         self.clock = clock
         self.max_users = max_users
+        self.report_every = report_every  # 0: this instance's buckets are its own (nothing reported)
+        # Ten reports missed: the peer is gone (or we are cut off) and no longer counted.
+        self.peer_ttl = peer_ttl if peer_ttl is not None else max(1.0, 10 * report_every)
         self._buckets: OrderedDict[tuple[str, str], tuple[float, float]] = OrderedDict()  # -> (tokens, at)
+        self._unreported: dict[tuple[str, str], tuple[int, int]] = {}  # -> (allowance, spent)
+        self._peers: dict[str, float] = {}  # instance -> when last heard
+        self._reported_at = clock()
         self._in_flight: dict[str, int] = {}
         self.refused = 0
 
@@ -43,23 +80,80 @@ class FairShare:
         """Take this request's tokens, or raise `rate_limited` (taking none)."""
         factor = self.limits.bulk_factor if BULK_ROLE in getattr(user, "roles", ()) else 1
         now = self.clock()
+        peers = self.peers(now)
         taken: list[tuple[tuple[str, str], float]] = []
         for budget in budgets_of(action):
             allowance = self.limits.per_minute.get(budget, 0) * factor
             if allowance <= 0:
                 continue
             key = (str(user), budget)
-            tokens, at = self._buckets.pop(key, (float(allowance), now))
-            tokens = min(float(allowance), tokens + (now - at) * allowance / 60.0)
-            if tokens < 1.0:
+            tokens = self._refilled(key, allowance, now)
+            unreported = self._unreported.get(key, (allowance, 0))[1]
+            if tokens < 1.0 + peers * (unreported + 1):
                 self._buckets[key] = (tokens, now)
                 for earlier, before in taken:  # give back what this request took
                     self._buckets[earlier] = (before, now)
+                    if earlier in self._unreported:
+                        self._count(earlier, -1)
                 self.refused += 1
-                retry_after = math.ceil((1.0 - tokens) * 60.0 / allowance * 1000) / 1000
-                raise rate_limited(f"at most {allowance} {budget} a minute", budget, retry_after)
+                wait = self._retry_after(tokens, peers, unreported, allowance, now)
+                raise rate_limited(f"at most {allowance} {budget} a minute", budget, wait)
             taken.append((key, tokens))
             self._buckets[key] = (tokens - 1.0, now)
+            if self.report_every > 0:
+                self._unreported[key] = (allowance, unreported + 1)
+        self._trim()
+
+    def take_report(self) -> list[Usage]:
+        """What this instance's users spent since the last report, for the other instances."""
+        report = [(user, budget, allowance, spent) for (user, budget), (allowance, spent) in self._unreported.items()]
+        self._unreported = {}
+        self._reported_at = self.clock()
+        return report
+
+    def spent_elsewhere(self, instance: str, usage: Iterable[Usage]) -> None:
+        """Another instance's report: what its users spent comes off the same buckets here."""
+        now = self.clock()
+        self._peers[instance] = now
+        for user, budget, allowance, spent in usage:
+            if self.limits.per_minute.get(budget, 0) <= 0 or allowance <= 0:
+                continue  # a budget this instance does not limit (another version's, or configured off)
+            key = (user, budget)
+            self._buckets[key] = (max(-float(allowance), self._refilled(key, allowance, now) - spent), now)
+        self._trim()
+
+    def left(self, instance: str) -> None:
+        """An instance said it stops: no longer count it among the peers."""
+        self._peers.pop(instance, None)
+
+    def peers(self, now: float | None = None) -> int:
+        """The other instances heard from within `peer_ttl`."""
+        now = self.clock() if now is None else now
+        for instance, heard in list(self._peers.items()):
+            if now - heard > self.peer_ttl:
+                del self._peers[instance]
+        return len(self._peers)
+
+    def _refilled(self, key: tuple[str, str], allowance: int, now: float) -> float:
+        """The bucket's tokens now (taken out: the caller puts it back as most recently seen)."""
+        tokens, at = self._buckets.pop(key, (float(allowance), now))
+        return min(float(allowance), tokens + (now - at) * allowance / 60.0)
+
+    def _count(self, key: tuple[str, str], spent: int) -> None:
+        allowance, before = self._unreported[key]
+        if before + spent:
+            self._unreported[key] = (allowance, before + spent)
+        else:
+            del self._unreported[key]
+
+    def _retry_after(self, tokens: float, peers: int, unreported: int, allowance: int, now: float) -> float:
+        """Until the bucket holds enough for one request after this instance's next report,
+        and, while it has unreported spending of this budget, until that report."""
+        refill = max(0.0, 1.0 + peers - tokens) * 60.0 / allowance
+        report = max(0.0, self._reported_at + self.report_every - now) if unreported else 0.0
+        return math.ceil(max(refill, report, 0.001) * 1000) / 1000
+
+    def _trim(self) -> None:
         while len(self._buckets) > self.max_users:
             self._buckets.popitem(last=False)
 

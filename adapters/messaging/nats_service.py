@@ -166,8 +166,9 @@ class NatsService:
             if self.fair_share is None:
                 data = await self._act(route, user, request)
             else:
-                self.fair_share.admit(user, getattr(route.model, "action", route.subject))
+                # In flight first: a request refused there spends none of the user's budgets.
                 with self.fair_share.handling(user):
+                    self.fair_share.admit(user, getattr(route.model, "action", route.subject))
                     data = await self._act(route, user, request)
             if self.check_replies:
                 check_reply(route, data)

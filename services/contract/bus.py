@@ -42,6 +42,13 @@ def signals_prefix(prefix: str, user_id: str) -> str:
     return f"{prefix}.signals.{user_scope(user_id)}"
 
 
+def usage_subject(prefix: str) -> str:
+    """Where the service's instances tell each other what their users spent of the per-user
+    limits (adapters/messaging/usage_sync.py). Service-only: no user's connection may publish
+    or subscribe there (a forged report could lock a user out; a read one tells who is busy)."""
+    return f"{prefix}.internal.usage"
+
+
 def user_permissions(prefix: str, user_id: str) -> dict[str, Any]:
     """A user's connection: requests to the service's command and query subjects (and
     service discovery), replies on its own inbox, its own signals; nothing else. It cannot

@@ -33,6 +33,7 @@ from adapters.messaging.connect import connect_options
 from adapters.messaging.fair_share import FairShare, Limits
 from adapters.messaging.jetstream import remove_stream
 from adapters.messaging.nats_service import NatsService
+from adapters.messaging.usage_sync import UsageSync
 from adapters.store.blobs import BlobStore
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
@@ -47,7 +48,7 @@ from services.artifacts.retention import RetentionSweeper
 from services.audit.digests import DigestPublisher, Digests
 from services.audit.queries import Audit
 from services.contract.audit import RecordRead
-from services.contract.bus import user_permissions
+from services.contract.bus import usage_subject, user_permissions
 from services.contract.hitl import hitl_stream, hitl_taken_bucket
 from services.entrypoints.projection_process import ProjectionProcess
 from services.entrypoints.read_models import ReadModels, build_projections, embedder, kept, projection_engine
@@ -322,6 +323,20 @@ class Chronicle:
             Erasure: Erasure(bus, keys, forget=[previews.forget_uploads]),
             Answers: Answers(bus, self.postgres_store.events_of),
         }
+        limits = Limits(
+            per_minute={
+                "requests": settings.limit_requests_per_minute, "search": settings.limit_search_per_minute,
+                "export": settings.limit_export_per_minute, "heavy": settings.limit_heavy_per_minute,
+            },
+            in_flight=settings.limit_in_flight_per_user,
+            bulk_factor=settings.limit_bulk_factor,
+        )
+        shared = limits.rates_limited and settings.limit_sync_interval > 0
+        fair_share = FairShare(limits, report_every=settings.limit_sync_interval if shared else 0.0)
+        if shared:
+            # Started before the endpoints and stopped after them: its last report holds
+            # what they served while draining.
+            await self._run(UsageSync(nc, usage_subject(prefix), fair_share, every=settings.limit_sync_interval))
         self.service = NatsService(
             nc,
             routes(prefix, bus, self.positions, settings.query_wait_timeout, served),
@@ -331,14 +346,7 @@ class Chronicle:
             check_replies=settings.check_replies,
             scoped_inboxes=self.servers.callout is not None,
             max_json_bytes=settings.max_json_bytes,
-            fair_share=FairShare(Limits(
-                per_minute={
-                    "requests": settings.limit_requests_per_minute, "search": settings.limit_search_per_minute,
-                    "export": settings.limit_export_per_minute, "heavy": settings.limit_heavy_per_minute,
-                },
-                in_flight=settings.limit_in_flight_per_user,
-                bulk_factor=settings.limit_bulk_factor,
-            )),
+            fair_share=fair_share,
         )
         await self.service.start()
         stack.push_async_callback(self.service.stop)

@@ -51,6 +51,11 @@ class Settings(BaseSettings):
     limit_bulk_factor: int = Field(
         default=100, ge=1, description="how many times each limit a token with the `bulk` role gets"
     )
+    limit_sync_interval: float = Field(
+        default=0.2, ge=0, le=10,
+        description="seconds between an instance's reports to the others of what its users spent (one budget per "
+        "user across the instances); 0: each instance counts alone (N instances: up to N times each limit)",
+    )
     check_replies: bool = Field(
         default=False, description="validate every reply against its contract model before sending it (tests do)"
     )

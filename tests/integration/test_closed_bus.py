@@ -20,7 +20,7 @@ from nats.aio.client import Client as NATS
 from adapters.auth import TokenAuthority
 from adapters.messaging.jetstream import stream_names
 from services.client.connection import ChronicleClient, ChronicleError
-from services.contract.bus import inbox_prefix, signals_prefix
+from services.contract.bus import inbox_prefix, signals_prefix, usage_subject
 from services.contract.events import events_stream
 from services.contract.hitl import hitl_stream, run_signals
 from services.entrypoints.bootstrap import Chronicle, bootstrap
@@ -140,6 +140,22 @@ async def test_another_user_cannot_publish_outside_requests(closed: Chronicle, s
     try:
         await bob.publish(subject, orjson.dumps({"approved": True}))
         assert "permissions violation for publish" in (await violations.next()).lower()
+    finally:
+        await bob.close()
+
+
+async def test_a_user_can_neither_forge_nor_read_the_instances_usage_reports(closed: Chronicle) -> None:
+    """The instances share what users spent of their limits there: a forged report could
+    lock a user out (adapters/messaging/usage_sync.py), a read one tells who is busy."""
+    subject = usage_subject(closed.settings.subject_prefix)
+    violations = Violations()
+    bob = await raw(closed, authority().issue("bob"), "bob", violations)
+    try:
+        forged = {"instance": "forged", "usage": [["alice", "requests", 100, 10**6]]}
+        await bob.publish(subject, orjson.dumps(forged))
+        assert "permissions violation for publish" in (await violations.next()).lower()
+        await bob.subscribe(subject)
+        assert "permissions violation for subscription" in (await violations.next()).lower()
     finally:
         await bob.close()
 

@@ -1,8 +1,10 @@
-"""Per-user limits over NATS (seed 001's defaults): one user's flood leaves everyone else served."""
+"""Per-user limits over NATS (seed 001's defaults): one user's flood leaves everyone else served,
+and two instances count one budget between them."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -13,19 +15,41 @@ from services.client.connection import ChronicleClient, ChronicleError
 from services.entrypoints.bootstrap import Chronicle, bootstrap
 from services.entrypoints.settings import Settings
 from tests.conftest import new_prefix
+from tests.waiting import eventually
+
+
+def with_default_limits(chronicle: Chronicle) -> Settings:
+    """The session's database and read models, subjects of its own, the default limits."""
+    defaults = Settings.model_fields
+    return chronicle.settings.model_copy(update={
+        "subject_prefix": new_prefix(), "run_projections": False, "query_wait_timeout": 1.0,
+        **{name: defaults[name].default for name in defaults if name.startswith("limit_")},
+    })
 
 
 @pytest.fixture
 async def limited(chronicle: Chronicle) -> AsyncIterator[Chronicle]:
-    """An instance with the default limits, on the session's database and read models."""
-    defaults = Settings.model_fields
-    settings = chronicle.settings.model_copy(update={
-        "subject_prefix": new_prefix(), "run_projections": False, "query_wait_timeout": 1.0,
-        **{name: defaults[name].default for name in defaults if name.startswith("limit_")},
-    })
-    instance = await bootstrap(settings)
+    """An instance with the default limits."""
+    instance = await bootstrap(with_default_limits(chronicle))
     yield instance
     await instance.stop()
+
+
+@pytest.fixture
+async def two_limited(chronicle: Chronicle) -> AsyncIterator[list[Chronicle]]:
+    """Two instances with the default rate limits in one queue group, each having heard the
+    other; no per-user in-flight limit (counted per instance), so that the shared rate alone
+    decides how much of a flood is served."""
+    settings = with_default_limits(chronicle).model_copy(update={"limit_in_flight_per_user": 0})
+    pair = [await bootstrap(settings)]
+    try:
+        pair.append(await bootstrap(settings))
+        await eventually(lambda: all(i.service.fair_share is not None and i.service.fair_share.peers() == 1 for i in pair),
+                         "each instance to hear the other's usage reports")
+        yield pair
+    finally:
+        for instance in pair:
+            await instance.stop()
 
 
 async def client_of(chronicle: Chronicle, authority: TokenAuthority, user: str) -> ChronicleClient:
@@ -49,8 +73,10 @@ async def test_a_flooding_user_is_limited_and_nobody_else_is(limited: Chronicle,
         outcomes = await asyncio.gather(*(outcome(f) for f in flood))
         assert outcomes.count("ok") <= 100 and outcomes.count("rate_limited") >= 900
         assert set(await asyncio.gather(*(outcome(f) for f in served))) == {"ok"}
+        # What the flood's requests at once did not spend (refused as too many at once), one by one.
         with pytest.raises(ChronicleError) as refused:
-            await mallory.sessions.list()
+            for _ in range(200):
+                await mallory.sessions.list()
         assert refused.value.code == "rate_limited" and 0 < refused.value.details[0]["retry_after"] <= 1
     finally:
         for client in (mallory, *others):
@@ -85,6 +111,40 @@ async def test_parked_waits_count_against_their_users_requests_in_flight(
         assert set(served) == {"ok"}
         limit = limited.settings.limit_in_flight_per_user
         assert outcomes.count("rate_limited") >= 100 - limit and outcomes.count("ok") == 0
+        # Those refused for being too many at once spent nothing of her minute's requests.
+        allowance = limited.settings.limit_requests_per_minute
+        later = await asyncio.gather(*(outcome(mallory.sessions.list()) for _ in range(allowance - limit)))
+        assert set(later) == {"ok"}
     finally:
         await mallory.close()
         await alice.close()
+
+
+async def test_two_instances_serve_a_user_one_allowance_between_them(
+    two_limited: list[Chronicle], authority: TokenAuthority
+) -> None:
+    """Counted per instance, a flood spread over two instances got twice the allowance;
+    shared, it gets the allowance and at most the overshoot fair_share.py documents."""
+    first, second = two_limited
+    shares = [instance.service.fair_share for instance in two_limited]
+    assert shares[0] is not None and shares[1] is not None
+    mallory = await client_of(first, authority, f"mallory-{uuid.uuid4().hex[:6]}")
+    bob = await client_of(second, authority, f"bob-{uuid.uuid4().hex[:6]}")
+    try:
+        started = time.monotonic()
+        flood = [asyncio.ensure_future(mallory.sessions.list()) for _ in range(1000)]
+        served = [asyncio.ensure_future(bob.sessions.list()) for _ in range(20)]
+        results = await asyncio.gather(*flood, return_exceptions=True)
+        allowance, interval = first.settings.limit_requests_per_minute, first.settings.limit_sync_interval
+        came_in = allowance * (1 + (time.monotonic() - started) / 60)
+        overshoot = (2 - 1) / 2 * (allowance + interval * allowance / 60)
+        ok = [r for r in results if not isinstance(r, BaseException)]
+        refused = [r for r in results if isinstance(r, ChronicleError) and r.code == "rate_limited"]
+        assert shares[0].refused > 0 and shares[1].refused > 0  # both instances took part
+        assert 0.9 * allowance <= len(ok) <= came_in + overshoot < 2 * allowance
+        assert len(refused) == len(flood) - len(ok)
+        assert all(0 < r.details[0]["retry_after"] <= 61 for r in refused)
+        assert set(await asyncio.gather(*(outcome(f) for f in served))) == {"ok"}
+    finally:
+        await mallory.close()
+        await bob.close()
