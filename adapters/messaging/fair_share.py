@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+from adapters.metrics import Metrics
 from services.contract.errors import ChronicleError
 from services.contract.limits import BULK_ROLE, budgets_of
 
@@ -31,8 +32,12 @@ class Limits:
 
 
 class FairShare:
-    def __init__(self, limits: Limits, *, clock: Callable[[], float] = time.monotonic, max_users: int = 100_000):
+    def __init__(
+        self, limits: Limits, *, clock: Callable[[], float] = time.monotonic, max_users: int = 100_000,
+        metrics: Metrics | None = None,
+    ):
         self.limits = limits
+        self.metrics = metrics
         self.clock = clock
         self.max_users = max_users
         self._buckets: OrderedDict[tuple[str, str], tuple[float, float]] = OrderedDict()  # -> (tokens, at)
@@ -55,7 +60,7 @@ class FairShare:
                 self._buckets[key] = (tokens, now)
                 for earlier, before in taken:  # give back what this request took
                     self._buckets[earlier] = (before, now)
-                self.refused += 1
+                self._refuse(budget)
                 retry_after = math.ceil((1.0 - tokens) * 60.0 / allowance * 1000) / 1000
                 raise rate_limited(f"at most {allowance} {budget} a minute", budget, retry_after)
             taken.append((key, tokens))
@@ -70,7 +75,7 @@ class FairShare:
         key = str(user)
         count = self._in_flight.get(key, 0)
         if limit > 0 and count >= limit:
-            self.refused += 1
+            self._refuse("in_flight")
             raise rate_limited(f"at most {limit} requests of yours at once", "in_flight", 0.1)
         self._in_flight[key] = count + 1
         try:
@@ -81,6 +86,11 @@ class FairShare:
                 self._in_flight[key] = left
             else:
                 del self._in_flight[key]
+
+    def _refuse(self, budget: str) -> None:
+        self.refused += 1
+        if self.metrics is not None:
+            self.metrics.refused(budget)
 
 
 def rate_limited(message: str, budget: str, retry_after: float) -> ChronicleError:

@@ -16,6 +16,7 @@ from services.entrypoints.settings import Settings
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from adapters.metrics import MetricsEndpoint
     from adapters.store.postgres import PostgresTarget
     from projections.base import Projection
     from services.entrypoints.bootstrap import Chronicle, Stage
@@ -37,6 +38,7 @@ async def serve(settings: Settings) -> None:
     except BaseException:
         await chronicle.stop()
         raise
+    metrics = metrics_endpoint(settings, chronicle)
     log.info(
         "ready",
         extra={
@@ -45,6 +47,7 @@ async def serve(settings: Settings) -> None:
             "subjects": f"{settings.subject_prefix}.cmd.>, {settings.subject_prefix}.query.>",
             "endpoints": len(chronicle.subjects),
             "http": http.url if http else None,
+            "metrics": metrics.url if metrics else None,
             "rebuilding": chronicle.rebuilding,  # read models behind the log while a rebuild runs
             "search": semantic_search(chronicle),
         },
@@ -53,6 +56,8 @@ async def serve(settings: Settings) -> None:
     log.info("stopping: finishing in-flight requests")
     if http is not None:
         await http.stop()
+    if metrics is not None:
+        await asyncio.to_thread(metrics.stop)
     await chronicle.stop()
     log.info("stopped")
 
@@ -66,6 +71,15 @@ async def rest_server(settings: Settings, nats_url: str) -> HttpServer:
     clients = UserClients(nats_url, settings.subject_prefix)
     app = build_app(clients, cors_origins=settings.http_cors_origins)
     return await HttpServer(app, settings.http_host, settings.http_port).start()
+
+
+def metrics_endpoint(settings: Settings, chronicle: Chronicle) -> MetricsEndpoint | None:
+    """/metrics on settings.metrics_port (None when 0); a port already taken is logged and left."""
+    from adapters.metrics import MetricsEndpoint
+
+    if not settings.metrics_port:
+        return None
+    return MetricsEndpoint(chronicle.metrics.registry, settings.metrics_host, settings.metrics_port).start()
 
 
 async def serve_gateway(settings: Settings, kind: str) -> None:
@@ -242,9 +256,15 @@ def run_projections(settings: Settings) -> None:
     with database(settings) as chronicle:
         engine = projection_engine(settings, chronicle.target, chronicle.keys)
         engine.start()
-        log.info("projections running", extra={"postgres": chronicle.target.describe()})
+        metrics = metrics_endpoint(settings, chronicle)  # read models' positions, lag and parked events
+        log.info(
+            "projections running",
+            extra={"postgres": chronicle.target.describe(), "metrics": metrics.url if metrics else None},
+        )
         with contextlib.suppress(KeyboardInterrupt):
             stopped.wait()
+        if metrics is not None:
+            metrics.stop()
         engine.stop()
 
 
