@@ -39,10 +39,12 @@ class Source(Protocol):
 
 class Scraped(Collector):
     """The figures of each source registered under its name (`postgres`, `nats`), and whether
-    each could be read (`chronicle_scrape_source_up`)."""
+    each could be read (`chronicle_scrape_source_up`). One scrape reads at a time: scrapes
+    sent in a loop cost Postgres one connection and NATS one request at once, no more."""
 
     def __init__(self) -> None:
         self.sources: dict[str, Source] = {}
+        self._lock = threading.Lock()
 
     def describe(self) -> list[GaugeMetricFamily]:
         return []  # (registering must not read anything)
@@ -53,14 +55,15 @@ class Scraped(Collector):
             labels=["source"],
         )
         families: list[GaugeMetricFamily] = []
-        for name, source in list(self.sources.items()):
-            try:
-                families += source.read()
-            except Exception as error:  # away, or too slow: this scrape goes without its figures
-                log.info("metrics source not read", extra={"source": name, "error_type": type(error).__name__})
-                up.add_metric([name], 0)
-            else:
-                up.add_metric([name], 1)
+        with self._lock:
+            for name, source in list(self.sources.items()):
+                try:
+                    families += source.read()
+                except Exception as error:  # away, or too slow: this scrape goes without its figures
+                    log.info("metrics source not read", extra={"source": name, "error_type": type(error).__name__})
+                    up.add_metric([name], 0)
+                else:
+                    up.add_metric([name], 1)
         yield up
         yield from families
 
@@ -76,10 +79,9 @@ class Tracking:
         self.read_models = list(read_models)
         self.relays: dict[str, str] = {}  # label -> tracking row name (the event feed's names its prefix)
         self.timeout = timeout
-        self._lock = threading.Lock()  # one scrape's connection at a time
 
     def read(self) -> list[GaugeMetricFamily]:
-        with self._lock, psycopg.connect(
+        with psycopg.connect(
             self.target.url, autocommit=True, connect_timeout=max(2, round(self.timeout)),
             options=f"-c statement_timeout={int(self.timeout * 1000)}",
         ) as conn:

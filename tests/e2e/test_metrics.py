@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.auth import TokenAuthority
 from adapters.embedded import free_port
+from adapters.metrics import Metrics, MetricsEndpoint
 from services.client.connection import ChronicleClient, ChronicleError
 from tests.conftest import JWT_SECRET, new_prefix
 from tests.servers import TestServers
@@ -187,3 +189,15 @@ async def test_a_standalone_projection_engine_serves_its_read_models_figures(
         if service is not None:
             assert await asyncio.to_thread(stop, service) == 0
         assert await asyncio.to_thread(stop, engine) == 0
+
+
+def test_a_port_already_taken_leaves_the_endpoint_off_and_the_process_running(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        endpoint = MetricsEndpoint(Metrics().registry, "127.0.0.1", taken.getsockname()[1]).start()
+    assert endpoint.url is None
+    assert [r.message for r in caplog.records if r.levelname == "ERROR"] == [
+        "metrics endpoint not served: cannot listen (set CHRONICLE_METRICS_PORT to a free port, or 0)"
+    ]
+    endpoint.stop()  # (nothing to stop)
