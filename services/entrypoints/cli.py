@@ -26,19 +26,22 @@ log = logging.getLogger("chronicle")
 
 
 async def serve(settings: Settings) -> None:
-    from services.entrypoints.bootstrap import bootstrap
+    from services.entrypoints.bootstrap import build
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    chronicle = await bootstrap(settings)
+    chronicle = build(settings)
+    metrics = metrics_endpoint(settings, chronicle)  # from the start: a long first build shows its progress
     try:
+        await chronicle.start()
         http = await rest_server(settings, chronicle.nats_url) if settings.http_port else None
     except BaseException:
         await chronicle.stop()
+        if metrics is not None:
+            await asyncio.to_thread(metrics.stop)
         raise
-    metrics = metrics_endpoint(settings, chronicle)
     log.info(
         "ready",
         extra={
