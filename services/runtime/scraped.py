@@ -3,7 +3,7 @@ the log's head, parked events, and the job queue's depth.
 
 They are the fleet's, not the process's: the tracking rows and the work queue are shared,
 so every instance reports the same values (aggregate them with max, not sum). A scrape
-costs one connection with three short statements and one JetStream request, each bounded
+costs one connection with one short transaction and one JetStream request, each bounded
 by a timeout, in the scrape's own thread (adapters/metrics.py MetricsEndpoint): nothing
 blocking runs on the event loop, and nothing costs anything between scrapes. A source that
 does not answer in time is reported down (`chronicle_scrape_source_up`) and its figures
@@ -81,10 +81,11 @@ class Tracking:
         self.timeout = timeout
 
     def read(self) -> list[GaugeMetricFamily]:
-        with psycopg.connect(
-            self.target.url, autocommit=True, connect_timeout=max(2, round(self.timeout)),
-            options=f"-c statement_timeout={int(self.timeout * 1000)}",
-        ) as conn:
+        with (
+            psycopg.connect(self.target.url, autocommit=True, connect_timeout=max(2, round(self.timeout))) as conn,
+            conn.transaction(),
+        ):
+            conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{round(self.timeout * 1000)}ms",))
             head, rows = tracking(conn)
             set_aside = parked_on(conn)
         position = GaugeMetricFamily(
