@@ -3,9 +3,9 @@
 The composition root builds one `Metrics` per process and hands it to the pieces that
 record (the NATS edge, the fair share, the command bus); a piece built without one
 records nothing. Recording sits on the command path, so each figure is one cached
-child's `inc` or `observe` (`labels()` once per subject and code, not per request). Labels come from fixed sets
-only: a route table's subjects, the error codes, the budgets; never a user id or
-anything else a request carries. Figures read from Postgres or NATS are not recorded
+child's `inc` or `observe` (`labels()` once per subject and code, not per request).
+Labels come from fixed sets only: a route table's subjects, the error codes, the
+budgets; never a user id or anything else a request carries. Figures read from Postgres or NATS are not recorded
 but read when scraped (services/runtime/scraped.py).
 """
 
