@@ -101,6 +101,7 @@ class ServiceProcess:
             CHRONICLE_DATA_DIR=str(self.workdir / "data"),
             CHRONICLE_LOG_LEVEL="INFO",
             CHRONICLE_HTTP_PORT="0",  # no REST API in the service's process unless asked for
+            CHRONICLE_METRICS_PORT="0",  # nor a metrics endpoint (the instruments record all the same)
         )
         # Benchmarks measure capacity: per-user limits off unless asked for (or set).
         if not self.limited:

@@ -118,10 +118,14 @@ class ParkedCount:
 def parked(target: PostgresTarget) -> list[ParkedCount]:
     """How many items each consumer set aside, and its latest."""
     with target.connect(autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT DISTINCT ON (consumer) consumer, count(*) OVER (PARTITION BY consumer), position, error"
-            " FROM chronicle.parked ORDER BY consumer, position DESC"
-        ).fetchall()
+        return parked_on(conn)
+
+
+def parked_on(conn: psycopg.Connection) -> list[ParkedCount]:
+    rows = conn.execute(
+        "SELECT DISTINCT ON (consumer) consumer, count(*) OVER (PARTITION BY consumer), position, error"
+        " FROM chronicle.parked ORDER BY consumer, position DESC"
+    ).fetchall()
     return [ParkedCount(*row) for row in rows]
 
 
@@ -432,11 +436,7 @@ def tracked_version(conn: psycopg.Connection, name: str) -> int | None:
 
 def status(target: PostgresTarget, projections: list[Projection]) -> list[ProjectionStatus]:
     with target.connect(autocommit=True) as conn:
-        head = head_position(conn)
-        rows = {
-            r[0]: r[1:]
-            for r in conn.execute("SELECT name, position, version, updated_at FROM chronicle.projections")
-        }
+        head, rows = tracking(conn)
     return [
         ProjectionStatus(
             name=p.name,
@@ -448,6 +448,14 @@ def status(target: PostgresTarget, projections: list[Projection]) -> list[Projec
         )
         for p in projections
     ]
+
+
+def tracking(conn: psycopg.Connection) -> tuple[int, dict[str, tuple[int, int, object]]]:
+    """The log's head, and every tracking row (read models' and relays'): name -> (position,
+    version, updated_at)."""
+    head = head_position(conn)
+    rows = {r[0]: r[1:] for r in conn.execute("SELECT name, position, version, updated_at FROM chronicle.projections")}
+    return head, rows
 
 
 class Wakeup:

@@ -36,6 +36,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from adapters.metrics import Metrics
 from services.contract.errors import ChronicleError
 from services.contract.limits import BULK_ROLE, budgets_of
 
@@ -62,8 +63,10 @@ class FairShare:
         max_users: int = 100_000,
         report_every: float = 0.0,
         peer_ttl: float | None = None,
+        metrics: Metrics | None = None,
     ):
         self.limits = limits
+        self.metrics = metrics
         self.clock = clock
         self.max_users = max_users
         self.report_every = report_every  # 0: this instance's buckets are its own (nothing reported)
@@ -95,7 +98,7 @@ class FairShare:
                     self._buckets[earlier] = (before, now)
                     if earlier in self._unreported:
                         self._count(earlier, -1)
-                self.refused += 1
+                self._refuse(budget)
                 wait = self._retry_after(tokens, peers, unreported, allowance, now)
                 raise rate_limited(f"at most {allowance} {budget} a minute", budget, wait)
             taken.append((key, tokens))
@@ -164,7 +167,7 @@ class FairShare:
         key = str(user)
         count = self._in_flight.get(key, 0)
         if limit > 0 and count >= limit:
-            self.refused += 1
+            self._refuse("in_flight")
             raise rate_limited(f"at most {limit} requests of yours at once", "in_flight", 0.1)
         self._in_flight[key] = count + 1
         try:
@@ -175,6 +178,11 @@ class FairShare:
                 self._in_flight[key] = left
             else:
                 del self._in_flight[key]
+
+    def _refuse(self, budget: str) -> None:
+        self.refused += 1
+        if self.metrics is not None:
+            self.metrics.refused(budget)
 
 
 def rate_limited(message: str, budget: str, retry_after: float) -> ChronicleError:

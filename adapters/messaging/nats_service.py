@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from adapters.auth import TokenAuthority
 from adapters.errors import translate
 from adapters.messaging.fair_share import FairShare
+from adapters.metrics import Metrics
 from services.contract import request_ids
 from services.contract.base import MAX_JSON_BYTES, idempotency_key
 from services.contract.bus import inbox_prefix
@@ -88,6 +89,7 @@ class NatsService:
         scoped_inboxes: bool = False,
         fair_share: FairShare | None = None,
         max_json_bytes: int | None = None,
+        metrics: Metrics | None = None,
     ):
         self.nc = nc
         # What the request models' validators are told (services/contract/base.py).
@@ -105,6 +107,9 @@ class NatsService:
         self.fair_share = fair_share
         self.in_flight: set[asyncio.Task[None]] = set()
         self.service: Service | None = None
+        self.metrics = metrics
+        if metrics is not None:  # read when scraped: nothing to record per request
+            metrics.in_flight.set_function(lambda: len(self.in_flight))
 
     async def start(self) -> None:
         self.service = await add_service(
@@ -142,6 +147,9 @@ class NatsService:
             if len(self.in_flight) >= self.max_in_flight:
                 error = ChronicleError("rate_limited", "too many requests in flight; retry shortly")
                 await request.respond(envelope_error(error))
+                if self.metrics is not None:
+                    self.metrics.refused("instance")
+                    self.metrics.answered(route.subject, error.code, None)
                 return
             task = asyncio.create_task(self._handle(route, request))
             self.in_flight.add(task)
@@ -181,9 +189,12 @@ class NatsService:
             await request.respond(body, headers={request_ids.HEADER: rid})
         except Exception as error:
             log.warning("reply not sent", extra={"subject": route.subject, "error_type": type(error).__name__})
+        seconds = time.perf_counter() - started
+        if self.metrics is not None:
+            self.metrics.answered(route.subject, code, seconds)
         # Every request at debug; what failed on the server's side at info, to be found by its id.
         log.log(
             logging.INFO if code in ("unavailable", "internal") else logging.DEBUG,
             "request",
-            extra={"subject": route.subject, "code": code, "ms": round((time.perf_counter() - started) * 1000, 2)},
+            extra={"subject": route.subject, "code": code, "ms": round(seconds * 1000, 2)},
         )

@@ -34,6 +34,7 @@ from adapters.messaging.fair_share import FairShare, Limits
 from adapters.messaging.jetstream import remove_stream
 from adapters.messaging.nats_service import NatsService
 from adapters.messaging.usage_sync import UsageSync
+from adapters.metrics import Metrics
 from adapters.store.blobs import BlobStore
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
@@ -60,13 +61,14 @@ from services.hitl.answers import Answers
 from services.hitl.coordinator import ExpirySweeper, SignalRelay
 from services.jobs.request import Jobs
 from services.jobs.retrieval import FullTextRetriever
-from services.jobs.worker import JobRelay, JobWorkers, ensure_job_streams
+from services.jobs.worker import CONSUMER, JobRelay, JobWorkers, ensure_job_streams, streams
 from services.ports.agent import Agent
 from services.ports.generator import Generator
 from services.runtime.command_bus import CommandBus, Store
 from services.runtime.event_feed import EventFeed, ensure_feed_stream
 from services.runtime.positions import ProjectionPositions
 from services.runtime.read_models import Queries, SemanticSearch, query_pool
+from services.runtime.scraped import JobQueue, Scraped, Source, Tracking
 from services.runtime.snapshots import SnapshotTaker
 from services.users.erasure import Erasure
 
@@ -131,6 +133,8 @@ class Chronicle:
     settings: Settings
     overrides: Overrides
     authority: TokenAuthority
+    metrics: Metrics  # this process's instruments; `chronicle serve` serves them on settings.metrics_port
+    scraped: Scraped  # in metrics' registry: what a scrape reads from Postgres and NATS, once they are started
     target: PostgresTarget = field(init=False)
     read_models: ReadModels = field(init=False)  # which ones this deployment keeps, once Postgres is known
     projections: list[Projection] = field(init=False)
@@ -146,6 +150,7 @@ class Chronicle:
     servers: Servers = field(init=False)
     service: NatsService = field(init=False)
     subjects: list[str] = field(init=False, default_factory=list)
+    tracking: Tracking = field(init=False)  # read-model and relay positions, read when scraped
     digest_publisher: DigestPublisher | None = field(init=False, default=None)
     retention: RetentionSweeper | None = field(init=False, default=None)
     _stack: contextlib.AsyncExitStack = field(init=False, default_factory=contextlib.AsyncExitStack)
@@ -186,6 +191,8 @@ class Chronicle:
         self.projections = build_projections(self.settings, self.read_models.classes)
         self.keys = KeyRing(self.target)
         self._stack.callback(self.keys.close)
+        self.tracking = Tracking(self.target, [p.name for p in self.projections])
+        self._scrape("postgres", self.tracking)
         relay_channels = {**SignalRelay.topics_by_channel(), **JobRelay.topics_by_channel()}
         store = await asyncio.to_thread(
             EventStore, self.target, relay_channels=relay_channels, keys=self.keys,
@@ -209,6 +216,7 @@ class Chronicle:
                 if self.overrides.store is None
                 else None
             ),
+            metrics=self.metrics,
         )
         self.bus.start()
         self._stack.callback(self.bus.stop)
@@ -274,6 +282,7 @@ class Chronicle:
                 log.info("removed a stream of an earlier version", extra={"stream": stream})
         await ensure_upload_bucket(js, prefix, settings.stream_replicas)
         await ensure_job_streams(js, prefix, settings.job_ack_wait, settings.stream_replicas)
+        self._scrape("nats", JobQueue(js, streams(prefix)[0], CONSUMER, asyncio.get_running_loop()))
         job_relay = JobRelay(self.target.url, nc, js, prefix, keys)
         await self._run(job_relay)
         bus.commit_listeners.append(job_relay.committed)
@@ -300,9 +309,12 @@ class Chronicle:
         await self._run(signal_relay)
         bus.commit_listeners.append(signal_relay.committed)
         await self._run(ExpirySweeper(functools.partial(hitl_queries.due_runs, queries), bus.execute))
+        self.tracking.relays.update({SignalRelay.name: signal_relay.name, JobRelay.name: job_relay.name})
         if settings.event_feed:
             await ensure_feed_stream(js, prefix, settings.event_feed_max_age, settings.stream_replicas)
-            await self._run(EventFeed(self.target.url, nc, js, prefix))
+            feed = EventFeed(self.target.url, nc, js, prefix)
+            await self._run(feed)
+            self.tracking.relays[EventFeed.name] = feed.name
         digests = Digests(queries, self.postgres_store.mapper)
         # Every instance may publish digests too: the digest stream records one per position.
         if settings.digest_interval > 0:
@@ -332,7 +344,9 @@ class Chronicle:
             bulk_factor=settings.limit_bulk_factor,
         )
         shared = limits.rates_limited and settings.limit_sync_interval > 0
-        fair_share = FairShare(limits, report_every=settings.limit_sync_interval if shared else 0.0)
+        fair_share = FairShare(
+            limits, report_every=settings.limit_sync_interval if shared else 0.0, metrics=self.metrics
+        )
         if shared:
             # Started before the endpoints and stopped after them: its last report holds
             # what they served while draining.
@@ -347,6 +361,7 @@ class Chronicle:
             scoped_inboxes=self.servers.callout is not None,
             max_json_bytes=settings.max_json_bytes,
             fair_share=fair_share,
+            metrics=self.metrics,
         )
         await self.service.start()
         stack.push_async_callback(self.service.stop)
@@ -363,6 +378,11 @@ class Chronicle:
             nc, callout.issuer_seed, verify=self.authority.verify, account=settings.nats_account,
             permissions=functools.partial(user_permissions, settings.subject_prefix),
         ))
+
+    def _scrape(self, name: str, source: Source) -> None:
+        """Have scrapes read `source` until this instance stops."""
+        self.scraped.sources[name] = source
+        self._stack.callback(self.scraped.sources.pop, name, None)
 
     def _closed_with_service(self, adapter: AdapterT) -> AdapterT:
         aclose = getattr(adapter, "aclose", None)  # the OpenAI ones hold an HTTP client
@@ -391,10 +411,14 @@ class Startable(Protocol):
 def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
     """Every choice the settings make, resolved; nothing connected or started."""
     overrides = overrides or Overrides()
+    metrics, scraped = Metrics(), Scraped()
+    metrics.registry.register(scraped)
     return Chronicle(
         settings=settings,
         overrides=overrides,
         authority=overrides.authority or authority_for(settings),
+        metrics=metrics,
+        scraped=scraped,
     )
 
 

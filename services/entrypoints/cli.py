@@ -16,6 +16,7 @@ from services.entrypoints.settings import Settings
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from adapters.metrics import MetricsEndpoint
     from adapters.store.postgres import PostgresTarget
     from projections.base import Projection
     from services.entrypoints.bootstrap import Chronicle, Stage
@@ -25,17 +26,21 @@ log = logging.getLogger("chronicle")
 
 
 async def serve(settings: Settings) -> None:
-    from services.entrypoints.bootstrap import bootstrap
+    from services.entrypoints.bootstrap import build
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    chronicle = await bootstrap(settings)
+    chronicle = build(settings)
+    metrics = metrics_endpoint(settings, chronicle)  # from the start: a long first build shows its progress
     try:
+        await chronicle.start()
         http = await rest_server(settings, chronicle.nats_url) if settings.http_port else None
     except BaseException:
         await chronicle.stop()
+        if metrics is not None:
+            await asyncio.to_thread(metrics.stop)
         raise
     log.info(
         "ready",
@@ -45,6 +50,7 @@ async def serve(settings: Settings) -> None:
             "subjects": f"{settings.subject_prefix}.cmd.>, {settings.subject_prefix}.query.>",
             "endpoints": len(chronicle.subjects),
             "http": http.url if http else None,
+            "metrics": metrics.url if metrics else None,
             "rebuilding": chronicle.rebuilding,  # read models behind the log while a rebuild runs
             "search": semantic_search(chronicle),
         },
@@ -53,6 +59,8 @@ async def serve(settings: Settings) -> None:
     log.info("stopping: finishing in-flight requests")
     if http is not None:
         await http.stop()
+    if metrics is not None:
+        await asyncio.to_thread(metrics.stop)
     await chronicle.stop()
     log.info("stopped")
 
@@ -66,6 +74,15 @@ async def rest_server(settings: Settings, nats_url: str) -> HttpServer:
     clients = UserClients(nats_url, settings.subject_prefix)
     app = build_app(clients, cors_origins=settings.http_cors_origins)
     return await HttpServer(app, settings.http_host, settings.http_port).start()
+
+
+def metrics_endpoint(settings: Settings, chronicle: Chronicle) -> MetricsEndpoint | None:
+    """/metrics on settings.metrics_port (None when 0); a port already taken is logged and left."""
+    from adapters.metrics import MetricsEndpoint
+
+    if not settings.metrics_port:
+        return None
+    return MetricsEndpoint(chronicle.metrics.registry, settings.metrics_host, settings.metrics_port).start()
 
 
 async def serve_gateway(settings: Settings, kind: str) -> None:
@@ -242,9 +259,15 @@ def run_projections(settings: Settings) -> None:
     with database(settings) as chronicle:
         engine = projection_engine(settings, chronicle.target, chronicle.keys)
         engine.start()
-        log.info("projections running", extra={"postgres": chronicle.target.describe()})
+        metrics = metrics_endpoint(settings, chronicle)  # read models' positions, lag and parked events
+        log.info(
+            "projections running",
+            extra={"postgres": chronicle.target.describe(), "metrics": metrics.url if metrics else None},
+        )
         with contextlib.suppress(KeyboardInterrupt):
             stopped.wait()
+        if metrics is not None:
+            metrics.stop()
         engine.stop()
 
 

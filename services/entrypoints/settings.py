@@ -130,6 +130,14 @@ class Settings(BaseSettings):
     http_cors_origins: list[str] = Field(
         default=["*"], description="origins a browser front end may call the REST API from (JSON list)"
     )
+    metrics_port: int = Field(
+        default=9464, ge=0, le=65535,
+        description="the port `chronicle serve` and `chronicle projections run` serve Prometheus metrics on"
+        " (/metrics); 0: none",
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1", description="the address the metrics endpoint listens on (it has no authentication)"
+    )
     mcp_port: int = Field(default=8471, ge=1, le=65535, description="`chronicle mcp --http`'s port")
     token: SecretStr | None = Field(
         default=None, description="`chronicle mcp` over stdio: the bearer token its tools act with (never logged)"

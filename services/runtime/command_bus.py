@@ -25,6 +25,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from adapters.errors import statement_failed, translate
+from adapters.metrics import Metrics
 from adapters.store.event_store import IdempotencyRecord, StoredReply
 from adapters.store.keys import UserErased
 from adapters.store.mapper import ErasedContent, PydanticMapper
@@ -134,8 +135,10 @@ class CommandBus:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_id: Callable[[], UUID] = uuid.uuid4,
         snapshots: SnapshotTaker | None = None,
+        metrics: Metrics | None = None,
     ):
         self.store = store
+        self.metrics = metrics
         self.snapshots = snapshots
         self.handlers = handlers
         self.max_batch = max_batch
@@ -148,6 +151,8 @@ class CommandBus:
         self.commit_listeners: list[CommitListener] = []
         self._queue: queue.Queue[Submission | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="chronicle-writer", daemon=True)
+        if metrics is not None:  # read when scraped
+            metrics.commands_queued.set_function(self._queue.qsize)
 
     def start(self) -> None:
         if self.snapshots is not None:
@@ -241,8 +246,11 @@ class CommandBus:
 
     def _commit_batch(self, batch: list[Submission]) -> None:
         self.batches += 1
+        started = time.perf_counter()
         self._commit(batch)
         self._answer_raced_keys(batch)
+        if self.metrics is not None:
+            self.metrics.committed(len(batch), time.perf_counter() - started)
         for s in batch:
             if s.duplicate_of is not None:
                 s.reply, s.error = s.duplicate_of.reply, s.duplicate_of.error
@@ -267,6 +275,8 @@ class CommandBus:
                 # Another writer got there first: forget what we believed and decide again,
                 # after a random pause that grows, so two instances stop colliding.
                 self.conflicts += 1
+                if self.metrics is not None:
+                    self.metrics.commit_conflicts.inc()
                 self._forget(pending)
                 time.sleep(random.uniform(0, CONFLICT_BACKOFF * 2 ** min(attempt, 6)))
             except Exception as error:  # the database failed: nobody's events were saved

@@ -1,0 +1,126 @@
+"""Prometheus instruments of one process, in a registry of its own, and the /metrics endpoint.
+
+The composition root builds one `Metrics` per process and hands it to the pieces that
+record (the NATS edge, the fair share, the command bus); a piece built without one
+records nothing. Recording sits on the command path, so each figure is one cached
+child's `inc` or `observe` (`labels()` once per subject and code, not per request).
+Labels come from fixed sets only: a route table's subjects, the error codes, the
+budgets; never a user id or anything else a request carries. Figures read from Postgres or NATS are not recorded
+but read when scraped (services/runtime/scraped.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
+
+log = logging.getLogger(__name__)
+
+# Seconds: a request answered from cache takes well under a millisecond, a group commit a
+# few, a search or an export may take seconds.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # commands per group commit
+
+
+class Metrics:
+    """The instruments Chronicle records into, registered in `registry`."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "chronicle_requests", "Requests answered, by subject and outcome code (ok or the error's code)",
+            ["subject", "code"], registry=r,
+        )
+        self.request_seconds = Histogram(
+            "chronicle_request_seconds", "Seconds from a request's dispatch to its reply, by subject",
+            ["subject"], buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.in_flight = Gauge("chronicle_requests_in_flight", "Requests being handled by this process", registry=r)
+        self.refusals = Counter(
+            "chronicle_rate_limit_refusals",
+            "Requests refused rate_limited, by budget (requests, search, export, heavy, in_flight: a user's; "
+            "instance: this process's max_in_flight)",
+            ["budget"], registry=r,
+        )
+        self.commit_batch = Histogram(
+            "chronicle_group_commit_commands", "Commands decided and saved together in one group commit",
+            buckets=BATCH_BUCKETS, registry=r,
+        )
+        self.commit_seconds = Histogram(
+            "chronicle_group_commit_seconds",
+            "Seconds the writer spent on one group commit: deciding its commands and saving them in one transaction",
+            buckets=COMMIT_BUCKETS, registry=r,
+        )
+        self.commit_conflicts = Counter(
+            "chronicle_group_commit_conflicts", "Group commits re-run because another writer saved first", registry=r
+        )
+        self.commands_queued = Gauge(
+            "chronicle_commands_queued", "Commands waiting for the writer's next group commit", registry=r
+        )
+        ProcessCollector(registry=r)  # CPU seconds, memory, open file descriptors
+        self._answered: dict[tuple[str, str], Callable[[], None]] = {}
+        self._timed: dict[str, Callable[[float], None]] = {}
+
+    def answered(self, subject: str, code: str, seconds: float | None) -> None:
+        """A request on `subject` (a route's, never a caller's) answered with `code` after
+        `seconds` (None: refused before it was handled, not timed)."""
+        count = self._answered.get((subject, code))
+        if count is None:
+            count = self._answered[(subject, code)] = self.requests.labels(subject, code).inc
+        count()
+        if seconds is None:
+            return
+        timed = self._timed.get(subject)
+        if timed is None:
+            timed = self._timed[subject] = self.request_seconds.labels(subject).observe
+        timed(seconds)
+
+    def refused(self, budget: str) -> None:
+        self.refusals.labels(budget).inc()
+
+    def committed(self, commands: int, seconds: float) -> None:
+        self.commit_batch.observe(commands)
+        self.commit_seconds.observe(seconds)
+
+
+class MetricsEndpoint:
+    """/metrics in Prometheus's text format on its own port, served by prometheus_client's
+    threaded server: a scrape's reads (services/runtime/scraped.py) run in its thread,
+    never on the event loop. A port already taken is logged and the endpoint left off:
+    the process's work does not depend on being watched."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int):
+        self.registry = registry
+        self.host = host
+        self.port = port
+        self.url: str | None = None
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> MetricsEndpoint:
+        try:
+            self._server, self._thread = start_http_server(self.port, addr=self.host, registry=self.registry)
+        except OSError as error:
+            log.error(
+                "metrics endpoint not served: cannot listen (set CHRONICLE_METRICS_PORT to a free port, or 0)",
+                extra={"host": self.host, "port": self.port, "error_type": type(error).__name__},
+            )
+            return self
+        host, port = str(self._server.server_address[0]), self._server.server_address[1]
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
