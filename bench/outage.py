@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -40,8 +42,48 @@ async def timed(call: object) -> tuple[float, str]:
     return (time.perf_counter() - started) * 1000, outcome
 
 
-async def measure(postgres: EmbeddedPostgres, url: str, service: ServiceProcess, outage: float) -> Report:
-    report = Report({"suite": "outage", "outage_seconds": outage})
+class Silenced:
+    """Postgres frozen (SIGSTOP on the postmaster and every backend): connections are taken
+    by the kernel and then never answered, as with a server behind a dropped route."""
+
+    def __init__(self, postgres: EmbeddedPostgres):
+        self.postgres = postgres
+        self.pids: list[int] = []
+
+    def stop(self) -> None:
+        self.pids = postgres_processes(self.postgres.data_dir)
+        for pid in self.pids:
+            os.kill(pid, signal.SIGSTOP)
+
+    def start(self) -> str:
+        for pid in self.pids:
+            os.kill(pid, signal.SIGCONT)
+        return ""
+
+
+def postgres_processes(data_dir: Path) -> list[int]:
+    """The postmaster running on `data_dir` and its children."""
+    parents: dict[int, int] = {}
+    postmaster = None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if cmdline[0].endswith(b"postgres") and str(data_dir).encode() in cmdline:
+            postmaster = int(entry.name)
+    if postmaster is None:
+        raise RuntimeError(f"no postmaster runs on {data_dir}")
+    return [postmaster, *(pid for pid, parent in parents.items() if parent == postmaster)]
+
+
+async def measure(
+    postgres: EmbeddedPostgres | Silenced, url: str, service: ServiceProcess, outage: float, kind: str = "stopped"
+) -> Report:
+    report = Report({"suite": "outage", "outage_seconds": outage, "kind": kind})
     client = await ChronicleClient.connect(service.nats_url, service.token("outage"), prefix=service.subject_prefix,
                                            timeout=CLIENT_TIMEOUT)
     try:
@@ -87,7 +129,7 @@ async def measure(postgres: EmbeddedPostgres, url: str, service: ServiceProcess,
     return report
 
 
-def run(outage: float) -> tuple[Report, Path]:
+def run(outage: float, silent: bool = False) -> tuple[Report, Path]:
     with tempfile.TemporaryDirectory(prefix="chronicle-bench-outage-") as workdir:
         postgres = EmbeddedPostgres(Path(workdir))
         url = postgres.start()
@@ -97,7 +139,8 @@ def run(outage: float) -> tuple[Report, Path]:
                 service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir))
                 service.start()
                 with service.stopped_afterwards():
-                    report = asyncio.run(measure(postgres, url, service, outage))
+                    down = Silenced(postgres) if silent else postgres
+                    report = asyncio.run(measure(down, url, service, outage, "silent" if silent else "stopped"))
         finally:
             postgres.stop()
     return report, report.save()
@@ -106,8 +149,10 @@ def run(outage: float) -> tuple[Report, Path]:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench outage", description=__doc__.splitlines()[0])
     p.add_argument("--outage", type=float, default=30.0, help="seconds Postgres stays stopped (default 30)")
+    p.add_argument("--silent", action="store_true",
+                   help="freeze Postgres (SIGSTOP) instead of stopping it: connections hang unanswered, as behind a dropped route")
     args = p.parse_args(argv)
-    report, path = run(args.outage)
+    report, path = run(args.outage, args.silent)
     print(report.table())
     print(f"\nsaved {path}")
 
