@@ -13,6 +13,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,10 +45,14 @@ class Server:
         return f"postgresql://{user}@127.0.0.1:{self.port}/{dbname}"
 
     def run(self, program: str, *args: str, env: dict[str, str] | None = None) -> None:
-        subprocess.run(
-            [str(binaries() / program), *args], check=True, capture_output=True, timeout=READY_TIMEOUT,
+        done = subprocess.run(
+            [str(binaries() / program), *args], capture_output=True, timeout=READY_TIMEOUT,
             user=self.system_user, env={**os.environ, **(env or {})},
         )
+        if done.returncode != 0:
+            log = self.data_dir / "server.log"
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{program} {' '.join(args)} failed: {done.stderr.decode()[-2000:]}\n{tail}")
 
     def start(self) -> None:
         self.run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.data_dir / "server.log"), "-w", "start")
@@ -64,9 +69,11 @@ class Server:
 
 @dataclass
 class ReplicatedPostgres:
-    """A primary and a hot standby streaming from it, under `root`."""
+    """A primary and a hot standby streaming from it, in a directory of their own (removed
+    by `stop`). Not under pytest's temporary directory: each pytest session on the machine
+    makes that readable by its owner alone, and the servers' user would lose its way in."""
 
-    root: Path
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="chronicle-replicated-")))
     replicator_password: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     system_user: str | None = None
     primary: Server = field(init=False)
@@ -115,9 +122,12 @@ class ReplicatedPostgres:
         return self
 
     def stop(self) -> None:
-        for server in (getattr(self, "replica", None), getattr(self, "primary", None)):
-            if server is not None:
-                server.stop()
+        try:
+            for server in (getattr(self, "replica", None), getattr(self, "primary", None)):
+                if server is not None:
+                    server.stop()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def create_database(self, name: str) -> tuple[str, str]:
         """A new database on the primary, once the replica has it too: its URLs on both."""
@@ -150,6 +160,7 @@ class ReplicatedPostgres:
         self.root.mkdir(parents=True, exist_ok=True)
         if os.geteuid() != 0:
             return
+        self.root.chmod(0o755)
         from pgserver.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
 
         self.system_user = "pgserver"

@@ -15,7 +15,7 @@ from services.runtime.positions import ProjectionPositions
 # replica has replayed. (Not a projection's name: those never hold a dot.)
 EVENT_LOG = "chronicle.events"
 FIRST_LOOK = 0.002  # seconds before the replica is read again while someone waits
-LOOK_AT_MOST_EVERY = 0.025  # seconds: the slowest it is read while someone still waits
+LOOK_AT_MOST_EVERY = 0.010  # seconds: the slowest it is read while someone still waits
 
 POSITIONS_AND_LOG = (
     "SELECT name, position FROM chronicle.projections WHERE name = ANY(%s)"
@@ -30,7 +30,7 @@ class ReplayedPositions(ProjectionPositions):
     replica shows both once it has replayed that commit, so a tracking row read there says
     what the replica's read models include. The primary's notifications say nothing about
     that (and a standby cannot LISTEN), so while a request waits the replica's tracking rows
-    are read again and again: at once, then after 2 ms, doubling up to every 25 ms, and not
+    are read again and again: at once, then after 2 ms, doubling up to every 10 ms, and not
     at all while nobody waits. A query that reads no read model (the audit stream, digests:
     the event log itself) waits for the replica's highest notification id instead.
     """

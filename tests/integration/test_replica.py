@@ -48,8 +48,9 @@ class Replicated:
 async def replicated(
     servers: TestServers, authority: TokenAuthority, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Replicated]:
-    postgres = await asyncio.to_thread(ReplicatedPostgres(tmp_path_factory.mktemp("replicated")).start)
+    postgres = ReplicatedPostgres()
     try:
+        await asyncio.to_thread(postgres.start)
         primary_url, replica_url = await asyncio.to_thread(postgres.create_database, "chronicle")
         settings = make_settings(
             primary_url, servers.nats_url, tmp_path_factory.mktemp("data"),
@@ -84,7 +85,7 @@ async def test_every_write_is_read_back_from_the_replica_with_its_position(repli
                 # The client sends its last write's position: the replica must have replayed it.
                 newest = await client.conversations.get_page(started.conversation_id, limit=1, order="newest")
                 assert [m.content for m in newest.messages] == [f"{n}:{k}"], f"write {k} of writer {n} not read back"
-                if k % 10 == 0:  # the event log itself (no read model): waits for the replica's log
+                if k % 10 == 0:  # the event log as the replica holds it, with the primary's positions
                     events = (await client.audit.stream(started.conversation_id, after_version=k)).events
                     assert [(e.version, e.position) for e in events] == [(k + 1, written.position)]
             whole = await client.conversations.get(started.conversation_id)
@@ -129,16 +130,24 @@ async def test_a_query_never_reads_the_replica_before_it_has_replayed_the_positi
             # On the primary the read models have it; the replica replays nothing meanwhile.
             await replicated.chronicle.positions.wait_for(["history"], written.position, 10)
 
-            with pytest.raises(ChronicleError) as raised:
-                await writer.conversations.get(started.conversation_id)  # with the write's position
-            assert raised.value.code == "unavailable" and raised.value.fields == ["min_position"]
+            # With the write's position: a read model, and the event log (no read model).
+            for query in (
+                writer.conversations.get(started.conversation_id),
+                writer.audit.stream(started.conversation_id, after_version=2),
+            ):
+                with pytest.raises(ChronicleError) as raised:
+                    await query
+                assert raised.value.code == "unavailable" and raised.value.fields == ["min_position"]
             # Without a position a query answers at once, from the replica as it stands.
             seen = await reader.conversations.get(started.conversation_id)
             assert [m.content for m in seen.messages] == ["replayed"]
+            assert (await reader.audit.stream(started.conversation_id, after_version=2)).events == []
         finally:
             await asyncio.to_thread(set_replay, replicated.replica_url, paused=False)
         conversation = await writer.conversations.get(started.conversation_id)
         assert [m.content for m in conversation.messages] == ["replayed", "not yet replayed"]
+        events = (await writer.audit.stream(started.conversation_id, after_version=2)).events
+        assert [e.position for e in events] == [written.position]
     finally:
         await writer.close()
         await reader.close()
