@@ -1,6 +1,6 @@
 """Queries served by a streaming replica: commands to the primary, every write read back from the replica.
 
-A private primary and a `pg_basebackup` hot standby on loopback (tests/replica.py, set up
+A private primary and a `pg_basebackup` hot standby on loopback (bench/replica.py, set up
 with infra/postgres's files), Chronicle with CHRONICLE_DATABASE_URL at the primary and
 CHRONICLE_READ_DATABASE_URL at the replica, clients over NATS.
 """
@@ -16,10 +16,10 @@ import psycopg
 import pytest
 
 from adapters.auth import TokenAuthority
+from bench.replica import ReplicatedPostgres
 from services.client.connection import ChronicleClient, ChronicleError
 from services.entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import make_settings
-from tests.replica import ReplicatedPostgres
 from tests.servers import TestServers
 
 pytestmark = pytest.mark.slow  # two servers made and a service started: ~15 s for the module

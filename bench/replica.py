@@ -1,4 +1,4 @@
-"""A private PostgreSQL primary and a streaming replica on loopback, set up as infra/postgres says.
+"""A private PostgreSQL primary and streaming replica on loopback, set up as infra/postgres says.
 
 The primary is made with `initdb` and infra/postgres/primary.conf, its replication lines
 come from infra/postgres/pg_hba.conf (the `replicator` role with a password), and the
