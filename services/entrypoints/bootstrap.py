@@ -24,6 +24,7 @@ from uuid import UUID
 import nats
 
 from adapters.auth import TokenAuthority
+from adapters.errors import statement_failed
 from adapters.generation.agent_offline import OfflineAgent
 from adapters.generation.agent_openai import OpenAIAgent
 from adapters.generation.generator_offline import OfflineGenerator
@@ -39,7 +40,7 @@ from adapters.store.blobs import BlobStore
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget, migrate
-from adapters.store.reachability import fail_fast
+from adapters.store.reachability import Reachability, fail_fast
 from projections.base import Projection
 from projections.engine import ProjectionEngine, tracked_version
 from projections.semantic import SemanticProjection
@@ -68,6 +69,7 @@ from services.runtime.command_bus import CommandBus, Store
 from services.runtime.event_feed import EventFeed, ensure_feed_stream
 from services.runtime.positions import ProjectionPositions
 from services.runtime.read_models import Queries, SemanticSearch, query_pool
+from services.runtime.replayed_positions import ReplayedPositions
 from services.runtime.scraped import JobQueue, Scraped, Source, Tracking
 from services.runtime.snapshots import SnapshotTaker
 from services.users.erasure import Erasure
@@ -108,6 +110,7 @@ class Stage(IntEnum):
 
 
 SEARCH_EMBED_TIMEOUT = 2.0  # seconds a search waits for an embeddings endpoint
+BACKGROUND_POOL_SIZE = 2  # connections to the primary for the service's own reads, when a replica serves queries
 
 
 @dataclass(frozen=True)
@@ -143,8 +146,11 @@ class Chronicle:
     postgres_store: EventStore = field(init=False)  # the same store, when it is the Postgres one
     bus: CommandBus = field(init=False)
     engine: ProjectionEngine | ProjectionProcess | None = field(init=False, default=None)
-    queries: Queries = field(init=False)
+    queries: Queries = field(init=False)  # the primary's read models: what the service itself reads before it acts
     positions: ProjectionPositions = field(init=False)
+    # What queries read and wait on: a streaming replica's (settings.read_database_url), or the above.
+    read_queries: Queries = field(init=False)
+    read_positions: ProjectionPositions = field(init=False)
     nats_url: str = field(init=False, default="")  # what users connect to
     rebuilding: list[str] = field(init=False, default_factory=list)  # read models still rebuilt when it started
     servers: Servers = field(init=False)
@@ -231,24 +237,45 @@ class Chronicle:
             )
             self.engine.start()
             self._stack.callback(self.engine.stop)
-        pool = query_pool(self.target.url, min_size=2, max_size=settings.query_pool_size)
-        fail_fast(pool, settings.database_unavailable_after)  # a read waits no longer for Postgres
-        await pool.open()
-        self._stack.push_async_callback(pool.close)
         semantic = None
         if SemanticProjection in self.read_models.classes:
             # A search waits for its words' vector briefly, then ranks by full text alone.
             words = embedder(settings, timeout=SEARCH_EMBED_TIMEOUT)
             self._stack.callback(getattr(words, "close", lambda: None))
             semantic = SemanticSearch(words, settings.semantic_min_similarity)
-        self.queries = Queries(
-            pool, language=settings.search_language, reachability=self.postgres_store.reachability, semantic=semantic
+        names = [p.name for p in self.projections]
+        reachability = self.postgres_store.reachability  # (one view of whether the primary answers)
+        # With a replica, the primary's pool serves only the service's own reads (sweepers, digests).
+        size = settings.query_pool_size if settings.read_database_url is None else BACKGROUND_POOL_SIZE
+        self.queries = await self._queries(self.target.url, reachability, semantic, size)
+        self.positions = await self._positions(ProjectionPositions(self.target, names, reachability=reachability))
+        if settings.read_database_url is None:
+            self.read_queries, self.read_positions = self.queries, self.positions
+            return
+        # Queries go to the replica and wait for its replay; a replica that is away makes
+        # them `unavailable` within database_unavailable_after, and commands carry on.
+        replica = PostgresTarget(settings.read_database_url)
+        replica_reachability = Reachability(
+            replica.url, settings.database_unavailable_after, is_statement_failure=statement_failed
         )
-        self.positions = ProjectionPositions(
-            self.target, [p.name for p in self.projections], reachability=self.postgres_store.reachability
-        )
-        await self.positions.start()
-        self._stack.push_async_callback(self.positions.stop)
+        self.read_queries = await self._queries(replica.url, replica_reachability, semantic, settings.query_pool_size)
+        self.read_positions = await self._positions(ReplayedPositions(replica, names, reachability=replica_reachability))
+        log.info("queries are served by a replica", extra={"replica": replica.describe()})
+
+    async def _queries(
+        self, url: str, reachability: Reachability, semantic: SemanticSearch | None, size: int
+    ) -> Queries:
+        settings = self.settings
+        pool = query_pool(url, min_size=min(2, size), max_size=size, application_name=f"{settings.service_name}-queries")
+        fail_fast(pool, settings.database_unavailable_after)  # a read waits no longer for Postgres
+        await pool.open()
+        self._stack.push_async_callback(pool.close)
+        return Queries(pool, language=settings.search_language, reachability=reachability, semantic=semantic)
+
+    async def _positions(self, positions: ProjectionPositions) -> ProjectionPositions:
+        await positions.start()
+        self._stack.push_async_callback(positions.stop)
+        return positions
 
     async def _read_models_built(self) -> list[str]:
         """Wait (up to settings.ready_timeout) until this instance's engine has built its read
@@ -268,6 +295,9 @@ class Chronicle:
 
     async def _start_service(self) -> None:
         settings, bus, queries, keys, stack = self.settings, self.bus, self.queries, self.keys, self._stack
+        # What callers read goes to read_queries (a replica, when one is set) and waits on
+        # read_positions; what the service reads to decide what to do next reads the primary.
+        reading, read_positions = self.read_queries, self.read_positions
         prefix = settings.subject_prefix
         nc = await nats.connect(**connect_options(self.servers.service_nats_url), name=settings.service_name, max_reconnect_attempts=-1,
                                 reconnect_time_wait=0.5, error_cb=nats_error)
@@ -291,7 +321,7 @@ class Chronicle:
             await self._run(JobWorkers(js, prefix, bus, agent, settings.job_workers))
         blobs = BlobStore(self.target, keys)
         stack.callback(blobs.close)
-        previews = Previews(bus, blobs, queries, js, prefix)
+        previews = Previews(bus, blobs, reading, js, prefix)
         if settings.artifact_retention_days > 0 or settings.artifact_max_per_session > 0:
             self.retention = RetentionSweeper(
                 queries,
@@ -315,10 +345,11 @@ class Chronicle:
             feed = EventFeed(self.target.url, nc, js, prefix)
             await self._run(feed)
             self.tracking.relays[EventFeed.name] = feed.name
-        digests = Digests(queries, self.postgres_store.mapper)
         # Every instance may publish digests too: the digest stream records one per position.
         if settings.digest_interval > 0:
-            self.digest_publisher = DigestPublisher(self.target, digests, bus.execute, settings.digest_interval)
+            self.digest_publisher = DigestPublisher(
+                self.target, Digests(queries, self.postgres_store.mapper), bus.execute, settings.digest_interval
+            )
             await self._run(self.digest_publisher)
 
         async def record_read(auditor: str, read: dict[str, Any]) -> None:
@@ -326,12 +357,13 @@ class Chronicle:
 
         # The instances that dispatch tables' Read and Serve handlers are methods of, by type.
         served: dict[type, object] = {
-            Queries: queries,
+            Queries: reading,
             Generating: Generating(bus, self.overrides.generator or self._closed_with_service(generator_for(settings))),
             Previews: previews,
-            Jobs: Jobs(bus, FullTextRetriever(queries), self.positions, settings.query_wait_timeout),
-            Audit: Audit(queries, record_read, keys),
-            Digests: digests,
+            # (A job's retrieval snapshot waits for the caller's min_position, as a query does.)
+            Jobs: Jobs(bus, FullTextRetriever(reading), read_positions, settings.query_wait_timeout),
+            Audit: Audit(reading, record_read, keys),  # (keys from the primary: an erasure counts at once)
+            Digests: Digests(reading, self.postgres_store.mapper),
             Erasure: Erasure(bus, keys, forget=[previews.forget_uploads]),
             Answers: Answers(bus, self.postgres_store.events_of),
         }
@@ -353,7 +385,7 @@ class Chronicle:
             await self._run(UsageSync(nc, usage_subject(prefix), fair_share, every=settings.limit_sync_interval))
         self.service = NatsService(
             nc,
-            routes(prefix, bus, self.positions, settings.query_wait_timeout, served),
+            routes(prefix, bus, read_positions, settings.query_wait_timeout, served),
             self.authority,
             name=settings.service_name,
             max_in_flight=settings.max_in_flight,

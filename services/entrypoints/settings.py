@@ -15,6 +15,11 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, description="PostgreSQL URL; unset starts an embedded server under data_dir"
     )
+    read_database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL of one streaming replica of database_url that serves queries (read-your-writes"
+        " waits for its replay); unset: queries read the primary",
+    )
     nats_url: str | None = Field(
         default=None, description="NATS URL; unset starts an embedded nats-server under data_dir"
     )

@@ -123,21 +123,25 @@ class ProjectionPositions(Background):
                 ) as conn:
                     backoff = 0.1
                     await self._connected(True)
-                    while True:
-                        await self._wanted.wait()
-                        # Listening first, then reading: no move is missed between the two.
-                        await conn.execute(SQL("LISTEN {}").format(Identifier(PROGRESS_CHANNEL)))
-                        self.listening, self.listens = True, self.listens + 1
-                        await self._poll(conn)
-                        while self._still_wanted():
-                            async for notify in conn.notifies(timeout=self.poll_interval):
-                                await self._record(read_positions(notify.payload))
-                            await self._poll(conn)
-                        await conn.execute(SQL("UNLISTEN {}").format(Identifier(PROGRESS_CHANNEL)))
-                        self.listening = False
+                    await self._follow(conn)
             except psycopg.Error as error:
                 self.listening = False
                 await self._connected(False)
                 log.warning("positions listener lost; reconnecting", extra={"error_type": type(error).__name__})
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, RECONNECT_WAIT_MAX)  # back within moments of the server
+
+    async def _follow(self, conn: psycopg.AsyncConnection) -> None:
+        """Hears the positions move on `conn` while they are wanted, until it fails."""
+        while True:
+            await self._wanted.wait()
+            # Listening first, then reading: no move is missed between the two.
+            await conn.execute(SQL("LISTEN {}").format(Identifier(PROGRESS_CHANNEL)))
+            self.listening, self.listens = True, self.listens + 1
+            await self._poll(conn)
+            while self._still_wanted():
+                async for notify in conn.notifies(timeout=self.poll_interval):
+                    await self._record(read_positions(notify.payload))
+                await self._poll(conn)
+            await conn.execute(SQL("UNLISTEN {}").format(Identifier(PROGRESS_CHANNEL)))
+            self.listening = False
