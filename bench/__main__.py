@@ -36,7 +36,8 @@ def parser() -> argparse.ArgumentParser:
         "`python -m bench gateway --help`: what the REST API adds over NATS; "
         "`python -m bench feed --help`: the event feed's rate, its follower's lag, and its cost; "
         "`python -m bench outage --help`: how fast requests fail while Postgres is stopped and work once it is back; "
-        "`python -m bench faults --help`: a NATS cluster node or a service instance killed under load.",
+        "`python -m bench faults --help`: a NATS cluster node or a service instance killed under load; "
+        "`python -m bench scale --help`: 1, 2 and 3 service instances on a loopback NATS cluster.",
     )
     scale = p.add_argument_group("scale")
     scale.add_argument("--quick", action="store_true",
@@ -111,6 +112,7 @@ SUITES = {
     "feed": "bench.feed",  # the event feed: events/s, follower lag, add_message with it on and off
     "outage": "bench.outage",  # requests while Postgres is stopped, and the first one after it is back
     "faults": "bench.faults",  # a NATS node or a service instance killed under load: nothing lost or duplicated
+    "scale": "bench.scale",  # add_message and query figures with 1, 2, 3 instances on a loopback NATS cluster
 }
 
 

@@ -271,6 +271,8 @@ class CommandBus:
                 rerun.culprit.error = rerun.failure
             except _StaleReads:
                 self._forget(pending)
+                if self.metrics is not None:
+                    self.metrics.commit_conflicts.inc()
             except IntegrityError:
                 # Another writer got there first: forget what we believed and decide again,
                 # after a random pause that grows, so two instances stop colliding.
