@@ -6,6 +6,10 @@ Scenarios (real processes, no containers):
   node; the second node is killed (SIGKILL) mid-load.
 - `instance`: two `chronicle serve` instances without projections plus a standalone
   projection engine (`chronicle projections run`); the first instance is killed mid-load.
+- `projection-child`: one instance whose projection engine runs in its child process; the
+  child is killed (SIGKILL) mid-load.
+- `postgres-restart`: one instance on a Postgres of its own (embedded), restarted mid-load.
+- `nats-restart`: one instance on a nats-server of its own, restarted mid-load.
 
 The load: users writing messages back to back, each command sent again with the same
 Idempotency-Key until it is answered `ok` (as a caller should after a timeout), HITL runs
@@ -25,6 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -37,6 +42,7 @@ from typing import Any, TypeVar
 
 import nats.errors
 
+from adapters.embedded import EmbeddedNats, EmbeddedPostgres
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.cluster import NatsCluster
 from bench.report import Report
@@ -44,7 +50,7 @@ from bench.servers import BenchServers, bench_servers
 from bench.service import ServiceProcess, chronicle_command, positions
 from services.client.connection import ChronicleClient, ChronicleError
 
-SCENARIOS = ("nats-node", "instance")
+SCENARIOS = ("nats-node", "instance", "projection-child", "postgres-restart", "nats-restart")
 RETRY_WAIT = 0.2  # seconds between sends of an unanswered command
 ANSWER_DEADLINE = 120.0  # seconds a command may take to be answered ok, retries included, before it counts as lost
 CLIENT_TIMEOUT = 3.0  # the clients' request timeout: a request to a dead node is sent again soon
@@ -95,15 +101,24 @@ class Fleet:
     probe_url: str  # starts on what is killed
     services: list[ServiceProcess]
     kill: Callable[[], None]
-    target: PostgresTarget
+    database_url: str
     subject_prefix: str
     token: Callable[[str], str]
+
+    @property
+    def target(self) -> PostgresTarget:
+        return PostgresTarget(self.database_url)
+
+
+async def unreported(error: Exception) -> None:
+    """A client's connection errors while its server is down are the point: not printed."""
 
 
 async def connect(fleet: Fleet, user: str, url: str | None = None) -> ChronicleClient:
     return await ChronicleClient.connect(
         url or fleet.users_url, fleet.token(user), prefix=fleet.subject_prefix, timeout=CLIENT_TIMEOUT,
-        nats_options={"max_reconnect_attempts": -1, "reconnect_time_wait": 0.2, "dont_randomize": url is not None},
+        nats_options={"max_reconnect_attempts": -1, "reconnect_time_wait": 0.2, "dont_randomize": url is not None,
+                      "error_cb": unreported},
     )
 
 
@@ -279,7 +294,7 @@ def nats_node_fleet(servers: BenchServers, database_url: str, workdir: Path) -> 
             service.start()
             stack.enter_context(service.stopped_afterwards())
         yield Fleet(cluster.users_url(), cluster.users_url(first=1), services, cluster.nodes[1].kill,
-                    PostgresTarget(database_url), first.subject_prefix, first.token)
+                    database_url, first.subject_prefix, first.token)
 
 
 @contextlib.contextmanager
@@ -300,10 +315,77 @@ def instance_fleet(servers: BenchServers, database_url: str, workdir: Path) -> I
         # The probe's replies come from whichever instance takes them: on one NATS server,
         # it "starts on" the killed instance only by chance; its figure is the fleet's.
         yield Fleet(servers.nats_url, servers.nats_url, [first, second], first.kill,
-                    PostgresTarget(database_url), first.subject_prefix, first.token)
+                    database_url, first.subject_prefix, first.token)
 
 
-FLEETS = {"nats-node": nats_node_fleet, "instance": instance_fleet}
+@contextlib.contextmanager
+def single(database_url: str, nats_url: str, workdir: Path, settings: dict[str, str]) -> Iterator[ServiceProcess]:
+    service = ServiceProcess.fresh(database_url, nats_url, workdir / "service", {**FAST_SETTINGS, **settings})
+    service.workdir.mkdir(parents=True, exist_ok=True)
+    service.start()
+    with service.stopped_afterwards():
+        yield service
+
+
+@contextlib.contextmanager
+def projection_child_fleet(servers: BenchServers, database_url: str, workdir: Path) -> Iterator[Fleet]:
+    """One instance with its projection engine in a child process; the child killed (the
+    service starts another)."""
+    with single(database_url, servers.nats_url, workdir, {"CHRONICLE_PROJECTION_PROCESS": "true"}) as service:
+        def kill_child() -> None:
+            # (Each thread's children are listed under that thread: the engine is started from a worker thread.)
+            children = [c for task in Path(f"/proc/{service.pid}/task").iterdir()
+                        for c in (task / "children").read_text().split()]
+            if not children:
+                raise RuntimeError("the service has no projection child to kill")
+            for child in children:
+                os.kill(int(child), signal.SIGKILL)
+
+        yield Fleet(servers.nats_url, servers.nats_url, [service], kill_child, database_url,
+                    service.subject_prefix, service.token)
+
+
+@contextlib.contextmanager
+def postgres_restart_fleet(servers: BenchServers, database_url: str, workdir: Path) -> Iterator[Fleet]:
+    """One instance on a Postgres of its own (embedded), restarted under load."""
+    postgres = EmbeddedPostgres(workdir / "postgres")
+    url = postgres.start()
+    try:
+        migrate(PostgresTarget(url))
+        with single(url, servers.nats_url, workdir, {}) as service:
+            def restart() -> None:
+                postgres.stop()
+                postgres.start()
+
+            yield Fleet(servers.nats_url, servers.nats_url, [service], restart, url,
+                        service.subject_prefix, service.token)
+    finally:
+        postgres.stop()
+
+
+@contextlib.contextmanager
+def nats_restart_fleet(servers: BenchServers, database_url: str, workdir: Path) -> Iterator[Fleet]:
+    """One instance on a nats-server of its own, restarted under load (same port, same store)."""
+    server = EmbeddedNats(workdir / "nats")
+    url = server.start()
+    try:
+        with single(database_url, url, workdir, {}) as service:
+            def restart() -> None:
+                server.stop()
+                server.start()
+
+            yield Fleet(url, url, [service], restart, database_url, service.subject_prefix, service.token)
+    finally:
+        server.stop()
+
+
+FLEETS = {
+    "nats-node": nats_node_fleet,
+    "instance": instance_fleet,
+    "projection-child": projection_child_fleet,
+    "postgres-restart": postgres_restart_fleet,
+    "nats-restart": nats_restart_fleet,
+}
 
 
 def run_scenario(
@@ -315,11 +397,10 @@ def run_scenario(
     report = Report({"suite": "faults", "scenario": scenario, "users": users, "seconds": seconds})
     with bench_servers(database_url, nats_url) as servers, servers.fresh_database(False) as url, \
             scratch_or(keep, f"chronicle-faults-{scenario}-") as workdir:
-        target = PostgresTarget(url)
-        migrate(target)
+        migrate(PostgresTarget(url))
         with FLEETS[scenario](servers, url, Path(workdir)) as fleet:
             tally = asyncio.run(load(fleet, users, seconds, hitl, jobs_count))
-            return report, check(report, tally, target, url, Path(workdir))
+            return report, check(report, tally, fleet.target, fleet.database_url, Path(workdir))
 
 
 @contextlib.contextmanager

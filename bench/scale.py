@@ -22,7 +22,7 @@ from pathlib import Path
 
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.cluster import NatsCluster
-from bench.faults import until_ok
+from bench.faults import unreported, until_ok
 from bench.load import sustained
 from bench.report import Report, percentile
 from bench.servers import bench_servers
@@ -82,7 +82,8 @@ async def node_kill(cluster: NatsCluster, first: ServiceProcess, node: int) -> f
     """Seconds from killing `node` to the first ok of a client that was connected to it."""
     client = await ChronicleClient.connect(
         cluster.users_url(first=node), first.token("after-kill"), prefix=first.subject_prefix, timeout=2.0,
-        nats_options={"dont_randomize": True, "max_reconnect_attempts": -1, "reconnect_time_wait": 0.1},
+        nats_options={"dont_randomize": True, "max_reconnect_attempts": -1, "reconnect_time_wait": 0.1,
+                      "error_cb": unreported},
     )
     try:
         conversation_id = (await client.conversations.start(title="kill")).conversation_id
