@@ -1,7 +1,8 @@
 """Chronicle with a part of it killed or restarted under load (bench/faults.py): a node of
 a three-node NATS cluster, a service instance beside a standalone projection engine, the
-projection child process, Postgres, nats-server. Nothing acknowledged is lost or duplicated, every HITL answer arrives once, every job ends, the
-read models equal a rebuild and the hash chains verify."""
+projection child process, Postgres, nats-server. Nothing acknowledged is lost or
+duplicated, every HITL answer arrives once, every job ends, the read models equal a
+rebuild and the hash chains verify."""
 
 from __future__ import annotations
 
