@@ -88,6 +88,7 @@ class Submission:
 
 
 RACED_REFUSALS = ("conflict", "not_found", "invalid")  # what an aggregate's guard answers
+OTHERS_WINDOW = 60.0  # seconds after another writer was last seen during which cached aggregates are checked
 
 
 class _StaleReads(Exception):
@@ -147,6 +148,8 @@ class CommandBus:
         self.new_id = new_id
         self.conflicts = 0
         self.stale_reads = 0  # batches decided again: another instance had written what they read
+        self._last_position = 0  # of this bus's last commit
+        self._others_seen_at = -OTHERS_WINDOW  # when another writer's events or a conflict were last seen
         self.batches = 0
         self.commit_listeners: list[CommitListener] = []
         self._queue: queue.Queue[Submission | None] = queue.Queue()
@@ -277,6 +280,7 @@ class CommandBus:
                 # Another writer got there first: forget what we believed and decide again,
                 # after a random pause that grows, so two instances stop colliding.
                 self.conflicts += 1
+                self._others_seen_at = time.monotonic()
                 if self.metrics is not None:
                     self.metrics.commit_conflicts.inc()
                 self._forget(pending)
@@ -383,10 +387,26 @@ class CommandBus:
             s.error = key_reused()
 
     def _prefetch(self, batch: list[Submission]) -> None:
-        wanted = {i for s in batch for i in s.payload.aggregate_ids() if i not in self.cache}
+        ids = {i for s in batch for i in s.payload.aggregate_ids()}
+        if time.monotonic() - self._others_seen_at < OTHERS_WINDOW:
+            # Another instance writes to this log: an aggregate cached here may be behind
+            # (consecutive commands on one conversation land on any instance of the queue
+            # group). One query finds those written since; they are loaded again, rather
+            # than decided on stale state and re-run after a version conflict with a backoff
+            # (which took two instances from 3,000 to 760 messages/s).
+            cached = {i: aggregate.version for i in ids if (aggregate := self.cache.get(i)) is not None}
+            if cached:
+                self.cache.evict(self.store.recorder.changed(cached))
+        wanted = {i for i in ids if i not in self.cache}
         if wanted:
             for aggregate in self.store.load_many(wanted).values():
                 self.cache.put(aggregate)
+
+    def _note_positions(self, first: int, last: int) -> None:
+        """A commit that does not follow this bus's previous one: another writer appended between."""
+        if self._last_position and first != self._last_position + 1:
+            self._others_seen_at = time.monotonic()
+        self._last_position = last
 
     def _decide(self, s: Submission, *, first_attempt: bool) -> None:
         uow = UnitOfWork(
@@ -451,7 +471,10 @@ class CommandBus:
         writers = {owner for s in decided for owner in s.owners.values() if owner is not None}
         writers |= {r.owner for r in replies if r.owner != SYSTEM_OWNER}
         erased = {e.user_id for s in decided for e in s.events if isinstance(e, DataSubject.Erased)}
-        positions = iter(self.store.recorder.record(stored, replies, writers=writers - erased, erased=erased))
+        recorded = self.store.recorder.record(stored, replies, writers=writers - erased, erased=erased)
+        if recorded:
+            self._note_positions(recorded[0], recorded[-1])
+        positions = iter(recorded)
         committed: list[tuple[int, Any]] = []
         for s in decided:
             committed.extend((next(positions), event) for event in s.events)

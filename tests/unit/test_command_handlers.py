@@ -330,3 +330,21 @@ async def test_an_answer_that_saves_nothing_is_not_given_on_state_another_instan
     # On its cached conversation this instance would answer `paused` and save nothing.
     assert (await bus.execute(RecordTaken(run_id="run-1"), "alice"))["status"] == "resumed"
     assert bus.stale_reads == 1
+
+
+async def test_once_another_writer_is_seen_its_writes_to_cached_aggregates_are_loaded_before_deciding(
+    bus: CommandBus, store: InMemoryEventStore, clock: Clock
+) -> None:
+    conversation_id = UUID((await bus.execute(StartConversation(title="chat"), "alice"))["conversation_id"])
+    other = CommandBus(store, command_handlers(), clock=clock)  # type: ignore[arg-type]  # a second instance
+    other.start()
+    try:
+        for turn in range(6):  # consecutive messages land on either instance, as in a queue group
+            writer = bus if turn % 2 == 0 else other
+            await writer.execute(AddMessage(conversation_id=conversation_id, role="user", content=f"m{turn}"), "alice")
+    finally:
+        other.stop()
+    # The first write after the other's finds this bus's copy behind and conflicts once;
+    # from then on this bus knows the log is shared and catches its copies up first.
+    assert bus.conflicts == 1
+    assert len(store.events_of(conversation_id)) == 7
