@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nats
+import nats.errors
 import orjson
 
 from adapters.auth import TokenAuthority
@@ -162,7 +163,10 @@ class ServiceProcess:
                 self.process.kill()
                 self.process.wait()
         with concurrent.futures.ThreadPoolExecutor(1) as thread:  # (a caller may be inside an event loop)
-            thread.submit(asyncio.run, self._remove_streams()).result()
+            try:
+                thread.submit(asyncio.run, self._remove_streams()).result()
+            except nats.errors.Error as error:  # (a cluster that lost a node may not answer its API in time)
+                print(f"streams of {self.subject_prefix} not removed: {type(error).__name__}", file=sys.stderr)
 
     def kill(self) -> None:
         """SIGKILL, as a machine that dies mid-request."""

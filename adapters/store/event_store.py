@@ -288,6 +288,24 @@ class EventStore:
             aggregates[event.originator_id] = event.mutate(aggregates.get(event.originator_id))
         return aggregates
 
+    def catch_up(self, aggregates: Mapping[UUID, Any]) -> tuple[set[UUID], set[UUID]]:
+        """Fold into each aggregate (in place) the events stored after its version, in one
+        query: (those that changed, those that could not be caught up and must be loaded
+        again: their owner was erased meanwhile)."""
+        changed: set[UUID] = set()
+        dropped: set[UUID] = set()
+        for stored in self.recorder.streams({i: a.version for i, a in aggregates.items()}):
+            originator_id = cast(UUID, stored.originator_id)
+            if originator_id in dropped:
+                continue
+            try:
+                self.mapper.to_domain_event(stored).mutate(aggregates[originator_id])
+            except ErasedContent:
+                dropped.add(originator_id)
+                continue
+            changed.add(originator_id)
+        return changed - dropped, dropped
+
     def events_of(self, originator_id: UUID) -> list[DomainEvent]:
         return [self.mapper.to_domain_event(s) for s in self.recorder.select_events(originator_id)]
 

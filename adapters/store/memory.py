@@ -76,6 +76,15 @@ class InMemoryEventStore:
                 aggregates[originator_id] = event.mutate(aggregates.get(originator_id))
         return aggregates
 
+    def catch_up(self, aggregates: dict[UUID, Any]) -> tuple[set[UUID], set[UUID]]:
+        changed = set()
+        for originator_id, aggregate in aggregates.items():
+            for stored in self.recorder.stream(originator_id):
+                if stored.originator_version > aggregate.version:
+                    self.mapper.to_domain_event(stored).mutate(aggregate)
+                    changed.add(originator_id)
+        return changed, set()
+
     def events_of(self, originator_id: UUID) -> list[DomainEvent]:
         return [self.mapper.to_domain_event(s) for s in self.recorder.stream(originator_id)]
 
