@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import tempfile
@@ -57,7 +58,9 @@ class Silenced:
 
     def start(self) -> str:
         for pid in self.pids:
-            os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):  # (a backend whose client left may be gone)
+                os.kill(pid, signal.SIGCONT)
+        self.pids = []
         return ""
 
 

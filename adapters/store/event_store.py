@@ -6,8 +6,9 @@ command's reply exists exactly when its events do.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 from uuid import UUID
@@ -212,6 +213,21 @@ class ChronicleRecorder(PostgresApplicationRecorder):
             }
 
 
+class GuardedDatastore(PostgresDatastore):
+    """The library's datastore, each connection it lends watched while in use: a server that
+    stops answering mid-statement costs the writer thread `unavailable_after`, not for ever
+    (adapters/store/reachability.py)."""
+
+    def __init__(self, reachability: Reachability, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.reachability = reachability
+
+    @contextlib.contextmanager
+    def get_connection(self) -> Iterator[Any]:
+        with super().get_connection() as conn, self.reachability.guarding(conn):
+            yield conn
+
+
 class EventStore:
     """Saves aggregates' pending events and rebuilds aggregates from their streams.
 
@@ -229,7 +245,9 @@ class EventStore:
         unavailable_after: float = 2.0,
     ):
         params = target.params
-        self.datastore = PostgresDatastore(
+        self.reachability = Reachability(target.url, unavailable_after, is_statement_failure=statement_failed)
+        self.datastore = GuardedDatastore(
+            self.reachability,
             dbname=params["dbname"],
             host=params["host"],
             port=params["port"],
@@ -242,7 +260,8 @@ class EventStore:
         # While Postgres is unreachable a command fails within `unavailable_after` seconds,
         # and the first one after it is back goes through (adapters/store/reachability.py).
         fail_fast(self.datastore.pool, unavailable_after)
-        self.reachability = Reachability(target.url, unavailable_after, is_statement_failure=statement_failed)
+        if keys is not None:  # (the ring reads keys on the writer thread too)
+            keys.watch, keys.answers = self.reachability.guarding, self.reachability.answers
         self.recorder = ChronicleRecorder(self.datastore, self.reachability, relay_channels)
         self.mapper = PydanticMapper(keys=keys)
         self.snapshots = SnapshotRecorder(self.datastore, self.reachability)

@@ -11,6 +11,7 @@ once, and other processes' caches within KEY_CACHE_SECONDS.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
@@ -20,7 +21,7 @@ from typing import TypeVar
 import psycopg
 
 from adapters.store.postgres import PostgresTarget
-from adapters.store.reachability import PROBE_TIMEOUT
+from adapters.store.reachability import CONNECT_TIMEOUT
 from domain.errors import Conflict
 
 T = TypeVar("T")
@@ -41,6 +42,12 @@ class KeyRing:
         self._lock = threading.Lock()
         self._conn: psycopg.Connection | None = None
         self._cache: dict[str, tuple[bytes | None, float]] = {}
+        # Set by the event store that uses the ring (its Reachability): the ring's connection
+        # watched while in use, and whether a dropped one is worth opening again now.
+        self.watch: Callable[[psycopg.Connection], contextlib.AbstractContextManager[None]] = (
+            lambda conn: contextlib.nullcontext()
+        )
+        self.answers: Callable[[], bool] = lambda: True
 
     def key_for_writing(self, owner: str) -> bytes:
         """The owner's key, made on first use; UserErased once the owner was erased."""
@@ -114,9 +121,10 @@ class KeyRing:
             for attempt in (1, 2):
                 conn = self._connection()
                 try:
-                    return work(conn)
+                    with self.watch(conn):
+                        return work(conn)
                 except (psycopg.OperationalError, psycopg.InterfaceError):
-                    if attempt == 2 or not (conn.broken or conn.closed):
+                    if attempt == 2 or not (conn.broken or conn.closed) or not self.answers():
                         raise
                     conn.close()
         raise AssertionError("unreachable")
@@ -127,7 +135,7 @@ class KeyRing:
     def _connection(self) -> psycopg.Connection:
         # One autocommit connection per ring, used under the lock; re-opened when it drops.
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = self.target.connect(autocommit=True, connect_timeout=PROBE_TIMEOUT)
+            self._conn = self.target.connect(autocommit=True, connect_timeout=CONNECT_TIMEOUT)
         return self._conn
 
     def close(self) -> None:

@@ -1,31 +1,50 @@
 """Fail fast while Postgres is unreachable, and work again the moment it is back.
 
 A call that cannot reach Postgres is tried again only while a bare connection attempt
-(a probe) says the server answers (a pooled connection it dropped, say), and never past
-`within` seconds; then Postgres counts as down, and each call first probes (one probe at a
-time: a refused connection costs well under a millisecond, an unanswered one at most
-PROBE_TIMEOUT) and fails at once if it is still down. The first probe that connects counts
-it up, so the first call after Postgres is back goes through: no backoff at all.
+(a probe, adapters/store/probe.py) says the server answers (a pooled connection it
+dropped, say), and never past `within` seconds; then Postgres counts as down, and each
+call first probes (one probe at a time: a refused connection costs well under a
+millisecond, an unanswered one at most PROBE_TIMEOUT) and fails at once if it is still
+down. The first probe that connects counts it up, so the first call after Postgres is back
+goes through: no backoff at all.
+
+A server that takes a statement and then says nothing (a frozen host, a route that drops
+packets) would hold its caller for ever, and the writer thread with it: a connection in
+use for longer than `within` minus two probes' time is asked after (`guarding`), and if
+the server answers no probe either, its socket is shut, so the statement fails at once.
+(What the server had already taken may still run when it wakes: `unavailable` then means
+"not known to be written", as any timeout does; a command's Idempotency-Key makes sending
+it again safe.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import itertools
+import logging
+import os
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import psycopg
 from eventsourcing.persistence import InterfaceError, OperationalError
+
+from adapters.store.probe import NoAnswer, knock
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
 RECONNECT_TIMEOUT = 0.5  # a pool's reconnection attempts give up this soon: the next request starts one afresh
 RECONNECT_WAIT_MAX = 0.5  # seconds a listener or relay waits at most before it connects again
-PROBE_TIMEOUT = 2  # seconds a probe may take to connect (libpq's minimum)
+CONNECT_TIMEOUT = 2  # seconds a libpq connection attempt may take (libpq's minimum)
+PROBE_TIMEOUT = 0.5  # seconds a probe waits for the server's first byte
 RETRY_WAIT = 0.02  # seconds between the tries of one call
 
 
@@ -47,10 +66,18 @@ class Reachability:
         self.within = within
         self.is_statement_failure = is_statement_failure
         self.down = False
-        self._connect = connect or (lambda: psycopg.connect(url, connect_timeout=PROBE_TIMEOUT))
+        self._connect = connect or functools.partial(probe, url)
         self._clock = clock
         self._probing = threading.Lock()  # one probe at a time
         self._unanswered_until = 0.0  # a probe that waited out its timeout is not repeated before this
+        # Held this long, a connection's server is probed: the probe's wait and as long again
+        # (for the failure to reach the caller) still fit in `within`.
+        self.watchdog = Watchdog(max(within - 2 * PROBE_TIMEOUT, PROBE_TIMEOUT), self.answers)
+
+    def guarding(self, conn: Any) -> contextlib.AbstractContextManager[None]:
+        """While the block runs: the connection's socket is shut if the block outlasts
+        `within` minus two probes' time and the server answers no probe (module docstring)."""
+        return self.watchdog.guarding(conn)
 
     def run(self, call: Callable[[], T]) -> T:
         """`call()`, tried again while Postgres answers and time is left; Unreachable (or
@@ -83,7 +110,7 @@ class Reachability:
                 return False
             try:
                 self._connect().close()
-            except psycopg.Error:
+            except (psycopg.Error, NoAnswer):
                 waited = self._clock() - started
                 if waited >= PROBE_TIMEOUT / 2:
                     self._unanswered_until = self._clock() + waited
@@ -120,4 +147,78 @@ def fail_fast(pool: Any, within: float) -> None:
     backoff (psycopg_pool's default backs off for up to 5 minutes)."""
     pool.timeout = within
     pool.reconnect_timeout = RECONNECT_TIMEOUT
-    pool.kwargs = {**pool.kwargs, "connect_timeout": PROBE_TIMEOUT}
+    pool.kwargs = {**pool.kwargs, "connect_timeout": CONNECT_TIMEOUT}
+
+
+class Answered:
+    """What a probe that was answered gives back, closed like the connection it stands for."""
+
+    def close(self) -> None:
+        pass
+
+
+def probe(url: str) -> Answered:
+    knock(url, PROBE_TIMEOUT)
+    return Answered()
+
+
+class Watchdog:
+    """Shuts the socket of a connection held past its deadline while its server answers
+    no probe. One thread for all connections, started on first use; nothing to do while
+    nothing is held."""
+
+    def __init__(self, after: float, answers: Callable[[], bool]):
+        self.after = after
+        self.answers = answers
+        self.severed = 0
+        self._held: dict[int, list[Any]] = {}  # token -> [deadline, connection]
+        self._tokens = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def guarding(self, conn: Any) -> Iterator[None]:
+        token = next(self._tokens)
+        with self._changed:
+            self._held[token] = [time.monotonic() + self.after, conn]
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="postgres-watchdog", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._held.pop(token, None)
+
+    def _watch(self) -> None:
+        while True:
+            with self._changed:
+                while not self._held:
+                    self._changed.wait()
+                now = time.monotonic()
+                due = [(token, held[1]) for token, held in self._held.items() if held[0] <= now]
+                if not due:
+                    self._changed.wait(min(held[0] for held in self._held.values()) - now)
+                    continue
+            silent = not self.answers()  # (outside the lock: a probe may take PROBE_TIMEOUT)
+            with self._changed:
+                for token, conn in due:
+                    if token not in self._held:
+                        continue  # let go meanwhile
+                    if silent:
+                        del self._held[token]
+                        self.severed += 1
+                        sever(conn)
+                        log.warning("postgres answers nothing: a connection in use was shut",
+                                    extra={"held_seconds": round(self.after, 2)})
+                    else:  # slow, not silent: the server answers; ask again later
+                        self._held[token][0] = time.monotonic() + self.after
+
+
+def sever(conn: Any) -> None:
+    """Shut the connection's socket: a call blocked on it fails at once."""
+    with contextlib.suppress(Exception):  # (already closed: nothing to do)
+        fd = conn.pgconn.socket
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)

@@ -10,7 +10,7 @@ import psycopg
 from psycopg.sql import SQL, Identifier
 
 from adapters.store.postgres import PostgresTarget
-from adapters.store.reachability import PROBE_TIMEOUT, RECONNECT_WAIT_MAX, Reachability, answers_off_loop
+from adapters.store.reachability import CONNECT_TIMEOUT, RECONNECT_WAIT_MAX, Reachability, answers_off_loop
 from projections.engine import PROGRESS_CHANNEL
 from services.contract.errors import ChronicleError
 from services.runtime.background import Background
@@ -24,6 +24,7 @@ def read_positions(payload: str) -> list[tuple[str, int]]:
 
 
 RECHECK_AWAY = 0.25  # seconds a waiter waits before asking again whether Postgres is back
+QUIET_BEFORE_PROBE = 1.0  # seconds of a wait without the position before Postgres is probed (again)
 
 
 class ProjectionPositions(Background):
@@ -61,6 +62,7 @@ class ProjectionPositions(Background):
         self._waiting += 1
         self._wanted.set()
         deadline = loop.time() + timeout
+        ask_after = loop.time() + QUIET_BEFORE_PROBE
         try:
             # One timeout at a time (no nested asyncio.timeout): each wait is bounded by what
             # is left of the caller's, and the deadline is checked on every turn.
@@ -69,13 +71,18 @@ class ProjectionPositions(Background):
                     left = deadline - loop.time()
                     if left <= 0:
                         raise TimeoutError
-                    if not self.connected and not await answers_off_loop(self.reachability):
-                        # The listener lost Postgres and Postgres refuses connections: no
-                        # position moves until it is back, so the caller hears so at once.
+                    if (not self.connected or loop.time() >= ask_after) and not await answers_off_loop(self.reachability):
+                        # The listener lost Postgres and Postgres refuses connections, or
+                        # nothing moved for a while and Postgres answers no probe (a frozen
+                        # server keeps the listener's connection looking alive): no position
+                        # moves until it is back, so the caller hears so now.
                         raise ChronicleError("unavailable", "the database is unreachable; retry shortly")
+                    ask_after = loop.time() + QUIET_BEFORE_PROBE
                     # (Lost but answering: the listener is about to reconnect; ask again soon.)
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._changed.wait(), left if self.connected else min(left, RECHECK_AWAY))
+                        await asyncio.wait_for(
+                            self._changed.wait(), min(left, QUIET_BEFORE_PROBE if self.connected else RECHECK_AWAY)
+                        )
         except TimeoutError:
             raise ChronicleError(
                 "unavailable",
@@ -119,7 +126,7 @@ class ProjectionPositions(Background):
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    self.target.url, autocommit=True, connect_timeout=PROBE_TIMEOUT
+                    self.target.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT
                 ) as conn:
                     backoff = 0.1
                     await self._connected(True)

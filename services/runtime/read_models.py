@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -86,9 +87,10 @@ class Queries:
         for attempt in (1, 2):
             try:
                 async with self.pool.connection() as conn:
-                    cur = conn.cursor(row_factory=dict_row)
-                    await cur.execute(query, params, prepare=True)
-                    return await cur.fetchall()
+                    with self._guarding(conn):
+                        cur = conn.cursor(row_factory=dict_row)
+                        await cur.execute(query, params, prepare=True)
+                        return await cur.fetchall()
             except PoolTimeout:
                 self._went_away()
                 raise  # no connection came within the pool's wait: Postgres is away, say so now
@@ -104,6 +106,10 @@ class Queries:
         if self.reachability is not None and self.reachability.down and not await answers_off_loop(self.reachability):
             raise psycopg.OperationalError("the database is unreachable")  # (what a driver failure raises here)
 
+    def _guarding(self, conn: Any) -> contextlib.AbstractContextManager[None]:
+        """A server that stops answering mid-query costs the read `within`, not for ever."""
+        return self.reachability.guarding(conn) if self.reachability is not None else contextlib.nullcontext()
+
     def _went_away(self) -> None:
         if self.reachability is not None:
             self.reachability.down = True
@@ -116,13 +122,14 @@ class Queries:
         to ask less of) rather than holding a pooled connection for as long as it takes."""
         await self._check_reachable()
         async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{round(seconds * 1000)}ms",))
-            cur = conn.cursor(row_factory=dict_row)
-            try:
-                await cur.execute(query, params, prepare=True)
-            except psycopg.errors.QueryCanceled:
-                raise too_long from None
-            return await cur.fetchall()
+            with self._guarding(conn):
+                await conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{round(seconds * 1000)}ms",))
+                cur = conn.cursor(row_factory=dict_row)
+                try:
+                    await cur.execute(query, params, prepare=True)
+                except psycopg.errors.QueryCanceled:
+                    raise too_long from None
+                return await cur.fetchall()
 
     async def fetch_one(self, query: Any, params: Any) -> dict[str, Any] | None:
         rows = await self.fetch_all(query, params)

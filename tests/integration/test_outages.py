@@ -13,6 +13,8 @@ import pytest
 
 from adapters.auth import TokenAuthority
 from adapters.embedded import EmbeddedNats, EmbeddedPostgres
+from bench.faults import until_ok
+from bench.outage import Silenced
 from services.client.connection import ChronicleClient, ChronicleError
 from services.entrypoints.bootstrap import bootstrap
 from tests.conftest import make_settings
@@ -137,6 +139,50 @@ async def test_while_postgres_is_stopped_requests_fail_fast_and_work_again_once_
         assert [m.content for m in conversation.messages] == ["kept", "after"], "nothing of the outage was written"
         assert (await client.sessions.list()).total == 0
     finally:
+        await client.close()
+        await instance.stop()
+        postgres.stop()
+
+
+async def test_while_postgres_answers_nothing_requests_fail_fast_and_keyed_retries_write_each_once(
+    servers: TestServers, authority: TokenAuthority, tmp_path: Path
+) -> None:
+    """A frozen Postgres (SIGSTOP: its kernel takes connections and statements, nothing
+    answers), as a host that hangs or a route that drops packets: requests are answered
+    `unavailable` within the client's timeout, not held until it wakes; afterwards, each
+    command sent again with its Idempotency-Key is written exactly once (a statement the
+    server had taken before it froze may commit when it wakes: only the key tells)."""
+    postgres = EmbeddedPostgres(tmp_path / "private")
+    url = postgres.start()
+    instance = await bootstrap(make_settings(url, servers.nats_url, tmp_path, database_unavailable_after=UNAVAILABLE_AFTER))
+    client = await ChronicleClient.connect(
+        instance.nats_url, authority.issue(f"u-{uuid.uuid4().hex}"), prefix=instance.settings.subject_prefix,
+        timeout=CLIENT_TIMEOUT,
+    )
+    frozen = Silenced(postgres)
+    try:
+        started = await client.conversations.start(title="before the freeze")
+        await client.conversations.add_message(started.conversation_id, "user", "kept")
+        frozen.stop()
+        for burst in range(2):
+            attempts = [
+                client.conversations.add_message(started.conversation_id, "user", f"sent {burst}.{n}",
+                                                 idempotency_key=f"k{burst}.{n}")
+                for n in range(4)
+            ]
+            attempts.append(client.conversations.list())
+            outcomes = await asyncio.gather(*attempts, return_exceptions=True)
+            assert [getattr(o, "code", o) for o in outcomes] == ["unavailable"] * len(attempts)
+        frozen.start()
+        for burst in range(2):  # each sent again (for as long as it is `unavailable`) with its key
+            for n in range(4):
+                await until_ok(lambda b=burst, m=n: client.conversations.add_message(  # type: ignore[misc]
+                    started.conversation_id, "user", f"sent {b}.{m}", idempotency_key=f"k{b}.{m}"))
+        contents = [m.content for m in (await client.conversations.get(started.conversation_id)).messages]
+        assert contents[0] == "kept"
+        assert sorted(contents[1:]) == sorted(f"sent {b}.{n}" for b in range(2) for n in range(4))  # each once
+    finally:
+        frozen.start()
         await client.close()
         await instance.stop()
         postgres.stop()
