@@ -89,6 +89,32 @@ class Metrics:
         self.commit_seconds.observe(seconds)
 
 
+class GatewayMetrics:
+    """A gateway's own instruments (REST or MCP over HTTP): requests by route template,
+    method and status, and their latency. In `chronicle serve` they join the service's
+    registry; `chronicle http` and `chronicle mcp --http` have a registry of their own."""
+
+    METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry if registry is not None else CollectorRegistry()
+        if registry is None:
+            ProcessCollector(registry=self.registry)
+        self.requests = Counter(
+            "chronicle_http_requests", "HTTP requests answered, by route template, method and status",
+            ["route", "method", "status"], registry=self.registry,
+        )
+        self.seconds = Histogram(
+            "chronicle_http_request_seconds", "Seconds from an HTTP request's arrival to its response's start, by route",
+            ["route"], buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+
+    def answered(self, route: str, method: str, status: int, seconds: float) -> None:
+        method = method if method in self.METHODS else "other"  # (a client names the method: bounded here)
+        self.requests.labels(route, method, str(status)).inc()
+        self.seconds.labels(route).observe(seconds)
+
+
 class MetricsEndpoint:
     """/metrics in Prometheus's text format on its own port, served by prometheus_client's
     threaded server: a scrape's reads (services/runtime/scraped.py) run in its thread,

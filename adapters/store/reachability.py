@@ -180,11 +180,13 @@ class Watchdog:
     def guarding(self, conn: Any) -> Iterator[None]:
         token = next(self._tokens)
         with self._changed:
+            idle = not self._held
             self._held[token] = [time.monotonic() + self.after, conn]
             if self._thread is None:
                 self._thread = threading.Thread(target=self._watch, name="postgres-watchdog", daemon=True)
                 self._thread.start()
-            self._changed.notify()
+            if idle:  # (otherwise it already waits for an earlier deadline: no wake-up per call)
+                self._changed.notify()
         try:
             yield
         finally:

@@ -16,7 +16,7 @@ from services.entrypoints.settings import Settings
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from adapters.metrics import MetricsEndpoint
+    from adapters.metrics import GatewayMetrics, MetricsEndpoint
     from adapters.store.postgres import PostgresTarget
     from projections.base import Projection
     from services.entrypoints.bootstrap import Chronicle, Stage
@@ -36,7 +36,7 @@ async def serve(settings: Settings) -> None:
     metrics = metrics_endpoint(settings, chronicle)  # from the start: a long first build shows its progress
     try:
         await chronicle.start()
-        http = await rest_server(settings, chronicle.nats_url) if settings.http_port else None
+        http = await rest_server(settings, chronicle.nats_url, gateway_metrics(chronicle)) if settings.http_port else None
     except BaseException:
         await chronicle.stop()
         if metrics is not None:
@@ -65,15 +65,22 @@ async def serve(settings: Settings) -> None:
     log.info("stopped")
 
 
-async def rest_server(settings: Settings, nats_url: str) -> HttpServer:
+async def rest_server(settings: Settings, nats_url: str, metrics: GatewayMetrics) -> HttpServer:
     """The REST API on settings.http_port, its users reaching the service over `nats_url`."""
     from services.gateways.clients import UserClients
     from services.gateways.http_server import HttpServer
     from services.gateways.rest import build_app
 
     clients = UserClients(nats_url, settings.subject_prefix)
-    app = build_app(clients, cors_origins=settings.http_cors_origins)
+    app = build_app(clients, cors_origins=settings.http_cors_origins, metrics=metrics)
     return await HttpServer(app, settings.http_host, settings.http_port).start()
+
+
+def gateway_metrics(chronicle: Chronicle) -> GatewayMetrics:
+    """The REST API in the service's own process: its figures in the service's registry."""
+    from adapters.metrics import GatewayMetrics
+
+    return GatewayMetrics(chronicle.metrics.registry)
 
 
 def metrics_endpoint(settings: Settings, chronicle: Chronicle) -> MetricsEndpoint | None:
@@ -94,17 +101,26 @@ async def serve_gateway(settings: Settings, kind: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    from adapters.metrics import GatewayMetrics, MetricsEndpoint
+
+    metrics = GatewayMetrics()
+    endpoint = MetricsEndpoint(metrics.registry, settings.metrics_host, settings.metrics_port).start() \
+        if settings.metrics_port else None
     if kind == "http":
-        server = await rest_server(settings, settings.nats_url)
+        server = await rest_server(settings, settings.nats_url, metrics)
     else:
         from services.gateways.http_server import HttpServer
         from services.gateways.mcp import streamable_http_app
+        from services.gateways.request_metrics import RequestMetrics
 
-        app = streamable_http_app(settings.nats_url, settings.subject_prefix, settings.http_host)
+        app = RequestMetrics(streamable_http_app(settings.nats_url, settings.subject_prefix, settings.http_host), metrics)
         server = await HttpServer(app, settings.http_host, settings.mcp_port).start()
-    log.info("ready", extra={kind: server.url, "nats": settings.nats_url})
+    log.info("ready", extra={kind: server.url, "nats": settings.nats_url,
+                             "metrics": endpoint.url if endpoint is not None else None})
     await stop.wait()
     await server.stop()
+    if endpoint is not None:
+        await asyncio.to_thread(endpoint.stop)
     log.info("stopped")
 
 

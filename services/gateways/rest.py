@@ -35,6 +35,7 @@ from services.contract.errors import ChronicleError
 from services.contract.jobs import GetJob, job_progress
 from services.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
 from services.gateways.clients import UserClients, bearer_token, failure_of
+from services.gateways.request_metrics import Recorder, RequestMetrics
 from services.gateways.rest_routes import ROUTES, Body, HttpRoute
 
 log = logging.getLogger(__name__)
@@ -263,7 +264,10 @@ DESCRIPTION = ("Chronicle's REST API: seed 001's conversation routes and every o
                "Send `Authorization: Bearer <token>`; commands honour `Idempotency-Key`.")
 
 
-def build_app(clients: UserClients, *, cors_origins: list[str] | None = None, routes: Iterable[HttpRoute] = ROUTES) -> Starlette:
+def build_app(
+    clients: UserClients, *, cors_origins: list[str] | None = None, routes: Iterable[HttpRoute] = ROUTES,
+    metrics: Recorder | None = None,
+) -> Starlette:
     """The ASGI app; `cors_origins` ["*"] by default (bearer tokens, no cookies). Plain
     Starlette routes: each endpoint reads its own request (FastAPI's per-request dependency
     machinery measured at about a third of the gateway's CPU per request and did nothing
@@ -303,12 +307,13 @@ def build_app(clients: UserClients, *, cors_origins: list[str] | None = None, ro
     ]
     cors = Middleware(CORSMiddleware, allow_origins=cors_origins or ["*"], allow_methods=["*"],
                       allow_headers=["Authorization", "Content-Type", "Idempotency-Key"], expose_headers=EXPOSED)
+    counted = [Middleware(RequestMetrics, metrics=metrics)] if metrics is not None else []
     async def no_route(request: Request, error: Exception) -> Response:
         status = getattr(error, "status_code", 404)
         code, message = ("not_found", "no such route") if status == 404 else ("invalid", "method not allowed here")
         return json_response({"success": False, "error": {"code": code, "message": message, "details": []}}, status)
 
-    return Starlette(routes=served, middleware=[cors], lifespan=lifespan,
+    return Starlette(routes=served, middleware=[*counted, cors], lifespan=lifespan,
                      exception_handlers={404: no_route, 405: no_route})
 
 

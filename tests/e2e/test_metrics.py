@@ -201,3 +201,34 @@ def test_a_port_already_taken_leaves_the_endpoint_off_and_the_process_running(ca
         "metrics endpoint not served: cannot listen (set CHRONICLE_METRICS_PORT to a free port, or 0)"
     ]
     endpoint.stop()  # (nothing to stop)
+
+
+@pytest.mark.timeout(240)
+async def test_the_rest_gateway_counts_its_requests_by_route_template_and_status(
+    environment: dict[str, str], servers: TestServers
+) -> None:
+    service, _ = await asyncio.to_thread(start, ["serve"], environment, "ready")
+    gateway_env = {**environment, "CHRONICLE_HTTP_PORT": str(free_port()), "CHRONICLE_METRICS_PORT": str(free_port())}
+    gateway, ready = await asyncio.to_thread(start, ["http"], gateway_env, "ready")
+    try:
+        url = f"http://127.0.0.1:{gateway_env['CHRONICLE_METRICS_PORT']}/metrics"
+        assert ready["metrics"] == url
+        api = f"http://127.0.0.1:{gateway_env['CHRONICLE_HTTP_PORT']}"
+        headers = {"Authorization": f"Bearer {TokenAuthority(secret=JWT_SECRET).issue('gateway-user')}"}
+        missing = uuid.uuid4()
+        async with httpx.AsyncClient(base_url=api, timeout=30) as web:
+            assert (await web.get("/api/conversations", headers=headers)).status_code == 200
+            assert (await web.get(f"/api/conversations/{missing}", headers=headers)).status_code == 404
+            assert (await web.get("/api/conversations")).status_code == 401
+            assert (await web.get(f"/no/such/{missing}")).status_code == 404
+        text, samples = await scrape(url)
+        listed = "chronicle_http_requests_total"
+        assert at(samples, listed, route="/api/conversations", method="GET", status="200") == 1
+        assert at(samples, listed, route="/api/conversations", method="GET", status="401") == 1
+        assert at(samples, listed, route="/api/conversations/{conversationId}", method="GET", status="404") == 1
+        assert at(samples, listed, route="unmatched", method="GET", status="404") == 1
+        assert at(samples, "chronicle_http_request_seconds_count", route="/api/conversations") == 2
+        assert str(missing) not in text and "gateway-user" not in text  # templates, never paths or callers
+    finally:
+        assert await asyncio.to_thread(stop, gateway) == 0
+        assert await asyncio.to_thread(stop, service) == 0

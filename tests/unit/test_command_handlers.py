@@ -5,9 +5,10 @@ tests/integration runs the same commands over NATS against Postgres."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -299,16 +300,23 @@ async def refused_keyed(bus: CommandBus, command: Command[Any], user: str, key: 
     return caught.value
 
 
+@contextlib.contextmanager
+def second_instance(store: InMemoryEventStore, clock: Clock) -> Iterator[CommandBus]:
+    """Another command bus on the same store, as a second service instance on one database."""
+    other = CommandBus(store, command_handlers(), clock=clock)  # type: ignore[arg-type]
+    other.start()
+    try:
+        yield other
+    finally:
+        other.stop()
+
+
 async def test_a_refusal_on_state_another_instance_changed_is_decided_again_on_the_stored_state(
     bus: CommandBus, store: InMemoryEventStore, clock: Clock
 ) -> None:
     conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
-    other = CommandBus(store, command_handlers(), clock=clock)  # type: ignore[arg-type]  # a second instance
-    other.start()
-    try:
+    with second_instance(store, clock) as other:
         await other.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
-    finally:
-        other.stop()
     # This instance's cached conversation knows of no run-1: refused on it alone.
     resumed = await bus.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice")
     assert resumed["run_id"] == "run-1"
@@ -321,12 +329,8 @@ async def test_an_answer_that_saves_nothing_is_not_given_on_state_another_instan
     conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
     await bus.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
     assert (await bus.execute(RecordTaken(run_id="run-1"), "alice"))["status"] == "paused"  # cached here
-    other = CommandBus(store, command_handlers(), clock=clock)  # type: ignore[arg-type]  # a second instance
-    other.start()
-    try:
+    with second_instance(store, clock) as other:
         await other.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice")
-    finally:
-        other.stop()
     # On its cached conversation this instance would answer `paused` and save nothing.
     assert (await bus.execute(RecordTaken(run_id="run-1"), "alice"))["status"] == "resumed"
     assert bus.stale_reads == 1
@@ -336,14 +340,10 @@ async def test_once_another_writer_is_seen_its_writes_to_cached_aggregates_are_l
     bus: CommandBus, store: InMemoryEventStore, clock: Clock
 ) -> None:
     conversation_id = UUID((await bus.execute(StartConversation(title="chat"), "alice"))["conversation_id"])
-    other = CommandBus(store, command_handlers(), clock=clock)  # type: ignore[arg-type]  # a second instance
-    other.start()
-    try:
+    with second_instance(store, clock) as other:
         for turn in range(6):  # consecutive messages land on either instance, as in a queue group
             writer = bus if turn % 2 == 0 else other
             await writer.execute(AddMessage(conversation_id=conversation_id, role="user", content=f"m{turn}"), "alice")
-    finally:
-        other.stop()
     # The first write after the other's finds this bus's copy behind and conflicts once;
     # from then on this bus knows the log is shared and catches its copies up first.
     assert bus.conflicts == 1
