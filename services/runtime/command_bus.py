@@ -397,7 +397,11 @@ class CommandBus:
             # loading it whole again after a backoff.
             cached = {i: aggregate for i in ids if (aggregate := self.cache.get(i)) is not None}
             if cached:
-                changed, dropped = self.store.catch_up(cached)
+                try:
+                    changed, dropped = self.store.catch_up(cached)
+                except Exception:  # a copy may be half caught up: none is kept
+                    self.cache.evict(cached)
+                    raise
                 self.cache.evict(dropped)
                 self.cache.remeasure(changed)
         wanted = {i for i in ids if i not in self.cache}
