@@ -251,8 +251,15 @@ class CommandBus:
     def _commit_batch(self, batch: list[Submission]) -> None:
         self.batches += 1
         started = time.perf_counter()
-        self._commit(batch)
-        self._answer_raced_keys(batch)
+        try:
+            self._commit(batch)
+            self._answer_raced_keys(batch)
+        except Exception as error:  # a bug costs this batch its answers, never the writer thread
+            log.exception("group commit failed")
+            failure = translate(error)
+            for s in batch:
+                if s.reply is None and s.error is None:
+                    s.error = failure
         if self.metrics is not None:
             self.metrics.committed(len(batch), time.perf_counter() - started)
         for s in batch:
@@ -275,6 +282,7 @@ class CommandBus:
                 rerun.culprit.error = rerun.failure
             except _StaleReads:
                 self._forget(pending)
+                self._others_seen_at = time.monotonic()  # (another writer: catch copies up from now on)
                 if self.metrics is not None:
                     self.metrics.commit_conflicts.inc()
             except IntegrityError:
@@ -333,6 +341,9 @@ class CommandBus:
                 known_fingerprint, reply = self._open_reply(s.user_id, s.key, stored[(s.user_id, s.key)])
             except UserErased as erased:
                 s.error = translate(erased)
+                continue
+            except Exception:  # (its key could not be read now: the refusal stands, a retry finds the reply)
+                log.warning("could not open a raced key's reply", exc_info=True)
                 continue
             if known_fingerprint == s.fingerprint:
                 s.reply, s.error, s.replayed = reply, None, True

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -348,3 +349,33 @@ async def test_once_another_writer_is_seen_its_writes_to_cached_aggregates_are_l
     # from then on this bus knows the log is shared and catches its copies up first.
     assert bus.conflicts == 1
     assert len(store.events_of(conversation_id)) == 7
+
+
+class UnreadableReplies(SecondInstance):
+    """A second instance whose key ring cannot be read just now (its connection dropped)."""
+
+    def __init__(self, shared: InMemoryEventStore) -> None:
+        super().__init__(shared)
+        self.mapper = copy.copy(shared.mapper)
+
+        def open_reply(*_: Any) -> Any:
+            raise RuntimeError("the key ring's connection dropped")
+
+        self.mapper.open_reply = open_reply  # type: ignore[method-assign]
+
+
+async def test_a_raced_key_whose_reply_cannot_be_opened_leaves_the_refusal_and_the_writer_running(
+    bus: CommandBus, store: InMemoryEventStore, clock: Clock
+) -> None:
+    conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
+    await bus.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
+    await bus.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice", "resume-1")
+    other = CommandBus(UnreadableReplies(store), command_handlers(), clock=clock)  # type: ignore[arg-type]
+    other.start()
+    try:
+        refusal = await refused_keyed(other, ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice", "resume-1")
+        assert refusal.code == "conflict" and "already resumed" in refusal.message
+        # The writer thread still answers.
+        assert (await other.execute(StartConversation(title="after"), "alice"))["conversation_id"]
+    finally:
+        other.stop()
