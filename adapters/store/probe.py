@@ -1,7 +1,10 @@
 """Whether a Postgres server answers at all, within a fraction of a second.
 
-A probe opens a connection and sends the first message a client sends (an SSLRequest);
-a server that works answers with one byte at once, whatever its authentication. libpq's
+A probe opens a connection and sends a first message a client may send (a GSSENCRequest:
+asking for GSSAPI encryption); a server that works answers at once, whatever its
+authentication: one byte (`N`, or `G`), or an error from a server that does not know the
+request. Any answer will do. (An SSLRequest would do too, but a server with SSL on answers
+`S` and then logs the handshake that never comes, on every probe.) libpq's
 own connect cannot wait less than 2 s for a server that takes the connection and then
 never answers (a frozen host: its kernel accepts, its postmaster does not read), and
 that wait is what a caller would wait.
@@ -16,7 +19,7 @@ import time
 
 from psycopg.conninfo import conninfo_to_dict
 
-SSL_REQUEST = struct.pack("!ii", 8, 80877103)
+GSSENC_REQUEST = struct.pack("!ii", 8, 80877104)
 DEFAULT_SOCKET_DIR = "/var/run/postgresql"
 
 
@@ -44,7 +47,7 @@ def knock(url: str, timeout: float) -> None:
                 sock = socket.create_connection((host, port), timeout=left)
             with sock:
                 sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                sock.sendall(SSL_REQUEST)
-                if sock.recv(1) in (b"S", b"N"):
+                sock.sendall(GSSENC_REQUEST)
+                if sock.recv(1):
                     return
     raise NoAnswer(f"no answer from {', '.join(hosts)} within {timeout} s")

@@ -11,7 +11,7 @@ goes through: no backoff at all.
 A server that takes a statement and then says nothing (a frozen host, a route that drops
 packets) would hold its caller for ever, and the writer thread with it: a connection in
 use for longer than `within` minus two probes' time is asked after (`guarding`), and if
-the server answers no probe either, its socket is shut, so the statement fails at once.
+the server answers the probe with nothing, its socket is shut, so the statement fails at once.
 (What the server had already taken may still run when it wakes: `unavailable` then means
 "not known to be written", as any timeout does; a command's Idempotency-Key makes sending
 it again safe.)
@@ -45,6 +45,7 @@ RECONNECT_TIMEOUT = 0.5  # a pool's reconnection attempts give up this soon: the
 RECONNECT_WAIT_MAX = 0.5  # seconds a listener or relay waits at most before it connects again
 CONNECT_TIMEOUT = 2  # seconds a libpq connection attempt may take (libpq's minimum)
 PROBE_TIMEOUT = 0.5  # seconds a probe waits for the server's first byte
+ANSWERED_FOR = 0.25  # seconds an answered probe is believed
 RETRY_WAIT = 0.02  # seconds between the tries of one call
 
 
@@ -70,8 +71,12 @@ class Reachability:
         self._clock = clock
         self._probing = threading.Lock()  # one probe at a time
         self._unanswered_until = 0.0  # a probe that waited out its timeout is not repeated before this
+        self._answered_until = 0.0  # nor one that was answered
         # Held this long, a connection's server is probed: the probe's wait and as long again
-        # (for the failure to reach the caller) still fit in `within`.
+        # (for the failure to reach the caller) still fit in `within`. One probe decides (a
+        # second would hold every caller behind the probe lock as long again); a server it
+        # missed by a lost packet costs that statement `unavailable`, which a keyed retry
+        # makes safe.
         self.watchdog = Watchdog(max(within - 2 * PROBE_TIMEOUT, PROBE_TIMEOUT), self.answers)
 
     def guarding(self, conn: Any) -> contextlib.AbstractContextManager[None]:
@@ -99,15 +104,19 @@ class Reachability:
                 self.down = False
                 return result
 
-    def answers(self) -> bool:
+    def answers(self, *, fresh: bool = False) -> bool:
         """Whether a fresh connection to Postgres succeeds now. A refusal is known at once,
         so every caller asks again; a server that does not answer at all costs a probe its
         whole timeout, so for as long again the callers queued behind it take that answer
-        instead of waiting their own turn at it."""
+        instead of waiting their own turn at it. An answer is believed for ANSWERED_FOR
+        (many waiters asking at once cost the server one probe, not one each). `fresh`:
+        probe whatever was heard before."""
         with self._probing:
             started = self._clock()
-            if started < self._unanswered_until:
+            if not fresh and started < self._unanswered_until:
                 return False
+            if not fresh and started < self._answered_until:
+                return True
             try:
                 self._connect().close()
             except (psycopg.Error, NoAnswer):
@@ -116,6 +125,7 @@ class Reachability:
                     self._unanswered_until = self._clock() + waited
                 return False
             self.down = False
+            self._answered_until = self._clock() + ANSWERED_FOR
             return True
 
 
@@ -195,27 +205,37 @@ class Watchdog:
 
     def _watch(self) -> None:
         while True:
-            with self._changed:
-                while not self._held:
-                    self._changed.wait()
-                now = time.monotonic()
-                due = [(token, held[1]) for token, held in self._held.items() if held[0] <= now]
-                if not due:
-                    self._changed.wait(min(held[0] for held in self._held.values()) - now)
-                    continue
-            silent = not self.answers()  # (outside the lock: a probe may take PROBE_TIMEOUT)
-            with self._changed:
-                for token, conn in due:
-                    if token not in self._held:
-                        continue  # let go meanwhile
-                    if silent:
-                        del self._held[token]
-                        self.severed += 1
-                        sever(conn)
-                        log.warning("postgres answers nothing: a connection in use was shut",
-                                    extra={"held_seconds": round(self.after, 2)})
-                    else:  # slow, not silent: the server answers; ask again later
-                        self._held[token][0] = time.monotonic() + self.after
+            try:
+                self._look()
+            except Exception:  # a bug in a look must not end the watching for good
+                log.exception("postgres watchdog failed; watching on")
+                time.sleep(self.after)
+
+    def _look(self) -> None:
+        """Wait for the next deadline; probe for those held past it; shut the silent ones."""
+        with self._changed:
+            while not self._held:
+                self._changed.wait()
+            now = time.monotonic()
+            due = [(token, held[1]) for token, held in self._held.items() if held[0] <= now]
+            if not due:
+                self._changed.wait(min(held[0] for held in self._held.values()) - now)
+                return
+        silent = not self.answers()  # (outside the lock: a probe may take PROBE_TIMEOUT)
+        severed = 0
+        with self._changed:
+            for token, conn in due:
+                if token not in self._held:
+                    continue  # let go meanwhile
+                if silent:
+                    del self._held[token]
+                    sever(conn)
+                    severed += 1
+                else:  # slow, not silent: the server answers; ask again later
+                    self._held[token][0] = time.monotonic() + self.after
+            self.severed += severed
+        if severed:
+            log.warning("postgres answers nothing: connections in use were shut", extra={"connections": severed})
 
 
 def sever(conn: Any) -> None:

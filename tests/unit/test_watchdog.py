@@ -91,3 +91,23 @@ def test_a_slow_server_that_still_answers_keeps_its_connection() -> None:
     assert got == [b"x"] and watchdog.severed == 0
     client.close()
     server.close()
+
+
+def test_a_look_that_fails_does_not_end_the_watching() -> None:
+    client, server = socket.socketpair()
+    asked: list[int] = []
+
+    def answers() -> bool:
+        asked.append(1)
+        if len(asked) == 1:
+            raise RuntimeError("a bug in a probe")
+        return False
+
+    watchdog = Watchdog(0.01, answers=answers)
+    conn = SimpleNamespace(pgconn=SimpleNamespace(socket=client.fileno()))
+    with watchdog.guarding(conn):
+        reader, got = blocked_reader(client)
+        reader.join(timeout=10)
+    assert got == [b""] and watchdog.severed == 1 and len(asked) >= 2
+    client.close()
+    server.close()
