@@ -20,7 +20,7 @@ answered; the log holds each acknowledged message exactly once (0 lost, 0 duplic
 every HITL answer arrived exactly once (a second take hears `taken`); every job ended
 `completed`; the read models equal a rebuild (`chronicle projections verify`) and every
 hash chain verifies (`chronicle audit verify`). Exits 1 when a check fails; tests/faults
-runs both scenarios the same way.
+runs every scenario the same way.
 """
 
 from __future__ import annotations
