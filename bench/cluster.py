@@ -9,6 +9,9 @@ password, the closed bus's secrets). Used by the fault scenarios and the scale-o
 from __future__ import annotations
 
 import contextlib
+import json
+import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +50,24 @@ class NatsCluster:
             node.launch()
         for node in self.nodes:
             node.wait_healthy(timeout=30.0)
+        # Healthy is not yet ready to place a stream on three nodes: wait until the leader of
+        # the cluster's JetStream sees every other node current (as a deployment waits for
+        # its cluster). (Followers do not see each other as current: only the leader asks.)
+        deadline = time.monotonic() + 30.0
+        while not any(self.leads_a_formed_cluster(n) for n in range(self.size)):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the NATS cluster's JetStream did not form within 30 s")
+            time.sleep(0.1)
         return self
+
+    def leads_a_formed_cluster(self, n: int) -> bool:
+        with contextlib.suppress(OSError, ValueError):
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.nodes[n].monitor_port}/jsz", timeout=2) as reply:
+                meta = json.loads(reply.read()).get("meta_cluster") or {}
+            others = meta.get("replicas") or []
+            return (meta.get("leader") == f"nats-{n + 1}" and len(others) == self.size - 1
+                    and all(r.get("current") for r in others))
+        return False
 
     def stop(self) -> None:
         for node in self.nodes:

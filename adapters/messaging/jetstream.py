@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, RetentionPolicy, StreamConfig
-from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
+from nats.js.api import KeyValueConfig, ObjectStoreConfig, RetentionPolicy, StreamConfig
+from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError, ServiceUnavailableError
 
 DAY = 24 * 3600.0
+PLACEMENT_WAIT = 30.0  # seconds a stream's creation is tried while a new cluster cannot place it yet
+PLACEMENT_RETRY = 0.2
 
 
 async def ensure_stream(
@@ -32,15 +35,43 @@ async def ensure_stream(
         retention=retention,
         allow_direct=allow_direct,
     )
-    try:
-        await js.stream_info(name)
-    except NotFoundError:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PLACEMENT_WAIT
+    while True:
         try:
-            await js.add_stream(config)
+            await js.stream_info(name)
+        except NotFoundError:
+            try:
+                await js.add_stream(config)
+                return
+            except (BadRequestError, ServiceUnavailableError):
+                # Another instance created it meanwhile (found on the next look), or a cluster
+                # that just formed cannot place its replicas yet: look again shortly.
+                if loop.time() > deadline:
+                    raise
+                await asyncio.sleep(PLACEMENT_RETRY)
+                continue
+        await js.update_stream(config)
+        return
+
+
+async def ensure_object_store(js: JetStreamContext, bucket: str, config: ObjectStoreConfig) -> None:
+    """An object store, created unless there is one; as ensure_stream, a new cluster that
+    cannot place it yet is asked again for PLACEMENT_WAIT seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PLACEMENT_WAIT
+    while True:
+        try:
+            await js.object_store(bucket)
             return
-        except BadRequestError:  # another instance created it meanwhile
-            pass
-    await js.update_stream(config)
+        except BucketNotFoundError:
+            try:
+                await js.create_object_store(bucket, config)
+                return
+            except (BadRequestError, ServiceUnavailableError):  # (created meanwhile, or not placeable yet)
+                if loop.time() > deadline:
+                    raise
+                await asyncio.sleep(PLACEMENT_RETRY)
 
 
 async def ensure_key_value(js: JetStreamContext, bucket: str, *, ttl: float = 7 * DAY, replicas: int = 1) -> None:

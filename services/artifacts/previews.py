@@ -18,8 +18,9 @@ from typing import Any
 
 from nats.js import JetStreamContext
 from nats.js.api import ObjectStoreConfig
-from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError, ObjectNotFoundError
+from nats.js.errors import NotFoundError, ObjectNotFoundError
 
+from adapters.messaging.jetstream import ensure_object_store
 from adapters.store.blobs import CHUNK_BYTES, BlobErased, BlobStore
 from domain.artifact import MAX_PREVIEW_BYTES
 from services.artifacts import queries as queries_artifacts
@@ -43,14 +44,7 @@ UPLOAD_TTL = 3600.0  # seconds an upload waits to be claimed before JetStream dr
 
 
 async def ensure_upload_bucket(js: JetStreamContext, prefix: str, replicas: int = 1) -> None:
-    bucket = upload_bucket(prefix)
-    try:
-        await js.object_store(bucket)
-    except BucketNotFoundError:
-        try:
-            await js.create_object_store(bucket, ObjectStoreConfig(ttl=UPLOAD_TTL, replicas=replicas))
-        except BadRequestError:  # another instance created it meanwhile
-            pass
+    await ensure_object_store(js, upload_bucket(prefix), ObjectStoreConfig(ttl=UPLOAD_TTL, replicas=replicas))
 
 
 def part_name(user: str, upload: str, index: int) -> str:
