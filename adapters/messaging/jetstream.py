@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, ObjectStoreConfig, RetentionPolicy, StreamConfig
@@ -35,40 +36,34 @@ async def ensure_stream(
         retention=retention,
         allow_direct=allow_direct,
     )
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + PLACEMENT_WAIT
-    while True:
-        try:
-            await js.stream_info(name)
-        except NotFoundError:
-            try:
-                await js.add_stream(config)
-                return
-            except (BadRequestError, ServiceUnavailableError):
-                # Another instance created it meanwhile (found on the next look), or a cluster
-                # that just formed cannot place its replicas yet: look again shortly.
-                if loop.time() > deadline:
-                    raise
-                await asyncio.sleep(PLACEMENT_RETRY)
-                continue
+    if await found_or_created(lambda: js.stream_info(name), NotFoundError, lambda: js.add_stream(config)):
         await js.update_stream(config)
-        return
 
 
 async def ensure_object_store(js: JetStreamContext, bucket: str, config: ObjectStoreConfig) -> None:
-    """An object store, created unless there is one; as ensure_stream, a new cluster that
-    cannot place it yet is asked again for PLACEMENT_WAIT seconds."""
+    """An object store, created unless there is one."""
+    await found_or_created(lambda: js.object_store(bucket), BucketNotFoundError,
+                           lambda: js.create_object_store(bucket, config))
+
+
+async def found_or_created(
+    look: Callable[[], Awaitable[object]], missing: type[Exception], create: Callable[[], Awaitable[object]]
+) -> bool:
+    """Whether it was there already (False: created now). A creation refused because another
+    instance created it meanwhile (found on the next look), or because a cluster that just
+    formed cannot place its replicas yet, is followed by another look, for PLACEMENT_WAIT
+    seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + PLACEMENT_WAIT
     while True:
         try:
-            await js.object_store(bucket)
-            return
-        except BucketNotFoundError:
+            await look()
+            return True
+        except missing:
             try:
-                await js.create_object_store(bucket, config)
-                return
-            except (BadRequestError, ServiceUnavailableError):  # (created meanwhile, or not placeable yet)
+                await create()
+                return False
+            except (BadRequestError, ServiceUnavailableError):
                 if loop.time() > deadline:
                     raise
                 await asyncio.sleep(PLACEMENT_RETRY)
