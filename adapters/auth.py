@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jwt
+from chronicle_contract.errors import ChronicleError
 
 from domain.base import SYSTEM_OWNER
-from services.contract.errors import ChronicleError
 
 
 class Caller(str):

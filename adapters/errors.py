@@ -6,11 +6,11 @@ from __future__ import annotations
 import logging
 
 import psycopg
+from chronicle_contract.errors import ChronicleError, invalid_from_validation
 from eventsourcing.persistence import OperationalError, PersistenceError
 from pydantic import ValidationError
 
 from domain.errors import DomainError
-from services.contract.errors import ChronicleError, invalid_from_validation
 
 log = logging.getLogger(__name__)
 

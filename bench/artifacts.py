@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from chronicle_client.connection import ChronicleClient
 from eventsourcing.persistence import StoredEvent
 from nats.aio.client import Client as NATS
 
@@ -44,7 +45,6 @@ from domain.artifact import Artifact, GenerationStats, RagExample
 from domain.layout import shape_of
 from domain.session import Session
 from projections.semantic import semantic_support
-from services.client.connection import ChronicleClient
 from services.ports.generator import GenerationRequest
 
 GET_AIM_MS = 10.0  # the old design asked for 100 ms

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from chronicle_client.connection import ChronicleClient
+
 from adapters.embedded import BusSecrets, EmbeddedNats
 from adapters.store.postgres import PostgresTarget, migrate
 from bench import hitl
@@ -27,7 +29,6 @@ from bench.load import sustained
 from bench.report import Report, percentile
 from bench.servers import BenchServers, bench_servers
 from bench.service import ServiceProcess
-from services.client.connection import ChronicleClient
 
 USERS = 8
 IN_FLIGHT = 64

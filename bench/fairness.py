@@ -20,11 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from chronicle_client import ChronicleClient, ChronicleError
+
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.report import Report, percentile, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess, add_service_setting_option, service_settings
-from services.client.connection import ChronicleClient, ChronicleError
 
 NORMAL_PER_SECOND = 1.0
 FLOOD_FACTOR = 100

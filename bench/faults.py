@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import nats.errors
+from chronicle_client import ChronicleClient, ChronicleError
 
 from adapters.embedded import EmbeddedNats, EmbeddedPostgres
 from adapters.store.postgres import PostgresTarget, migrate
@@ -48,7 +49,6 @@ from bench.cluster import NatsCluster
 from bench.report import Report
 from bench.servers import BenchServers, bench_servers
 from bench.service import ServiceProcess, chronicle_command, positions
-from services.client.connection import ChronicleClient, ChronicleError
 
 SCENARIOS = ("nats-node", "instance", "projection-child", "postgres-restart", "nats-restart")
 RETRY_WAIT = 0.2  # seconds between sends of an unanswered command

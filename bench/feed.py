@@ -19,13 +19,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from chronicle_client.connection import ChronicleClient
+
 from adapters.auth import TokenAuthority
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.bus import add_message_rate
 from bench.report import Report, percentile
 from bench.servers import BenchServers, bench_servers
 from bench.service import ServiceProcess
-from services.client.connection import ChronicleClient
 
 KINDS = ("off", "on", "followed")
 

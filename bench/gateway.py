@@ -20,6 +20,8 @@ from pathlib import Path
 from uuid import UUID
 
 import orjson
+from chronicle_client.connection import ChronicleClient
+from chronicle_contract.conversations import AddMessage, GetConversation
 
 from adapters.embedded import free_port
 from adapters.store.postgres import PostgresTarget, migrate
@@ -27,8 +29,6 @@ from bench.cpu import process_cpu_seconds
 from bench.report import Report, percentile, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess
-from services.client.connection import ChronicleClient
-from services.contract.conversations import AddMessage, GetConversation
 
 
 class RawHttp:

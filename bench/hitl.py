@@ -1,7 +1,7 @@
 """`./dev bench hitl`: HITL signal latency over loopback, pause -> paused and resume -> resumed.
 
 Starts `chronicle serve` on a fresh database, then for each run: subscribes to the run's
-signal subjects (the owner's own: services/contract/hitl.py run_signals), pauses, times the
+signal subjects (the owner's own: clients/python/chronicle_contract/hitl.py run_signals), pauses, times the
 arrival of the `paused` signal (in the subscription's callback), resumes, times `resumed`.
 Also times an orchestrator's whole `wait_for_resume` (the answer taken with hitl.take),
 and then the floor (bench/floor.py): a bare process that commits a row and publishes a
@@ -19,15 +19,15 @@ import time
 from pathlib import Path
 
 import nats
+from chronicle_client.connection import ChronicleClient
+from chronicle_contract.bus import signals_prefix
+from chronicle_contract.hitl import run_signals
 
 from adapters.store.postgres import PostgresTarget, migrate
 from bench import floor
 from bench.report import Report, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess, add_service_setting_option, service_settings
-from services.client.connection import ChronicleClient
-from services.contract.bus import signals_prefix
-from services.contract.hitl import run_signals
 
 SIGNAL_AIM_MS = 10.0
 RUNS_PER_CONVERSATION = 10

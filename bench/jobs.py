@@ -36,6 +36,8 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from chronicle_client.connection import ChronicleClient
+from chronicle_contract.bus import signals_prefix
 
 from adapters.generation.agent_offline import OfflineAgent
 from adapters.store.postgres import PostgresTarget, migrate
@@ -47,8 +49,6 @@ from bench.run import say
 from bench.servers import BenchServers, bench_servers
 from bench.service import ServiceProcess
 from domain.job_results import ARTIFACT_TYPES
-from services.client.connection import ChronicleClient
-from services.contract.bus import signals_prefix
 from services.ports.agent import JobSpec
 
 OVERHEAD_AIM_MS = 20.0

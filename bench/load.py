@@ -14,12 +14,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import nats
+from chronicle_client.connection import ChronicleClient
 from nats.aio.client import Client as NATS
 
 from adapters.auth import TokenAuthority
 from bench.corpus import Corpus
 from bench.seed import Dataset
-from services.client.connection import ChronicleClient
 
 Operation = Callable[[], Awaitable[object]]
 SEARCH_KINDS = ("common word", "two common words", "rare word", "common and rare word")

@@ -30,15 +30,15 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from chronicle_client.connection import ChronicleClient
+from chronicle_client.optimizations import PAGES_IN_FLIGHT, OptimizationState, RoundHandle
+from chronicle_contract.optimizations import OptimizationHistory
 
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.cpu import CpuMeter, milliseconds_each
 from bench.report import Report, over, timed_async, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess, add_service_setting_option, positions, service_settings, wait_for_read_models
-from services.client.connection import ChronicleClient
-from services.client.optimizations import PAGES_IN_FLIGHT, OptimizationState, RoundHandle
-from services.contract.optimizations import OptimizationHistory
 
 TRIALS_PER_SECOND_AIM = 1_000.0
 HISTORY_AIM_MS = 100.0

@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 
 import psycopg
+from chronicle_client import ChronicleClient, ChronicleError
 
 from adapters.embedded import EmbeddedPostgres
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.report import Report, percentile, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess
-from services.client.connection import ChronicleClient, ChronicleError
 
 CLIENT_TIMEOUT = 30.0  # long enough to see a slow answer rather than the client's own timeout
 

@@ -6,9 +6,9 @@ import time
 from dataclasses import dataclass
 
 from adapters.store.postgres import PostgresTarget
+from entrypoints.read_models import PROJECTIONS, projection_options
+from entrypoints.settings import Settings
 from projections.engine import rebuild, rebuild_all
-from services.entrypoints.read_models import PROJECTIONS, projection_options
-from services.entrypoints.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from bench.report import Report, over, percentile, under
 from bench.seed import Dataset, Scale, seed
 from bench.servers import bench_servers
 from bench.service import ServiceProcess, positions, wait_for_read_models
-from services.entrypoints.read_models import PROJECTIONS
-from services.entrypoints.settings import Settings
+from entrypoints.read_models import PROJECTIONS
+from entrypoints.settings import Settings
 
 READ_MODELS = [p.name for p in PROJECTIONS]
 QUERY_AIM_MS = 20

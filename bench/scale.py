@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from chronicle_client.connection import ChronicleClient
+
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.cluster import NatsCluster
 from bench.faults import unreported, until_ok
@@ -27,7 +29,6 @@ from bench.load import sustained
 from bench.report import Report, percentile
 from bench.servers import bench_servers
 from bench.service import ServiceProcess
-from services.client.connection import ChronicleClient
 
 
 async def measure(cluster: NatsCluster, first: ServiceProcess, users: int, in_flight: int, seconds: float) -> dict[str, float]:

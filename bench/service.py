@@ -53,7 +53,7 @@ UNLIMITED = ("REQUESTS_PER_MINUTE", "SEARCH_PER_MINUTE", "EXPORT_PER_MINUTE", "H
 def chronicle_command() -> list[str]:
     """The `chronicle` script of this virtualenv (what ./dev serve runs), or the module behind it."""
     script = Path(sys.executable).parent / "chronicle"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "services.entrypoints.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "entrypoints.cli"]
 
 
 @dataclass

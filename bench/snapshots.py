@@ -24,8 +24,8 @@ from adapters.store.postgres import PostgresTarget, migrate
 from bench.report import Report, percentile, timed, timed_async, under
 from bench.servers import bench_servers
 from domain.conversation import Conversation
+from entrypoints.settings import Settings
 from services.audit.queries import Audit
-from services.entrypoints.settings import Settings
 from services.runtime.read_models import Queries, query_pool
 
 REPLAY_AIM_MS = 50.0

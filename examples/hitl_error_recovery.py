@@ -18,10 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from services.client.connection import ChronicleClient  # noqa: E402
-from services.entrypoints import logs  # noqa: E402
-from services.entrypoints.bootstrap import authority_for, bootstrap  # noqa: E402
-from services.entrypoints.settings import Settings  # noqa: E402
+from chronicle_client.connection import ChronicleClient  # noqa: E402
+
+from entrypoints import logs  # noqa: E402
+from entrypoints.bootstrap import authority_for, bootstrap  # noqa: E402
+from entrypoints.settings import Settings  # noqa: E402
 
 SUPPORTED_RATIOS = {"1:1"}
 

@@ -21,10 +21,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from services.client.connection import ChronicleClient  # noqa: E402
-from services.entrypoints import logs  # noqa: E402
-from services.entrypoints.bootstrap import authority_for, bootstrap  # noqa: E402
-from services.entrypoints.settings import Settings  # noqa: E402
+from chronicle_client.connection import ChronicleClient  # noqa: E402
+
+from entrypoints import logs  # noqa: E402
+from entrypoints.bootstrap import authority_for, bootstrap  # noqa: E402
+from entrypoints.settings import Settings  # noqa: E402
 from services.optimizations.report import render  # noqa: E402
 
 PER_ROUND = 8

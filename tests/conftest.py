@@ -9,14 +9,14 @@ from pathlib import Path
 
 import nats
 import pytest
+from chronicle_client.connection import ChronicleClient
 
 from adapters.auth import TokenAuthority
 from adapters.messaging.jetstream import remove_streams
 from adapters.store.event_store import EventStore
 from adapters.store.postgres import PostgresTarget, migrate
-from services.client.connection import ChronicleClient
-from services.entrypoints.bootstrap import Chronicle, bootstrap
-from services.entrypoints.settings import Settings
+from entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.settings import Settings
 from tests.servers import TestServers, test_servers
 
 JWT_SECRET = "chronicle-test-secret-that-is-long-enough-for-hs256"

@@ -25,12 +25,11 @@ from typing import Any
 
 import nkeys
 import orjson
+from chronicle_contract.bus import user_scope
+from chronicle_contract.errors import ChronicleError
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-
-from services.contract.bus import user_scope
-from services.contract.errors import ChronicleError
 
 log = logging.getLogger(__name__)
 

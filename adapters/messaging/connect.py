@@ -5,7 +5,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from services.contract.bus import server_urls
+from chronicle_contract.bus import server_urls
 
 
 def connect_options(url: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Each (user, budget) has a token bucket holding up to a minute's allowance and refilling
 continuously; a request takes one token from each budget it draws on
-(services/contract/limits.py) or is answered `rate_limited` with `retry_after` (seconds)
+(clients/python/chronicle_contract/limits.py) or is answered `rate_limited` with `retry_after` (seconds)
 in its details, taking nothing.
 
 One budget per user across the fleet. Every instance keeps its own copy of each bucket,
@@ -36,9 +36,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from chronicle_contract.errors import ChronicleError
+from chronicle_contract.limits import BULK_ROLE, budgets_of
+
 from adapters.metrics import Metrics
-from services.contract.errors import ChronicleError
-from services.contract.limits import BULK_ROLE, budgets_of
 
 Usage = tuple[str, str, int, int]  # (user, budget, allowance a minute, tokens spent)
 

@@ -17,6 +17,11 @@ from typing import Any
 
 import nats.errors
 import orjson
+from chronicle_contract import request_ids
+from chronicle_contract.base import MAX_JSON_BYTES, idempotency_key
+from chronicle_contract.bus import inbox_prefix
+from chronicle_contract.errors import ChronicleError
+from chronicle_contract.request_ids import request_id
 from nats.aio.client import Client as NATS
 from nats.micro import add_service
 from nats.micro.request import Request
@@ -27,11 +32,6 @@ from adapters.auth import TokenAuthority
 from adapters.errors import translate
 from adapters.messaging.fair_share import FairShare
 from adapters.metrics import Metrics
-from services.contract import request_ids
-from services.contract.base import MAX_JSON_BYTES, idempotency_key
-from services.contract.bus import inbox_prefix
-from services.contract.errors import ChronicleError
-from services.contract.request_ids import request_id
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class NatsService:
         metrics: Metrics | None = None,
     ):
         self.nc = nc
-        # What the request models' validators are told (services/contract/base.py).
+        # What the request models' validators are told (clients/python/chronicle_contract/base.py).
         self.validation_context = {MAX_JSON_BYTES: max_json_bytes} if max_json_bytes else None
         self.routes = routes
         self.authority = authority

@@ -1,7 +1,7 @@
 """What users spent of their per-user limits, shared among the service's instances over NATS.
 
 Every `every` seconds an instance publishes what its users spent since its last report
-(FairShare.take_report) on a service-only subject (services/contract/bus.py
+(FairShare.take_report) on a service-only subject (clients/python/chronicle_contract/bus.py
 usage_subject: users' connections may neither publish nor subscribe there), and takes
 what the others report from its own buckets (FairShare.spent_elsewhere). A plain
 subscription, not the queue group: every instance hears every report, its own too

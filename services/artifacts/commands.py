@@ -5,12 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from domain.artifact import Artifact, RagExample
-from domain.current_session import CurrentSession
-from domain.errors import NotFound
-from domain.session import Session
-from domain.variation_set import VariationSet
-from services.contract.artifacts import (
+from chronicle_contract.artifacts import (
     RecordPreview,
     RemoveArtifact,
     StoreArtifact,
@@ -18,7 +13,13 @@ from services.contract.artifacts import (
     StoreVariations,
     TagArtifact,
 )
-from services.contract.sessions import CreateSession
+from chronicle_contract.sessions import CreateSession
+
+from domain.artifact import Artifact, GenerationStats, RagExample
+from domain.current_session import CurrentSession
+from domain.errors import NotFound
+from domain.session import Session
+from domain.variation_set import VariationSet
 from services.runtime.unit_of_work import UnitOfWork
 from services.sessions.commands import open_session
 
@@ -77,7 +78,7 @@ def store_in(
             model=cmd.model,
             temperature=cmd.temperature,
             provider=cmd.provider,
-            stats=cmd.stats,
+            stats=GenerationStats.model_validate(cmd.stats.model_dump()),
             rag_examples=[RagExample(**example.model_dump()) for example in cmd.rag_examples],
             tags=cmd.tags,
             origin=generated.origin if generated else "stored",

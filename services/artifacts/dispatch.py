@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from services.artifacts import commands, queries
-from services.artifacts.generation import Generating
-from services.artifacts.previews import Previews
-from services.contract.artifacts import (
+from chronicle_contract.artifacts import (
     ArtifactLineage,
     ByExample,
     CachePreview,
@@ -28,6 +25,10 @@ from services.contract.artifacts import (
     TagArtifact,
     UploadPart,
 )
+
+from services.artifacts import commands, queries
+from services.artifacts.generation import Generating
+from services.artifacts.previews import Previews
 from services.runtime.dispatch import Internal, Read, Routes, Serve
 
 ROUTES: Routes = {

@@ -13,8 +13,7 @@ import logging
 from typing import Any
 from uuid import UUID
 
-from domain.artifact import Artifact
-from services.contract.artifacts import (
+from chronicle_contract.artifacts import (
     CreateVariations,
     DraftArtifact,
     GenerateArtifact,
@@ -23,8 +22,11 @@ from services.contract.artifacts import (
     StoreVariations,
     VariationOutcome,
 )
-from services.contract.base import Command
-from services.contract.errors import ChronicleError
+from chronicle_contract.base import Command
+from chronicle_contract.errors import ChronicleError
+from chronicle_contract.values import GenerationStats as WireStats
+
+from domain.artifact import Artifact
 from services.ports.generator import Generation, GenerationFailed, GenerationRequest, Generator
 from services.runtime.command_bus import CommandBus, Store
 
@@ -39,7 +41,7 @@ def generated_artifact(generation: Generation, request: GenerationRequest, **pro
         model=generation.model,
         temperature=request.temperature,
         provider=generation.provider,
-        stats=generation.stats,
+        stats=WireStats.model_validate(generation.stats.model_dump()),
         **provenance,
     )
 

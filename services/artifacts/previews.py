@@ -16,6 +16,18 @@ import contextlib
 import hashlib
 from typing import Any
 
+from chronicle_contract.artifacts import (
+    MAX_UPLOAD_PARTS,
+    CachePreview,
+    GetArtifact,
+    PreviewChunk,
+    RecordPreview,
+    UploadPart,
+    upload_bucket,
+)
+from chronicle_contract.base import Command
+from chronicle_contract.bus import user_scope
+from chronicle_contract.errors import ChronicleError
 from nats.js import JetStreamContext
 from nats.js.api import ObjectStoreConfig
 from nats.js.errors import NotFoundError, ObjectNotFoundError
@@ -25,18 +37,6 @@ from adapters.store.blobs import CHUNK_BYTES, BlobErased, BlobStore
 from domain.artifact import MAX_PREVIEW_BYTES
 from services.artifacts import queries as queries_artifacts
 from services.artifacts.generation import visible_artifact
-from services.contract.artifacts import (
-    MAX_UPLOAD_PARTS,
-    CachePreview,
-    GetArtifact,
-    PreviewChunk,
-    RecordPreview,
-    UploadPart,
-    upload_bucket,
-)
-from services.contract.base import Command
-from services.contract.bus import user_scope
-from services.contract.errors import ChronicleError
 from services.runtime.command_bus import CommandBus
 from services.runtime.read_models import Queries
 

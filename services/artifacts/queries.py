@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from psycopg.sql import SQL, Composed
-
-from domain.layout import Shape, component_overlap, similarity
-from services.contract.artifacts import (
+from chronicle_contract.artifacts import (
     ArtifactLineage,
     ByExample,
     CompareArtifacts,
@@ -17,6 +14,9 @@ from services.contract.artifacts import (
     RagInfluence,
     SearchArtifacts,
 )
+from psycopg.sql import SQL, Composed
+
+from domain.layout import Shape, component_overlap, similarity
 from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
 from services.runtime.paging import Order, page_of
 from services.runtime.read_models import Queries, not_found

@@ -9,9 +9,9 @@ import logging
 from typing import Any
 
 import psycopg
+from chronicle_contract.artifacts import RemoveArtifact
+from chronicle_contract.errors import ChronicleError
 
-from services.contract.artifacts import RemoveArtifact
-from services.contract.errors import ChronicleError
 from services.runtime.background import Background
 from services.runtime.command_bus import Execute
 from services.runtime.positions import ProjectionPositions

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronicle_contract.audit import RecordRead
+
 from domain.audit import AuditTrail
-from services.contract.audit import RecordRead
 from services.runtime.unit_of_work import UnitOfWork
 
 

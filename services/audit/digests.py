@@ -13,6 +13,8 @@ import logging
 from typing import Any
 
 import psycopg
+from chronicle_contract.audit import ListDigests, PublishDigest
+from chronicle_contract.errors import ChronicleError
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
@@ -20,8 +22,6 @@ from adapters.store.digest import HEAD_POSITION, StoreDigest, compute_digest
 from adapters.store.mapper import PydanticMapper
 from adapters.store.postgres import PostgresTarget
 from domain.digest import DIGEST_ID, SYSTEM_OWNER, AuditDigest
-from services.contract.audit import ListDigests, PublishDigest
-from services.contract.errors import ChronicleError
 from services.runtime.background import Background
 from services.runtime.command_bus import Execute
 from services.runtime.read_models import Queries

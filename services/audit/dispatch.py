@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from chronicle_contract.audit import AuditStream, AuditTimeline, ListDigests, PublishDigest, RecordRead
+
 from services.audit import commands
 from services.audit.digests import Digests, publish_digest
 from services.audit.queries import Audit
-from services.contract.audit import AuditStream, AuditTimeline, ListDigests, PublishDigest, RecordRead
 from services.runtime.dispatch import Internal, Read, Routes
 
 ROUTES: Routes = {

@@ -15,6 +15,8 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from chronicle_contract.audit import AuditStream, AuditTimeline
+from chronicle_contract.errors import ChronicleError
 from eventsourcing.persistence import StoredEvent
 from pydantic_core import to_jsonable_python
 
@@ -22,8 +24,6 @@ from adapters.auth import AUDITOR
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import ErasedContent, PydanticMapper
 from adapters.store.snapshots import SNAPSHOT_COLUMNS, SnapshotCodec, SnapshotUnreadable, stored_snapshot
-from services.contract.audit import AuditStream, AuditTimeline
-from services.contract.errors import ChronicleError
 from services.runtime.read_models import Queries
 
 RecordRead = Callable[[str, dict[str, Any]], Awaitable[Any]]

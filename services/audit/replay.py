@@ -7,11 +7,11 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from chronicle_contract.audit import AuditStream
+from chronicle_contract.errors import ChronicleError
 
 from adapters.store.keys import KeyRing
 from services.audit.queries import EVENT_COLUMNS, Audit
-from services.contract.audit import AuditStream
-from services.contract.errors import ChronicleError
 from services.runtime.read_models import Queries, query_pool
 
 PAYLOAD_WIDTH = 100

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronicle_contract.conversations import AddMessage, DeleteConversation, StartConversation, UpdateConversation
+
 from domain.conversation import Conversation
 from domain.session import Session
-from services.contract.conversations import AddMessage, DeleteConversation, StartConversation, UpdateConversation
 from services.runtime.unit_of_work import UnitOfWork
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.contract.conversations import (
+from chronicle_contract.conversations import (
     AddMessage,
     ConversationStatsQuery,
     DeleteConversation,
@@ -13,6 +13,7 @@ from services.contract.conversations import (
     StartConversation,
     UpdateConversation,
 )
+
 from services.conversations import commands, queries
 from services.runtime.dispatch import Read, Routes
 

@@ -6,9 +6,7 @@ from typing import Any
 from uuid import UUID
 
 import orjson
-from psycopg.sql import SQL, Composed, Identifier
-
-from services.contract.conversations import (
+from chronicle_contract.conversations import (
     PAGE_BYTES,
     ConversationStatsQuery,
     ExportConversation,
@@ -17,6 +15,8 @@ from services.contract.conversations import (
     MessagePage,
     SearchConversations,
 )
+from psycopg.sql import SQL, Composed, Identifier
+
 from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
 from services.runtime.paging import Order, invalid_cursor, page_of, token, untoken
 from services.runtime.read_models import Queries, not_found
@@ -173,7 +173,7 @@ async def conversation_stats(queries: Queries, user: str, q: ConversationStatsQu
 
 async def export_conversation(queries: Queries, user: str, q: ExportConversation) -> dict[str, Any]:
     """One part of the export: the conversation with one page of its messages (the
-    client joins the parts: services/client/connection.py)."""
+    client joins the parts: clients/python/chronicle_client/connection.py)."""
     page = MessagePage(cursor=q.cursor)
     conversation = await get_conversation(queries, user, q.conversation_id, page, field="cursor")
     next_cursor = conversation.pop("next_cursor")

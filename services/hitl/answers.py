@@ -14,10 +14,10 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from chronicle_contract.hitl import RecordTaken, TakeAnswer
 
 from domain.conversation import Conversation
 from domain.hitl import HitlPaused, HitlResumed, select_history
-from services.contract.hitl import RecordTaken, TakeAnswer
 from services.runtime.command_bus import CommandBus
 
 # What an answer's history may hold (content and metadata), well under a NATS message.

@@ -8,10 +8,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from chronicle_contract.hitl import ExpireRun, PauseRun, RecordTaken, ResumeRun
+
 from domain.conversation import Conversation
 from domain.errors import NotFound
 from domain.hitl import HistoryWindow, HitlRun
-from services.contract.hitl import ExpireRun, PauseRun, RecordTaken, ResumeRun
 from services.runtime.unit_of_work import UnitOfWork
 
 

@@ -2,7 +2,7 @@
 
 A signal says that something happened to a run (paused, resumed, expired) and where in
 the log: `{event, run_id, conversation_id, position, at}` on the owner's own subject
-(services/contract/hitl.py run_signals), which only the owner's connections may read and
+(clients/python/chronicle_contract/hitl.py run_signals), which only the owner's connections may read and
 only the service may publish on. It carries no content: the person reads the checkpoint
 with hitl.get, the orchestrator takes the answer with hitl.take. So a signal nobody
 received loses nothing (an orchestrator asks again), and nothing of an erased user stays
@@ -20,14 +20,14 @@ from typing import Any
 
 import orjson
 import psycopg
+from chronicle_contract.bus import signals_prefix
+from chronicle_contract.errors import ChronicleError
+from chronicle_contract.hitl import ExpireRun, run_signals
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
 from adapters.store.keys import KeyRing
 from domain.hitl import HitlExpired, HitlPaused, HitlResumed
-from services.contract.bus import signals_prefix
-from services.contract.errors import ChronicleError
-from services.contract.hitl import ExpireRun, run_signals
 from services.runtime.background import Background
 from services.runtime.command_bus import Execute
 from services.runtime.event_relay import EventRelay

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from services.contract.hitl import ExpireRun, GetRun, ListRuns, PauseRun, RecordTaken, ResumeRun, TakeAnswer
+from chronicle_contract.hitl import ExpireRun, GetRun, ListRuns, PauseRun, RecordTaken, ResumeRun, TakeAnswer
+
 from services.hitl import commands, queries
 from services.hitl.answers import Answers
 from services.runtime.dispatch import Internal, Read, Routes, Serve

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronicle_contract.errors import ChronicleError
+from chronicle_contract.hitl import GetRun, ListRuns
 from psycopg.sql import SQL
 
-from services.contract.errors import ChronicleError
-from services.contract.hitl import GetRun, ListRuns
 from services.runtime.paging import Order, page_of
 from services.runtime.read_models import Queries
 

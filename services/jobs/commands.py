@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronicle_contract.jobs import FailJob, JobStep, RecordJob, RecordOutcomes
+
 from domain.artifact import Artifact
-from domain.job import Job, request_fingerprint
+from domain.job import Chunk, Job, request_fingerprint
 from domain.job_output import artifact_of
 from domain.job_slot import JobSlot
 from services.artifacts.commands import session_for
-from services.contract.jobs import FailJob, JobStep, RecordJob, RecordOutcomes
 from services.runtime.unit_of_work import UnitOfWork
 
 
@@ -36,7 +37,7 @@ def request_job(cmd: RecordJob, uow: UnitOfWork) -> dict[str, Any]:
             content=cmd.content,
             options=cmd.options,
             source_ids=cmd.source_ids,
-            snapshot=cmd.snapshot,
+            snapshot=[Chunk.model_validate(chunk.model_dump()) for chunk in cmd.snapshot],
         )
     )
     slot = slot or uow.add(JobSlot.open(owner=uow.user_id, fingerprint=fingerprint, at=uow.now))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.contract.jobs import (
+from chronicle_contract.jobs import (
     DescribeJob,
     FailJob,
     GetJob,
@@ -12,6 +12,7 @@ from services.contract.jobs import (
     RequestJob,
     StartPhase,
 )
+
 from services.jobs import commands, queries
 from services.jobs.request import Jobs
 from services.runtime.dispatch import Internal, Read, Routes, Serve

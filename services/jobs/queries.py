@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronicle_contract.jobs import GetJob, ListJobs
 from psycopg.sql import SQL
 
-from services.contract.jobs import GetJob, ListJobs
 from services.runtime.paging import Order, page_of
 from services.runtime.read_models import Queries, not_found
 

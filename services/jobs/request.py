@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronicle_contract.base import Command
+from chronicle_contract.errors import ChronicleError
+from chronicle_contract.jobs import OPTIONS, JobOptions, RecordJob, RequestJob
+from chronicle_contract.values import Chunk as WireChunk
 from pydantic import ValidationError
 
-from services.contract.base import Command
-from services.contract.errors import ChronicleError
-from services.contract.jobs import OPTIONS, JobOptions, RecordJob, RequestJob
 from services.ports.retriever import Retriever
 from services.runtime.command_bus import CommandBus
 from services.runtime.positions import ProjectionPositions
@@ -45,6 +46,6 @@ class Jobs:
             if limit:
                 await self.positions.wait_for(self.retriever.reads, cmd.min_position, self.wait_timeout)
                 snapshot = await self.retriever.capture(user, cmd.content, cmd.source_ids, limit)
-            return RecordJob(**request.model_dump(), snapshot=snapshot)
+            return RecordJob(**request.model_dump(), snapshot=[WireChunk.model_validate(c.model_dump()) for c in snapshot])
 
         return await self.bus.execute_prepared(request, user, key, capture)

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+from chronicle_contract.errors import ChronicleError
 
 from domain.job import Chunk
-from services.contract.errors import ChronicleError
 from services.runtime.read_models import Queries
 
 MAX_CHUNK_TEXT = 4_000

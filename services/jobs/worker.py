@@ -3,7 +3,7 @@
 The relay (with the command bus's fast path, services/runtime/event_relay.py) turns committed Job
 events into messages: a requested job goes on the work
 queue `<prefix>.jobs.work` (once: its message id is the job id), and every progress
-change is published on the job owner's own subject (services/contract/jobs.py
+change is published on the job owner's own subject (clients/python/chronicle_contract/jobs.py
 job_progress), which only the owner's connections may read. Workers share one durable
 pull consumer of the work queue, so each job is with one worker at a time. A worker runs
 the job's next phase, records it, tells JetStream it is still at work, and goes on until
@@ -23,6 +23,9 @@ from uuid import UUID
 
 import orjson
 import psycopg
+from chronicle_contract.bus import signals_prefix
+from chronicle_contract.errors import ChronicleError
+from chronicle_contract.jobs import DescribeJob, FailJob, RecordOutcomes, StartPhase, job_progress
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy
@@ -31,9 +34,6 @@ from nats.js.errors import NotFoundError
 from adapters.messaging.jetstream import ensure_stream, remove_stream
 from adapters.store.keys import KeyRing
 from domain.job import Chunk, Job
-from services.contract.bus import signals_prefix
-from services.contract.errors import ChronicleError
-from services.contract.jobs import DescribeJob, FailJob, RecordOutcomes, StartPhase, job_progress
 from services.ports.agent import Agent, AgentFailed, JobSpec
 from services.runtime.background import Background
 from services.runtime.command_bus import CommandBus

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.round import Round
-from domain.session import Session
-from domain.trial import Trial, make_candidate
-from services.contract.optimizations import (
+from chronicle_contract.optimizations import (
     EndRound,
     InvalidateTrial,
     RecordTrial,
@@ -18,7 +15,11 @@ from services.contract.optimizations import (
     StopOptimization,
     TrialFields,
 )
-from services.contract.sessions import CreateSession
+from chronicle_contract.sessions import CreateSession
+
+from domain.round import Round
+from domain.session import Session
+from domain.trial import Trial, make_candidate
 from services.runtime.unit_of_work import UnitOfWork
 from services.sessions.commands import open_session
 

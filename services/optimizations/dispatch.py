@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.contract.optimizations import (
+from chronicle_contract.optimizations import (
     CandidateLineage,
     CompareOptimizations,
     EndRound,
@@ -18,6 +18,7 @@ from services.contract.optimizations import (
     StartRound,
     StopOptimization,
 )
+
 from services.optimizations import commands, queries
 from services.runtime.dispatch import Read, Routes
 

@@ -7,11 +7,8 @@ from typing import Any
 from uuid import UUID
 
 import orjson
-from psycopg.sql import SQL
-
-from domain.optimization import pareto_front
-from services.contract.errors import ChronicleError
-from services.contract.optimizations import (
+from chronicle_contract.errors import ChronicleError
+from chronicle_contract.optimizations import (
     CandidateLineage,
     CompareOptimizations,
     GetOptimization,
@@ -19,6 +16,9 @@ from services.contract.optimizations import (
     OptimizationHistory,
     ParetoQuery,
 )
+from psycopg.sql import SQL
+
+from domain.optimization import pareto_front
 from services.runtime.paging import Order, page_of
 from services.runtime.read_models import Queries, not_found
 

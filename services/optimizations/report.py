@@ -8,8 +8,8 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from chronicle_contract.optimizations import OptimizationHistory
 
-from services.contract.optimizations import OptimizationHistory
 from services.optimizations import queries as optimization_queries
 from services.runtime.read_models import Queries, query_pool
 

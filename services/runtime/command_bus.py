@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from chronicle_contract.base import Command
+from chronicle_contract.errors import ChronicleError
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from adapters.errors import statement_failed, translate
@@ -31,8 +33,6 @@ from adapters.store.keys import UserErased
 from adapters.store.mapper import ErasedContent, PydanticMapper
 from domain.base import SYSTEM_OWNER
 from domain.erasure import DataSubject
-from services.contract.base import Command
-from services.contract.errors import ChronicleError
 from services.runtime.dispatch import Decide
 from services.runtime.queues import drain
 from services.runtime.snapshots import SnapshotTaker

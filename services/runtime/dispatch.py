@@ -1,6 +1,6 @@
 """The words a capability's dispatch table is written in: for each request type, what serves it.
 
-A request model declares its action and reply (services/contract/base.py); its capability's
+A request model declares its action and reply (clients/python/chronicle_contract/base.py); its capability's
 `dispatch.py` maps the type to one of three kinds of handler, and entrypoints/routes.py turns
 every table into NATS endpoints:
 
@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from services.contract.base import Command, Request
+from chronicle_contract.base import Command, Request
+
 from services.runtime.read_models import Queries
 from services.runtime.unit_of_work import UnitOfWork
 

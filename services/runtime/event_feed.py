@@ -1,5 +1,5 @@
 """EventFeed: every committed event published once, in log order, to the event feed's stream
-(services/contract/events.py).
+(clients/python/chronicle_contract/events.py).
 
 It is a relay without a fast path: each batch is read after the tracked position with the
 tracking row locked (so one instance of the fleet publishes at a time, in order), published
@@ -19,6 +19,7 @@ from uuid import UUID
 
 import orjson
 import psycopg
+from chronicle_contract.events import POSITION_HEADER, event_subject, events_stream, feed_names
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
@@ -27,7 +28,6 @@ from adapters.messaging.jetstream import ensure_stream
 from adapters.store.event_store import EVENTS_CHANNEL
 from adapters.store.mapper import OWNER_FIELD, SEALED_FIELD
 from projections.engine import NEXT_EVENTS
-from services.contract.events import POSITION_HEADER, event_subject, events_stream, feed_names
 from services.runtime.event_relay import EventRelay
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ class EventFeed(EventRelay):
     async def message(
         self, conn: psycopg.AsyncConnection, position: int, originator_id: UUID, version: int, topic: str, state: bytes
     ) -> bytes:
-        """The feed event (services/contract/events.py FeedEvent) of one stored event."""
+        """The feed event (clients/python/chronicle_contract/events.py FeedEvent) of one stored event."""
         stored = self.mapper.stored_json(state)
         sealed = stored.pop(SEALED_FIELD, None)
         owner = stored.pop(OWNER_FIELD, None) or stored.get("owner") or await self.owner_of(conn, originator_id)

@@ -18,9 +18,9 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from chronicle_contract.errors import ChronicleError
 from psycopg.sql import SQL, Composable
 
-from services.contract.errors import ChronicleError
 from services.runtime.read_models import Queries
 
 

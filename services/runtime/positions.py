@@ -7,12 +7,12 @@ import contextlib
 import logging
 
 import psycopg
+from chronicle_contract.errors import ChronicleError
 from psycopg.sql import SQL, Identifier
 
 from adapters.store.postgres import PostgresTarget
 from adapters.store.reachability import CONNECT_TIMEOUT, RECONNECT_WAIT_MAX, Reachability, answers_off_loop
 from projections.engine import PROGRESS_CHANNEL
-from services.contract.errors import ChronicleError
 from services.runtime.background import Background
 
 log = logging.getLogger(__name__)

@@ -11,12 +11,12 @@ from uuid import UUID
 
 import orjson
 import psycopg
+from chronicle_contract.errors import ChronicleError
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from adapters.store.reachability import Reachability, answers_off_loop
-from services.contract.errors import ChronicleError
 from services.ports.embedder import Embedder, EmbeddingFailed, vector_literal
 
 log = logging.getLogger(__name__)

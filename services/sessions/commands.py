@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronicle_contract.sessions import CloseSession, CreateSession, UpdateSession
+
 from domain.session import Session
-from services.contract.sessions import CloseSession, CreateSession, UpdateSession
 from services.runtime.unit_of_work import UnitOfWork
 
 

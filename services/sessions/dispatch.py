@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from services.contract.sessions import CloseSession, CreateSession, GetSession, ListSessions, UpdateSession
+from chronicle_contract.sessions import CloseSession, CreateSession, GetSession, ListSessions, UpdateSession
+
 from services.runtime.dispatch import Read, Routes
 from services.sessions import commands, queries
 

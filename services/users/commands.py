@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronicle_contract.users import EraseUser
+
 from domain.erasure import DataSubject
-from services.contract.users import EraseUser
 from services.runtime.unit_of_work import UnitOfWork
 
 

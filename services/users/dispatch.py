@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from services.contract.users import EraseUser
+from chronicle_contract.users import EraseUser
+
 from services.runtime.dispatch import Internal, Routes, Serve
 from services.users import commands
 from services.users.erasure import Erasure

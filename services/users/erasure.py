@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import psycopg
+from chronicle_contract.errors import ChronicleError
+from chronicle_contract.users import EraseUser
 
 from adapters.store.keys import KeyRing
-from services.contract.errors import ChronicleError
-from services.contract.users import EraseUser
 from services.runtime.command_bus import CommandBus
 
 log = logging.getLogger(__name__)

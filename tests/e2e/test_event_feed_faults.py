@@ -15,9 +15,9 @@ from pathlib import Path
 import orjson
 import psycopg
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
 
 from adapters.auth import TokenAuthority
-from services.client.connection import ChronicleClient, ChronicleError
 from tests.conftest import JWT_SECRET, new_prefix
 from tests.servers import TestServers
 from tests.waiting import eventually
@@ -27,7 +27,7 @@ def serve(env: dict[str, str]) -> subprocess.Popen[str]:
     """`chronicle serve` in a process group of its own (with its projection process),
     returned once its ready line is out; the rest of its log is read and dropped."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.entrypoints.cli", "serve"], env=env, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "entrypoints.cli", "serve"], env=env, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )
     assert process.stderr is not None

@@ -67,14 +67,14 @@ async def test_optimization_random_search_example(servers: TestServers, tmp_path
             [(optimization_id,)] = conn.execute("SELECT id FROM rm_optimizations.optimizations").fetchall()
         shown = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "services.entrypoints.cli", "optimizations", "show", str(optimization_id)],
+            [sys.executable, "-m", "entrypoints.cli", "optimizations", "show", str(optimization_id)],
             env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
         )
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.splitlines()[:len(rounds) + 4] == lines[:len(rounds) + 4]
         missing = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "services.entrypoints.cli", "optimizations", "show", str(uuid.uuid4())],
+            [sys.executable, "-m", "entrypoints.cli", "optimizations", "show", str(uuid.uuid4())],
             env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
         )
         assert missing.returncode != 0 and "not found" in missing.stderr

@@ -18,9 +18,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from adapters.auth import TokenAuthority
 from adapters.embedded import free_port
-from services.entrypoints.bootstrap import Chronicle
-from services.gateways.http_server import HttpServer
-from services.gateways.mcp import streamable_http_app
+from entrypoints.bootstrap import Chronicle
+from entrypoints.gateways.http_server import HttpServer
+from entrypoints.gateways.mcp import streamable_http_app
 
 SEED_TOOLS = {"generate_layout", "generate_variations", "get_history", "get_artifact", "refine_layout", "compare_layouts"}
 
@@ -48,7 +48,7 @@ def stdio_server(chronicle: Chronicle, token: str) -> StdioServerParameters:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHRONICLE_")}
     env.update({"CHRONICLE_NATS_URL": chronicle.nats_url, "CHRONICLE_TOKEN": token,
                 "CHRONICLE_SUBJECT_PREFIX": chronicle.settings.subject_prefix})
-    return StdioServerParameters(command=sys.executable, args=["-m", "services.entrypoints.cli", "mcp"], env=env)
+    return StdioServerParameters(command=sys.executable, args=["-m", "entrypoints.cli", "mcp"], env=env)
 
 
 async def seed_flow(client: Client) -> None:

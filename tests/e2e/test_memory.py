@@ -12,9 +12,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from chronicle_client.connection import ChronicleClient
 
 from adapters.auth import TokenAuthority
-from services.client.connection import ChronicleClient
 from tests.servers import TestServers
 
 SECRET = "memory-test-secret-that-is-long-enough-for-hs256"
@@ -44,7 +44,7 @@ def served(servers: TestServers, tmp_path: Path) -> Iterator[tuple[subprocess.Po
         })
         log = tmp_path / "serve.log"
         with log.open("wb") as out:
-            process = subprocess.Popen([sys.executable, "-m", "services.entrypoints.cli", "serve"], env=env, stderr=out)
+            process = subprocess.Popen([sys.executable, "-m", "entrypoints.cli", "serve"], env=env, stderr=out)
         try:
             deadline = time.monotonic() + 120
             while not any(orjson.loads(line).get("msg") == "ready" for line in log.read_bytes().splitlines()

@@ -17,12 +17,12 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.auth import TokenAuthority
 from adapters.embedded import free_port
 from adapters.metrics import Metrics, MetricsEndpoint
-from services.client.connection import ChronicleClient, ChronicleError
 from tests.conftest import JWT_SECRET, new_prefix
 from tests.servers import TestServers
 from tests.waiting import eventually
@@ -36,7 +36,7 @@ def start(command: list[str], env: dict[str, str], ready: str) -> tuple[subproce
     """A `chronicle` command in a process group of its own, once it logged `ready`, with that
     line; the rest of its log is read and dropped."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.entrypoints.cli", *command], env=env, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "entrypoints.cli", *command], env=env, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )
     assert process.stderr is not None

@@ -11,14 +11,14 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+from chronicle_contract.errors import ChronicleError
 
 from adapters.auth import TokenAuthority
 from adapters.embedded import free_port
-from services.contract.errors import ChronicleError
-from services.entrypoints.bootstrap import Chronicle, bootstrap
-from services.gateways.clients import UserClients
-from services.gateways.http_server import HttpServer
-from services.gateways.rest import build_app
+from entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.gateways.clients import UserClients
+from entrypoints.gateways.http_server import HttpServer
+from entrypoints.gateways.rest import build_app
 from tests.conftest import make_settings
 from tests.servers import TestServers
 

@@ -15,9 +15,9 @@ import nats
 import nats.errors
 import orjson
 import pytest
+from chronicle_client.connection import ChronicleClient
 
 from adapters.embedded import free_port
-from services.client.connection import ChronicleClient
 
 READY_TIMEOUT = 120
 
@@ -31,7 +31,7 @@ class Served:
                     "CHRONICLE_HTTP_PORT": str(free_port())})
         self.env = env
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "services.entrypoints.cli", "serve"], env=env, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-m", "entrypoints.cli", "serve"], env=env, stderr=subprocess.PIPE, text=True
         )
         self.lines: list[dict[str, object]] = []
         try:
@@ -56,7 +56,7 @@ class Served:
 
     def token(self, user: str) -> str:
         return subprocess.run(
-            [sys.executable, "-m", "services.entrypoints.cli", "token", user],
+            [sys.executable, "-m", "entrypoints.cli", "token", user],
             env=self.env, capture_output=True, text=True, check=True,
         ).stdout.strip()
 

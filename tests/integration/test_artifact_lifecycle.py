@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chronicle_client.connection import ChronicleClient
 
 from adapters.auth import TokenAuthority
 from adapters.generation.generator_offline import OfflineGenerator
-from services.client.connection import ChronicleClient
-from services.entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.bootstrap import Chronicle, bootstrap
 from services.ports.generator import Generation, GenerationFailed, GenerationRequest
 from tests.conftest import JWT_SECRET, make_settings
 from tests.servers import TestServers

@@ -11,9 +11,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from chronicle_client.connection import ChronicleClient
+
+from entrypoints.bootstrap import Chronicle
 from services.artifacts import report
-from services.client.connection import ChronicleClient
-from services.entrypoints.bootstrap import Chronicle
 
 
 def layout(*labels: str) -> dict[str, Any]:
@@ -147,7 +148,7 @@ async def test_the_cli_prints_the_tree_and_refuses_bad_ids(
     }
 
     def chronicle_cli(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "services.entrypoints.cli", "artifacts", *args]
+        command = [sys.executable, "-m", "entrypoints.cli", "artifacts", *args]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
 
     tree = await asyncio.to_thread(chronicle_cli, "tree", str(root.artifact_id))

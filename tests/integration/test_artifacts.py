@@ -10,8 +10,8 @@ import uuid
 from typing import Any
 
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
 
-from services.client.connection import ChronicleClient, ChronicleError
 from tests.conftest import ClientFactory
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
 
 from domain.audit import AuditTrail
-from services.client.connection import ChronicleClient, ChronicleError
-from services.entrypoints.bootstrap import Chronicle
+from entrypoints.bootstrap import Chronicle
 from tests.conftest import ClientFactory
 
 
@@ -142,7 +142,7 @@ async def test_replay_command_prints_events_and_a_past_state(
     }
 
     def replay(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "services.entrypoints.cli", "replay", *args]
+        command = [sys.executable, "-m", "entrypoints.cli", "replay", *args]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
 
     shown = await asyncio.to_thread(replay, str(conversation_id), "--at-version", "3")

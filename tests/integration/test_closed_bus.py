@@ -15,15 +15,15 @@ import nats.errors
 import nats.js.errors
 import orjson
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
+from chronicle_contract.bus import inbox_prefix, signals_prefix, usage_subject
+from chronicle_contract.events import events_stream
+from chronicle_contract.hitl import hitl_stream, run_signals
 from nats.aio.client import Client as NATS
 
 from adapters.auth import TokenAuthority
 from adapters.messaging.jetstream import stream_names
-from services.client.connection import ChronicleClient, ChronicleError
-from services.contract.bus import inbox_prefix, signals_prefix, usage_subject
-from services.contract.events import events_stream
-from services.contract.hitl import hitl_stream, run_signals
-from services.entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import JWT_SECRET, make_settings
 from tests.servers import TestServers
 

@@ -8,11 +8,12 @@ import secrets
 import uuid
 from typing import Any
 
+from chronicle_contract.conversations import AddMessage, StartConversation
+from chronicle_contract.errors import ChronicleError
+
 from domain.conversation import Conversation
-from services.contract.conversations import AddMessage, StartConversation
-from services.contract.errors import ChronicleError
-from services.entrypoints.bootstrap import Chronicle
-from services.entrypoints.routes import command_handlers
+from entrypoints.bootstrap import Chronicle
+from entrypoints.routes import command_handlers
 from services.runtime.command_bus import CommandBus
 from services.runtime.unit_of_work import UnitOfWork
 
@@ -63,7 +64,7 @@ async def test_a_failing_command_after_a_change_leaves_its_batch_mates_intact(ch
 async def test_a_group_commit_of_tens_of_megabytes_is_saved(chronicle: Chronicle) -> None:
     # psycopg's pipeline mode hangs for good sending a statement over ~10 MB; the recorder
     # must not use it (adapters/store/event_store.py). 30 artifacts of ~0.9 MB, sent at once.
-    from services.contract.artifacts import StoreArtifact
+    from chronicle_contract.artifacts import StoreArtifact
 
     bus = CommandBus(chronicle.store, command_handlers())
     bus.start()
@@ -101,7 +102,7 @@ async def test_an_erasure_batched_with_the_users_own_writes_fails_only_what_come
     """add_message(v), erase(v), add_message(v), start(bystander) in one batch: all four got
     `conflict "too much contention"` (the erasure dropped v's cached conversation, the
     second add_message reused a version). Now the bystander and what came before stand."""
-    from services.contract.users import EraseUser
+    from chronicle_contract.users import EraseUser
 
     bus = CommandBus(chronicle.store, command_handlers())
     victim, bystander = f"v-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from services.entrypoints.bootstrap import Chronicle
+from entrypoints.bootstrap import Chronicle
 from tests.conftest import ClientFactory
 
 

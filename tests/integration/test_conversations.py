@@ -7,8 +7,8 @@ import uuid
 
 import orjson
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
 
-from services.client.connection import ChronicleClient, ChronicleError
 from tests.conftest import ClientFactory
 
 

@@ -9,8 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-
-from services.client.connection import ChronicleClient, ChronicleError
+from chronicle_client import ChronicleClient, ChronicleError
 
 LAYOUT = {"type": "page", "children": [{"type": "section", "label": "s"}]}
 

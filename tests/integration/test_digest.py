@@ -13,6 +13,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from chronicle_client.connection import ChronicleClient
+from chronicle_contract.audit import Digest, PublishDigest
+from chronicle_contract.sessions import CreateSession
 from eventsourcing.persistence import StoredEvent
 
 from adapters.auth import TokenAuthority
@@ -21,10 +24,7 @@ from adapters.store.event_store import EventStore
 from adapters.store.hash_chains import GENESIS, event_hash, verify_chains
 from adapters.store.postgres import PostgresTarget
 from domain.digest import DIGEST_ID
-from services.client.connection import ChronicleClient
-from services.contract.audit import Digest, PublishDigest
-from services.contract.sessions import CreateSession
-from services.entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import JWT_SECRET, make_settings
 from tests.servers import TestServers
 from tests.waiting import eventually
@@ -62,7 +62,7 @@ def tamper(target: PostgresTarget, statement: str, params: tuple[object, ...]) -
 def digest_cli(url: str, data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CHRONICLE_DATABASE_URL": url, "CHRONICLE_DATA_DIR": str(data_dir)}
     return subprocess.run(
-        [sys.executable, "-m", "services.entrypoints.cli", "audit", "digest", *args],
+        [sys.executable, "-m", "entrypoints.cli", "audit", "digest", *args],
         env=env, capture_output=True, text=True, timeout=120,
     )
 

@@ -7,13 +7,13 @@ import uuid
 
 import psycopg
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
 
 from adapters.auth import TokenAuthority
 from adapters.store.hash_chains import verify_chains
+from entrypoints.bootstrap import Chronicle
+from entrypoints.read_models import PROJECTIONS
 from projections.verify import verify
-from services.client.connection import ChronicleClient, ChronicleError
-from services.entrypoints.bootstrap import Chronicle
-from services.entrypoints.read_models import PROJECTIONS
 from tests.conftest import ClientFactory
 from tests.waiting import eventually
 

@@ -8,11 +8,11 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from chronicle_client.connection import ChronicleClient
+from chronicle_contract.events import FeedEvent
 
 from adapters.auth import TokenAuthority
-from services.client.connection import ChronicleClient
-from services.contract.events import FeedEvent
-from services.entrypoints.bootstrap import Chronicle
+from entrypoints.bootstrap import Chronicle
 from tests.conftest import JWT_SECRET
 
 

@@ -6,9 +6,9 @@ import asyncio
 
 import psycopg
 import pytest
+from chronicle_client.connection import ChronicleClient
 
-from services.client.connection import ChronicleClient
-from services.entrypoints.bootstrap import Chronicle
+from entrypoints.bootstrap import Chronicle
 
 
 @pytest.mark.parametrize(

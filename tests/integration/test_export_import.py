@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
 from psycopg.sql import SQL, Identifier
 
 from adapters.auth import TokenAuthority
@@ -24,10 +25,9 @@ from adapters.store.event_store import EventStore
 from adapters.store.hash_chains import ChainBreak, verify_chains
 from adapters.store.keys import KeyRing, UserErased
 from adapters.store.postgres import PostgresTarget
+from entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.read_models import PROJECTIONS
 from services.audit.export import ExportScope, export_events, verify_export
-from services.client.connection import ChronicleClient, ChronicleError
-from services.entrypoints.bootstrap import Chronicle, bootstrap
-from services.entrypoints.read_models import PROJECTIONS
 from tests.conftest import make_settings
 from tests.integration.test_rebuild import chronicle_cli
 from tests.servers import TestServers

@@ -9,11 +9,11 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
 
 from adapters.auth import TokenAuthority
-from services.client.connection import ChronicleClient, ChronicleError
-from services.entrypoints.bootstrap import Chronicle, bootstrap
-from services.entrypoints.settings import Settings
+from entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.settings import Settings
 from tests.conftest import new_prefix
 from tests.waiting import eventually
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from chronicle_client.connection import ChronicleClient
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
 from adapters.store.event_store import EventStore
 from adapters.store.hash_chains import GENESIS, ChainBreak, event_hash, verify_chains
 from adapters.store.postgres import PostgresTarget, migrate, pending_migrations
-from services.client.connection import ChronicleClient
-from services.entrypoints.bootstrap import Chronicle
+from entrypoints.bootstrap import Chronicle
 from tests.servers import TestServers
 
 
@@ -187,7 +187,7 @@ def test_migration_backfills_existing_events(servers: TestServers) -> None:
 def audit_cli(url: str, data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CHRONICLE_DATABASE_URL": url, "CHRONICLE_DATA_DIR": str(data_dir)}
     return subprocess.run(
-        [sys.executable, "-m", "services.entrypoints.cli", "audit", "verify", *args],
+        [sys.executable, "-m", "entrypoints.cli", "audit", "verify", *args],
         env=env, capture_output=True, text=True, timeout=120,
     )
 

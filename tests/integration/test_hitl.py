@@ -8,15 +8,15 @@ from pathlib import Path
 
 import orjson
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
+from chronicle_client.hitl import Expired
+from chronicle_contract.bus import signals_prefix
+from chronicle_contract.hitl import ResumeSignal, run_signals
 from nats.aio.subscription import Subscription
 
 from adapters.auth import TokenAuthority
 from domain.hitl import HitlRun
-from services.client.connection import ChronicleClient, ChronicleError
-from services.client.hitl import Expired
-from services.contract.bus import signals_prefix
-from services.contract.hitl import ResumeSignal, run_signals
-from services.entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import ClientFactory, make_settings
 from tests.servers import TestServers
 from tests.waiting import eventually

@@ -7,10 +7,10 @@ import uuid
 
 import psycopg
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
 
 from adapters.store.mapper import ErasedContent
-from services.client.connection import ChronicleClient, ChronicleError
-from services.entrypoints.bootstrap import Chronicle
+from entrypoints.bootstrap import Chronicle
 from tests.conftest import ClientFactory
 
 

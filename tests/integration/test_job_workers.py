@@ -10,14 +10,14 @@ from typing import Any
 
 import orjson
 import pytest
+from chronicle_client.connection import ChronicleClient
+from chronicle_contract.bus import signals_prefix
+from chronicle_contract.errors import ChronicleError
 
 from adapters.auth import TokenAuthority
 from adapters.generation.agent_offline import OfflineAgent
 from domain.job import Chunk
-from services.client.connection import ChronicleClient
-from services.contract.bus import signals_prefix
-from services.contract.errors import ChronicleError
-from services.entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.bootstrap import Chronicle, bootstrap
 from services.ports.agent import JobSpec
 from tests.conftest import JWT_SECRET, make_settings, new_prefix
 from tests.servers import TestServers

@@ -11,11 +11,11 @@ from typing import Any
 
 import orjson
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
+from chronicle_contract.jobs import DescribeJob, FailJob, RecordOutcomes, StartPhase
 
 from adapters.auth import TokenAuthority
-from services.client.connection import ChronicleClient, ChronicleError
-from services.contract.jobs import DescribeJob, FailJob, RecordOutcomes, StartPhase
-from services.entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import JWT_SECRET, ClientFactory, make_settings
 from tests.servers import TestServers
 

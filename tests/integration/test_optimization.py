@@ -7,14 +7,14 @@ import random
 import uuid
 
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
+from chronicle_client import optimizations as client_optimization
+from chronicle_contract.optimizations import TrialEntry
 
+from entrypoints.bootstrap import Chronicle
 from projections.engine import rebuild
 from projections.lineage import LineageProjection
 from projections.optimizations import OptimizationsProjection
-from services.client import optimizations as client_optimization
-from services.client.connection import ChronicleClient, ChronicleError
-from services.contract.optimizations import TrialEntry
-from services.entrypoints.bootstrap import Chronicle
 from services.optimizations import queries as queries_optimization
 from services.optimizations.queries import MAX_PARETO_TRIALS_MANY_OBJECTIVES
 from tests.conftest import ClientFactory

@@ -10,13 +10,13 @@ from pathlib import Path
 import nats.errors
 import psycopg
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
 
 from adapters.auth import TokenAuthority
 from adapters.embedded import EmbeddedNats, EmbeddedPostgres
 from bench.faults import until_ok
 from bench.outage import Silenced
-from services.client.connection import ChronicleClient, ChronicleError
-from services.entrypoints.bootstrap import bootstrap
+from entrypoints.bootstrap import bootstrap
 from tests.conftest import make_settings
 from tests.servers import TestServers
 from tests.waiting import eventually

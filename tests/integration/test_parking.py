@@ -15,18 +15,18 @@ from typing import Any
 import nats
 import psycopg
 import pytest
+from chronicle_client.connection import ChronicleClient
+from chronicle_contract.bus import signals_prefix
+from chronicle_contract.hitl import run_signals
 
 from adapters.auth import TokenAuthority
 from adapters.store.postgres import PostgresTarget
 from domain.conversation import Conversation
+from entrypoints.bootstrap import Chronicle, bootstrap
 from projections.base import Projection, handles
 from projections.batch import Batch
 from projections.engine import ProjectionEngine, parked, rebuild
 from projections.history import HistoryProjection
-from services.client.connection import ChronicleClient
-from services.contract.bus import signals_prefix
-from services.contract.hitl import run_signals
-from services.entrypoints.bootstrap import Chronicle, bootstrap
 from services.runtime.event_relay import EventRelay
 from tests.conftest import make_settings
 from tests.servers import TestServers
@@ -169,7 +169,7 @@ def test_projections_status_shows_what_was_parked(servers: TestServers, tmp_path
             )
         env = {"CHRONICLE_DATABASE_URL": url, "CHRONICLE_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
         printed = subprocess.run(
-            [sys.executable, "-m", "services.entrypoints.cli", "projections", "status"],
+            [sys.executable, "-m", "entrypoints.cli", "projections", "status"],
             env=env, capture_output=True, text=True, timeout=60,
         )
     assert printed.returncode == 0, printed.stderr

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from chronicle_contract.errors import ChronicleError
 
 from adapters.store.postgres import PostgresTarget
 from projections.engine import PROGRESS_CHANNEL
-from services.contract.errors import ChronicleError
 from services.runtime.positions import ProjectionPositions
 from tests.waiting import eventually
 

@@ -13,7 +13,7 @@ from tests.waiting import wait_until
 
 PARENT = """
 import multiprocessing, os, time
-from services.entrypoints.projection_process import die_with_parent
+from entrypoints.projection_process import die_with_parent
 
 def child(parent_pid):
     die_with_parent(parent_pid)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from chronicle_client.connection import ChronicleClient
 
-from services.client.connection import ChronicleClient
-from services.entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import make_settings
 from tests.servers import TestServers
 from tests.waiting import wait_until
@@ -39,7 +39,7 @@ def start_projection_worker(url: str, data_dir: Path, batch_size: int) -> subpro
         "CHRONICLE_PROJECTION_BATCH_SIZE": str(batch_size),
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "services.entrypoints.cli", "projections", "run"], env=env, stdout=subprocess.DEVNULL
+        [sys.executable, "-m", "entrypoints.cli", "projections", "run"], env=env, stdout=subprocess.DEVNULL
     )
 
 

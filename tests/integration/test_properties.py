@@ -19,16 +19,16 @@ from uuid import UUID
 
 import orjson
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
+from chronicle_contract.conversations import ConversationSummaryView, ConversationView, MessageView
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from adapters.auth import TokenAuthority
 from domain.base import MAX_TAG_LENGTH
 from domain.conversation import DERIVED_TITLE_MAX, derive_title
+from entrypoints.bootstrap import bootstrap
 from projections.history import FIRST_MESSAGE_PREVIEW
-from services.client.connection import ChronicleClient, ChronicleError
-from services.contract.conversations import ConversationSummaryView, ConversationView, MessageView
-from services.entrypoints.bootstrap import bootstrap
 from tests.conftest import ClientFactory, make_settings
 from tests.servers import TestServers
 

@@ -13,13 +13,13 @@ from uuid import UUID
 import nats
 import orjson
 import pytest
+from chronicle_contract.conversations import StartConversation
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from adapters.auth import TokenAuthority
-from services.contract.conversations import StartConversation
-from services.entrypoints.bootstrap import bootstrap
-from services.entrypoints.routes import ROUTES, subject
+from entrypoints.bootstrap import bootstrap
+from entrypoints.routes import ROUTES, subject
 from tests.conftest import JWT_SECRET, make_settings
 from tests.servers import TestServers
 

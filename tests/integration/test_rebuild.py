@@ -10,11 +10,11 @@ import uuid
 from pathlib import Path
 
 import psycopg
+from chronicle_client.connection import ChronicleClient
 
 from adapters.auth import TokenAuthority
-from services.client.connection import ChronicleClient
-from services.entrypoints.bootstrap import Chronicle
-from services.entrypoints.read_models import PROJECTIONS
+from entrypoints.bootstrap import Chronicle
+from entrypoints.read_models import PROJECTIONS
 
 TABLES = {
     "rm_history": ["sessions", "conversations", "messages"],
@@ -39,7 +39,7 @@ def snapshot(url: str) -> dict[str, list[tuple[object, ...]]]:
 def chronicle_cli(url: str, data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CHRONICLE_DATABASE_URL": url, "CHRONICLE_DATA_DIR": str(data_dir)}
     return subprocess.run(
-        [sys.executable, "-m", "services.entrypoints.cli", *args], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "entrypoints.cli", *args], env=env, capture_output=True, text=True, timeout=120
     )
 
 

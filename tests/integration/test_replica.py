@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import psycopg
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
 
 from adapters.auth import TokenAuthority
 from bench.replica import ReplicatedPostgres
-from services.client.connection import ChronicleClient, ChronicleError
-from services.entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import make_settings
 from tests.servers import TestServers
 

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import orjson
 import pytest
+from chronicle_client import ChronicleError
+from chronicle_contract import request_ids
 
-from services.client.connection import ChronicleError
-from services.contract import request_ids
-from services.entrypoints.bootstrap import Chronicle
-from services.entrypoints.logs import JsonFormatter
+from entrypoints.bootstrap import Chronicle
+from entrypoints.logs import JsonFormatter
 from tests.conftest import ClientFactory
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import httpx2
 import psycopg
 import pytest
+from chronicle_client.connection import ChronicleClient
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -24,13 +25,12 @@ from adapters.auth import TokenAuthority
 from adapters.embedded import EmbeddedPostgres, free_port
 from adapters.embedding.hashed import HashedNgramEmbedder
 from adapters.store.postgres import PostgresTarget
+from entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.gateways.http_server import HttpServer
+from entrypoints.gateways.mcp import streamable_http_app
+from entrypoints.read_models import kept, projection_options
 from projections.engine import head_position, tracked_version
 from projections.verify import verify
-from services.client.connection import ChronicleClient
-from services.entrypoints.bootstrap import Chronicle, bootstrap
-from services.entrypoints.read_models import kept, projection_options
-from services.gateways.http_server import HttpServer
-from services.gateways.mcp import streamable_http_app
 from tests.conftest import ClientFactory, make_settings, new_prefix
 from tests.servers import TestServers
 
@@ -258,7 +258,7 @@ async def test_without_pgvector_or_an_embedder_search_is_full_text_and_status_sa
     env = {"CHRONICLE_DATABASE_URL": str(hybrid.settings.database_url), "CHRONICLE_DATA_DIR": str(tmp_path),
            "CHRONICLE_EMBEDDER": "none", "PATH": "/usr/bin:/bin"}
     printed = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "services.entrypoints.cli", "projections", "status"],
+        subprocess.run, [sys.executable, "-m", "entrypoints.cli", "projections", "status"],
         env=env, capture_output=True, text=True, timeout=60,
     )
     assert printed.returncode == 0, printed.stderr

@@ -12,13 +12,13 @@ from typing import Any
 
 import orjson
 import pytest
+from chronicle_client.connection import ChronicleClient
+from chronicle_contract.bus import signals_prefix
+from chronicle_contract.hitl import run_signals
 
 from adapters.auth import TokenAuthority
-from services.client.connection import ChronicleClient
-from services.contract.bus import signals_prefix
-from services.contract.hitl import run_signals
-from services.entrypoints.bootstrap import Chronicle
-from services.entrypoints.projection_process import ProjectionProcess
+from entrypoints.bootstrap import Chronicle
+from entrypoints.projection_process import ProjectionProcess
 from services.hitl.coordinator import SignalRelay
 from tests.conftest import ClientFactory
 from tests.integration.test_hitl import conversation_with_history

@@ -10,13 +10,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from chronicle_client import ChronicleClient, ChronicleError
 
 from adapters.auth import TokenAuthority
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
+from entrypoints.bootstrap import Chronicle, bootstrap
 from services.audit.queries import Audit
-from services.client.connection import ChronicleClient, ChronicleError
-from services.entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import make_settings
 from tests.servers import TestServers
 from tests.waiting import eventually

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from chronicle_client.connection import ChronicleClient
 from psycopg.sql import SQL, Identifier
 
 from adapters.auth import TokenAuthority
 from adapters.store.postgres import PostgresTarget
+from entrypoints import cli
+from entrypoints.bootstrap import Chronicle
+from entrypoints.read_models import PROJECTIONS
 from projections.compare import compare
 from projections.verify import Verification, report, verify
-from services.client.connection import ChronicleClient
-from services.entrypoints import cli
-from services.entrypoints.bootstrap import Chronicle
-from services.entrypoints.read_models import PROJECTIONS
 from tests.integration.test_rebuild import chronicle_cli, fill
 
 

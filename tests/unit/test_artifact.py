@@ -92,7 +92,7 @@ def test_a_variation_set_scores_the_stored_members_and_lists_the_failed() -> Non
 
 
 def test_variation_temperatures_spread_evenly_over_the_range() -> None:
-    from services.contract.artifacts import CreateVariations
+    from chronicle_contract.artifacts import CreateVariations
 
     assert CreateVariations(query="q", count=5).temperatures() == [0.5, 0.625, 0.75, 0.875, 1.0]
     assert CreateVariations(query="q", count=1, temperature_range=(0.2, 0.4)).temperatures() == [0.3]

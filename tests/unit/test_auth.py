@@ -6,9 +6,9 @@ import time
 
 import jwt
 import pytest
+from chronicle_contract.errors import ChronicleError
 
 from adapters.auth import TokenAuthority
-from services.contract.errors import ChronicleError
 
 SECRET = "unit-test-secret-unit-test-secret-unit-test"
 

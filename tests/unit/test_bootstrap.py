@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from adapters.auth import TokenAuthority
-from services.entrypoints.bootstrap import Overrides, build
-from services.entrypoints.settings import Settings
+from entrypoints.bootstrap import Overrides, build
+from entrypoints.settings import Settings
 
 SECRET = "a-test-secret-that-is-long-enough-for-hs256-signing"
 
@@ -37,9 +37,10 @@ def test_overrides_take_the_place_of_what_settings_would_build(tmp_path: Path) -
 
 
 async def test_an_in_memory_store_runs_the_bus_with_no_server(tmp_path: Path) -> None:
+    from chronicle_contract.conversations import AddMessage, StartConversation
+
     from adapters.store.memory import InMemoryEventStore
-    from services.contract.conversations import AddMessage, StartConversation
-    from services.entrypoints.bootstrap import Stage
+    from entrypoints.bootstrap import Stage
 
     store = InMemoryEventStore()
     chronicle = await build(unreachable_settings(tmp_path), Overrides(store=store)).start(through=Stage.BUS)

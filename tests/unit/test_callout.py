@@ -9,10 +9,10 @@ import nacl.signing
 import nkeys
 import orjson
 import pytest
+from chronicle_contract.bus import inbox_prefix, signals_prefix, user_permissions
+from chronicle_contract.errors import ChronicleError
 
 from adapters.messaging.callout import AuthCallout, claims_of, encode, new_account_seed, public_key
-from services.contract.bus import inbox_prefix, signals_prefix, user_permissions
-from services.contract.errors import ChronicleError
 
 NOW = 1_800_000_000
 USER_NKEY = "UBO2MQV67TQTVIRV3XFTEZOACM4WLOCMCDMAWN5QVN5PI2N6JHTVDRON"

@@ -15,22 +15,22 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from chronicle_contract.artifacts import RemoveArtifact, StoreArtifact, TagArtifact
+from chronicle_contract.audit import RecordRead
+from chronicle_contract.base import Command
+from chronicle_contract.conversations import AddMessage, DeleteConversation, StartConversation, UpdateConversation
+from chronicle_contract.errors import ChronicleError
+from chronicle_contract.hitl import ExpireRun, PauseRun, RecordTaken, ResumeRun
+from chronicle_contract.jobs import DescribeJob, FailJob, RecordJob, RecordOutcomes, StartPhase
+from chronicle_contract.optimizations import EndRound, RecordTrial, StartOptimization, StartRound
+from chronicle_contract.sessions import CloseSession, CreateSession, UpdateSession
+from chronicle_contract.users import EraseUser
+from chronicle_contract.values import Chunk
 
 from adapters.store.memory import InMemoryEventStore
 from domain.conversation import Conversation
 from domain.hitl import HistoryWindow, HitlRun
-from domain.job import Chunk
-from services.contract.artifacts import RemoveArtifact, StoreArtifact, TagArtifact
-from services.contract.audit import RecordRead
-from services.contract.base import Command
-from services.contract.conversations import AddMessage, DeleteConversation, StartConversation, UpdateConversation
-from services.contract.errors import ChronicleError
-from services.contract.hitl import ExpireRun, PauseRun, RecordTaken, ResumeRun
-from services.contract.jobs import DescribeJob, FailJob, RecordJob, RecordOutcomes, StartPhase
-from services.contract.optimizations import EndRound, RecordTrial, StartOptimization, StartRound
-from services.contract.sessions import CloseSession, CreateSession, UpdateSession
-from services.contract.users import EraseUser
-from services.entrypoints.routes import command_handlers
+from entrypoints.routes import command_handlers
 from services.runtime.command_bus import CommandBus
 
 START = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from services.entrypoints.cli import parser
-from services.entrypoints.settings import Settings
+from entrypoints.cli import parser
+from entrypoints.settings import Settings
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 COMPOSE = INFRA / "compose" / "compose.yaml"

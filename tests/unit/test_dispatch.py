@@ -6,11 +6,11 @@ import importlib
 import pkgutil
 from typing import Any
 
+import chronicle_contract
 import pytest
+from chronicle_contract.base import Command, Query, Reply, Request
 
-import services.contract
-from services.contract.base import Command, Query, Reply, Request
-from services.entrypoints.routes import INTERNAL, ROUTES, command_handlers, subject
+from entrypoints.routes import INTERNAL, ROUTES, command_handlers, subject
 from services.runtime.dispatch import Read, Serve
 
 # The subjects served before the tables were derived from the request models
@@ -38,8 +38,8 @@ PUBLISHED_SUBJECTS = {
 
 def contract_requests() -> list[type[Request[Any]]]:
     found = []
-    for module_info in pkgutil.iter_modules(services.contract.__path__):
-        module = importlib.import_module(f"services.contract.{module_info.name}")
+    for module_info in pkgutil.iter_modules(chronicle_contract.__path__):
+        module = importlib.import_module(f"chronicle_contract.{module_info.name}")
         found += [
             value for value in vars(module).values()
             if isinstance(value, type) and issubclass(value, Request) and value.__module__ == module.__name__ and value.action
@@ -79,9 +79,10 @@ def test_the_bus_decides_every_command_no_read_or_served_handler_reaches_it() ->
 def test_a_reply_that_breaks_its_contract_is_caught_before_it_is_sent() -> None:
     from uuid import uuid4
 
+    from chronicle_contract.errors import ChronicleError
+    from chronicle_contract.sessions import CreateSession
+
     from adapters.messaging.nats_service import Route, check_reply
-    from services.contract.errors import ChronicleError
-    from services.contract.sessions import CreateSession
 
     async def unused(user: str, request: Any, key: str | None) -> dict[str, Any]:
         return {}

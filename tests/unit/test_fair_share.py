@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Callable
 
 import orjson
 import pytest
+from chronicle_contract.errors import ChronicleError
 
 from adapters.auth import Caller
 from adapters.messaging.fair_share import FairShare, Limits
 from adapters.messaging.usage_sync import MAX_REPORT_BYTES, UsageSync
-from services.contract.errors import ChronicleError
 
 
 class Clock:

@@ -7,9 +7,9 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
+from chronicle_client.optimizations import Optimizations
+from chronicle_contract.optimizations import HistoryPage, RoundEntry, TrialEntry
 
-from services.client.optimizations import Optimizations
-from services.contract.optimizations import HistoryPage, RoundEntry, TrialEntry
 from services.optimizations import queries as optimization_queries
 
 KIB = 1024

@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from chronicle_contract.conversations import AddMessage, StartConversation
+from chronicle_contract.errors import ChronicleError
 from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from adapters.messaging.fair_share import FairShare, Limits
 from adapters.metrics import Metrics
 from adapters.store.memory import InMemoryEventStore
-from services.contract.conversations import AddMessage, StartConversation
-from services.contract.errors import ChronicleError
-from services.entrypoints.bootstrap import Overrides, Stage, build
+from entrypoints.bootstrap import Overrides, Stage, build
 from services.runtime.scraped import Scraped
 from tests.unit.test_bootstrap import unreachable_settings
 

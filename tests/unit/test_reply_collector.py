@@ -1,12 +1,11 @@
-"""How parsing a big reply leaves Python's garbage collector (services/client/connection.py)."""
+"""How parsing a big reply leaves Python's garbage collector (clients/python/chronicle_client/connection.py)."""
 
 from __future__ import annotations
 
 import gc
 
 import pytest
-
-from services.client.connection import collector_paused
+from chronicle_client.transport import collector_paused
 
 
 def made_in_block(promote: bool = True) -> list[dict[str, list[int]]]:

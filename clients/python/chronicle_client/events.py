@@ -1,0 +1,94 @@
+"""The client's event feed side: `client.events.follow`, every committed event in log order."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import nats.errors
+from chronicle_contract.events import POSITION_HEADER, FeedEvent, events_stream, feed_filter
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from chronicle_client.transport import Transport
+
+
+class Events:
+    """`client.events`; the token needs the `feed` role (clients/python/chronicle_contract/bus.py)."""
+
+    def __init__(self, client: Transport):
+        self._client = client
+
+    async def follow(
+        self,
+        from_position: int = 0,
+        *,
+        filter: str | None = None,
+        durable: str | None = None,
+        batch: int = 100,
+        idle: float = 5.0,
+    ) -> AsyncIterator[FeedEvent]:
+        """The events after `from_position` (0: the whole history), oldest first, then each
+        new one as it commits; `filter` narrows them by "<aggregate>.<event>", wildcards
+        allowed ("conversation.*", "job.completed"). With `durable`, the feed remembers
+        where this follower got to under that name: a later follow with the same name goes
+        on after the last event it took (`from_position` and `filter` then come from the
+        first). An event counts as taken when the loop asks for the next one, so a follower
+        that dies while handling one is given it again, never one after it."""
+        js = self._client.nc.jetstream()
+        stream = events_stream(self._client.prefix)
+        subject = feed_filter(self._client.prefix, filter)
+        start = await self._sequence_after(from_position)
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=start,
+            ack_policy=AckPolicy.EXPLICIT,
+            max_ack_pending=max(batch, 1000),
+            inactive_threshold=None if durable else 60.0,
+        )
+        subscription = await js.pull_subscribe(subject, durable=durable, stream=stream, config=config)
+        last = from_position
+        untaken: list[Msg] = []  # fetched, not yet taken: handed back at once when the follower stops
+        try:
+            while True:
+                try:
+                    untaken = await subscription.fetch(batch, timeout=idle)
+                except nats.errors.TimeoutError:
+                    continue
+                while untaken:
+                    event = FeedEvent.model_validate_json(untaken[0].data)
+                    if event.position > last:  # (a message given again after a lost ack)
+                        yield event
+                        last = event.position
+                    await untaken.pop(0).ack()
+        finally:
+            with contextlib.suppress(nats.errors.Error):  # (the connection may be closed already)
+                for message in untaken:
+                    await message.nak()
+                await subscription.unsubscribe()
+
+    async def _sequence_after(self, position: int) -> int:
+        """The stream sequence of the first event after `position` (when there is none yet,
+        the sequence the next one published gets). Sequences and positions rise together,
+        so a binary search over the stream finds it."""
+        js = self._client.nc.jetstream()
+        stream = events_stream(self._client.prefix)
+        state = (await js.stream_info(stream)).state
+        low, high = max(state.first_seq, 1), state.last_seq
+        found = high + 1
+        while low <= high:
+            middle = (low + high) // 2
+            try:  # the first message at or after `middle` (one may have been removed)
+                message = await js.get_msg(stream, seq=middle, subject=feed_filter(self._client.prefix, None), next=True)
+            except NotFoundError:
+                high = middle - 1
+                continue
+            at, sequence = int((message.headers or {}).get(POSITION_HEADER, 0)), message.seq or middle
+            if at > position:
+                found, high = sequence, middle - 1
+            else:
+                low = sequence + 1
+        return found

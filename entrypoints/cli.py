@@ -1,0 +1,606 @@
+"""The `chronicle` command line: serve, tokens, migrations, projections."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+from entrypoints import logs
+from entrypoints.settings import Settings
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from adapters.metrics import GatewayMetrics, MetricsEndpoint
+    from adapters.store.postgres import PostgresTarget
+    from entrypoints.bootstrap import Chronicle, Stage
+    from entrypoints.gateways.http_server import HttpServer
+    from projections.base import Projection
+
+log = logging.getLogger("chronicle")
+
+
+async def serve(settings: Settings) -> None:
+    from entrypoints.bootstrap import build
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    chronicle = build(settings)
+    metrics = metrics_endpoint(settings, chronicle)  # from the start: a long first build shows its progress
+    try:
+        await chronicle.start()
+        http = await rest_server(settings, chronicle.nats_url, gateway_metrics(chronicle)) if settings.http_port else None
+    except BaseException:
+        await chronicle.stop()
+        if metrics is not None:
+            await asyncio.to_thread(metrics.stop)
+        raise
+    log.info(
+        "ready",
+        extra={
+            "postgres": chronicle.target.describe(),
+            "nats": chronicle.nats_url,
+            "subjects": f"{settings.subject_prefix}.cmd.>, {settings.subject_prefix}.query.>",
+            "endpoints": len(chronicle.subjects),
+            "http": http.url if http else None,
+            "metrics": metrics.url if metrics else None,
+            "rebuilding": chronicle.rebuilding,  # read models behind the log while a rebuild runs
+            "search": semantic_search(chronicle),
+        },
+    )
+    await stop.wait()
+    log.info("stopping: finishing in-flight requests")
+    if http is not None:
+        await http.stop()
+    if metrics is not None:
+        await asyncio.to_thread(metrics.stop)
+    await chronicle.stop()
+    log.info("stopped")
+
+
+async def rest_server(settings: Settings, nats_url: str, metrics: GatewayMetrics) -> HttpServer:
+    """The REST API on settings.http_port, its users reaching the service over `nats_url`."""
+    from entrypoints.gateways.clients import UserClients
+    from entrypoints.gateways.http_server import HttpServer
+    from entrypoints.gateways.rest import build_app
+
+    clients = UserClients(nats_url, settings.subject_prefix)
+    app = build_app(clients, cors_origins=settings.http_cors_origins, metrics=metrics)
+    return await HttpServer(app, settings.http_host, settings.http_port).start()
+
+
+def gateway_metrics(chronicle: Chronicle) -> GatewayMetrics:
+    """The REST API in the service's own process: its figures in the service's registry."""
+    from adapters.metrics import GatewayMetrics
+
+    return GatewayMetrics(chronicle.metrics.registry)
+
+
+def metrics_endpoint(settings: Settings, chronicle: Chronicle) -> MetricsEndpoint | None:
+    """/metrics on settings.metrics_port (None when 0); a port already taken is logged and left."""
+    from adapters.metrics import MetricsEndpoint
+
+    if not settings.metrics_port:
+        return None
+    return MetricsEndpoint(chronicle.metrics.registry, settings.metrics_host, settings.metrics_port).start()
+
+
+async def serve_gateway(settings: Settings, kind: str) -> None:
+    """`chronicle http` / `chronicle mcp --http`: a gateway alone, a client of the service at
+    CHRONICLE_NATS_URL (run as many as you like)."""
+    if not settings.nats_url:
+        raise SystemExit("set CHRONICLE_NATS_URL: the gateway reaches the service over NATS")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    from adapters.metrics import GatewayMetrics, MetricsEndpoint
+
+    metrics = GatewayMetrics()
+    endpoint = MetricsEndpoint(metrics.registry, settings.metrics_host, settings.metrics_port).start() \
+        if settings.metrics_port else None
+    if kind == "http":
+        server = await rest_server(settings, settings.nats_url, metrics)
+    else:
+        from entrypoints.gateways.http_server import HttpServer
+        from entrypoints.gateways.mcp import streamable_http_app
+        from entrypoints.gateways.request_metrics import RequestMetrics
+
+        app = RequestMetrics(streamable_http_app(settings.nats_url, settings.subject_prefix, settings.http_host), metrics)
+        server = await HttpServer(app, settings.http_host, settings.mcp_port).start()
+    log.info("ready", extra={kind: server.url, "nats": settings.nats_url,
+                             "metrics": endpoint.url if endpoint is not None else None})
+    await stop.wait()
+    await server.stop()
+    if endpoint is not None:
+        await asyncio.to_thread(endpoint.stop)
+    log.info("stopped")
+
+
+def nats_secrets(url: str) -> None:
+    """What the NATS server (infra/nats/chronicle.conf) and Chronicle share, as the shell
+    variables each needs: the first three for nats-server, the last three for Chronicle."""
+    from adapters.embedded import BusSecrets
+
+    secrets = BusSecrets.new()
+    for name, value in {
+        **secrets.server_environment(),
+        "CHRONICLE_NATS_URL": secrets.service_url(url),
+        "CHRONICLE_NATS_CALLOUT_URL": secrets.callout_url(url),
+        "CHRONICLE_NATS_CALLOUT_SEED": secrets.issuer_seed,
+    }.items():
+        print(f"export {name}='{value}'")
+
+
+def token(settings: Settings, user: str, ttl: int, roles: list[str]) -> None:
+    from entrypoints.bootstrap import build
+
+    print(build(settings).authority.issue(user, ttl_seconds=ttl, claims={"roles": roles} if roles else None))
+
+
+@contextlib.contextmanager
+def database(settings: Settings, through: Stage | None = None) -> Iterator[Chronicle]:
+    """The configured database, or the embedded one `serve` uses, migrated: a Chronicle built
+    as `serve` builds it and started only as far as the command needs."""
+    from entrypoints.bootstrap import Stage, build
+
+    chronicle = build(settings)
+    asyncio.run(chronicle.start(through=through or Stage.DATABASE))
+    try:
+        yield chronicle
+    finally:
+        asyncio.run(chronicle.stop())
+
+
+def semantic_search(chronicle: Chronicle) -> str:
+    """How search ranks, in words: hybrid with which embedder, or full text and why."""
+    if chronicle.read_models.semantic_off is not None:
+        return f"full text only: {chronicle.read_models.semantic_off}"
+    semantic = next(p for p in chronicle.projections if p.name == "semantic")
+    embedder = semantic.options["embedder"]
+    return f"hybrid: full text + semantic ({embedder.name}, {embedder.dimensions} dimensions, pgvector)"
+
+
+def projections_status(settings: Settings) -> None:
+    from projections.engine import parked, status
+
+    with database(settings) as chronicle:
+        rows = status(chronicle.target, chronicle.projections)
+        set_aside = parked(chronicle.target)
+    print(f"{'projection':<12} {'position':>10} {'head':>10} {'lag':>8} {'version':>8}  updated")
+    for r in rows:
+        version = f"{r.version}" if r.version == r.code_version else f"{r.version}->{r.code_version}"
+        print(f"{r.name:<12} {r.position:>10} {r.head:>10} {r.lag:>8} {version:>8}  {r.updated_at or '-'}")
+    for p in set_aside:  # events a read model or relay could not take (chronicle.parked)
+        print(f"parked: {p.consumer} {p.count} (latest at position {p.last_position}: {p.last_error})")
+    print(f"search: {semantic_search(chronicle)}")
+
+
+def chosen_projections(chronicle: Chronicle, names: list[str]) -> list[type[Projection]]:
+    """The read models NAMES names ('all' for every one kept); exits on an unknown name, or
+    on one this deployment does not keep (semantic without pgvector), saying why."""
+    from entrypoints.read_models import OPTIONAL, PROJECTIONS
+
+    known = [p.name for p in PROJECTIONS + OPTIONAL]
+    unknown = set(names) - set(known) - {"all"}
+    if unknown:
+        sys.exit(f"unknown projection(s): {', '.join(sorted(unknown))}; known: {', '.join(known)}")
+    kept = chronicle.read_models.classes
+    if set(names) - {p.name for p in kept} - {"all"}:
+        sys.exit(f"the semantic read model is not kept here: {chronicle.read_models.semantic_off}")
+    return [p for p in kept if "all" in names or p.name in names]
+
+
+def projections_rebuild(settings: Settings, names: list[str]) -> None:
+    with database(settings) as chronicle:
+        rebuild_read_models(settings, chronicle.target, chosen_projections(chronicle, names))
+
+
+def rebuild_read_models(settings: Settings, target: PostgresTarget, chosen: list[type[Projection]]) -> None:
+    """Rebuild these read models from the first event, one progress bar each."""
+    from tqdm import tqdm
+
+    from entrypoints.read_models import projection_options
+    from projections.engine import rebuild_all
+
+    bars = {
+        p.name: tqdm(desc=f"rebuild {p.name}", unit="pos", total=0, position=i, file=sys.stderr)
+        for i, p in enumerate(chosen)
+    }
+
+    def progress(name: str, done: int, total: int) -> None:
+        bars[name].total = total
+        bars[name].n = done
+        bars[name].refresh()
+
+    applied = rebuild_all(
+        target,
+        [(p, projection_options(settings, p)) for p in chosen],
+        batch_size=settings.projection_batch_size,
+        progress=progress,
+    )
+    for bar in bars.values():
+        bar.close()
+    for name, count in applied.items():
+        print(f"{name}: rebuilt from {count} events")
+
+
+def projections_verify(settings: Settings, names: list[str]) -> None:
+    """Rebuild each read model aside and compare it with the live one; exit 1 on any difference."""
+    from tqdm import tqdm
+
+    from entrypoints.read_models import projection_options
+    from projections.verify import report, verify
+
+    results = []
+    with database(settings) as chronicle:
+        for projection_class in chosen_projections(chronicle, names or ["all"]):
+            with tqdm(desc=f"verify {projection_class.name}", unit="pos", total=0, file=sys.stderr) as bar:
+
+                def progress(done: int, total: int, bar: tqdm = bar) -> None:
+                    bar.total = total
+                    bar.n = done
+                    bar.refresh()
+
+                results.append(
+                    verify(
+                        chronicle.target,
+                        projection_class,
+                        batch_size=settings.projection_batch_size,
+                        progress=progress,
+                        **projection_options(settings, projection_class),
+                    )
+                )
+    for result in results:
+        print("\n".join(report(result)))
+    if not all(result.ok for result in results):
+        sys.exit(1)
+
+
+def run_projections(settings: Settings) -> None:
+    """Run only the projection engine (a dedicated projection worker), until SIGINT/SIGTERM."""
+    import threading
+
+    from entrypoints.read_models import projection_engine
+
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    with database(settings) as chronicle:
+        engine = projection_engine(settings, chronicle.target, chronicle.keys)
+        engine.start()
+        metrics = metrics_endpoint(settings, chronicle)  # read models' positions, lag and parked events
+        log.info(
+            "projections running",
+            extra={"postgres": chronicle.target.describe(), "metrics": metrics.url if metrics else None},
+        )
+        with contextlib.suppress(KeyboardInterrupt):
+            stopped.wait()
+        if metrics is not None:
+            metrics.stop()
+        engine.stop()
+
+
+def audit_verify(settings: Settings, stream: str | None) -> None:
+    """Recompute the hash chains; print every break and a summary; exit 1 on any break."""
+    import uuid
+
+    from tqdm import tqdm
+
+    from adapters.store.hash_chains import verify_chains
+
+    try:
+        stream_id = uuid.UUID(stream) if stream else None
+    except ValueError:
+        sys.exit("audit verify: --stream takes an aggregate id (a UUID)")
+    # The bar is for the whole store; one stream is quick.
+    bar = tqdm(desc="audit verify", unit="event", file=sys.stderr, disable=stream_id is not None)
+
+    def total(count: int) -> None:
+        bar.total = count
+        bar.refresh()
+
+    with database(settings) as chronicle:
+        report = verify_chains(chronicle.target, stream_id, on_total=total, on_progress=bar.update)
+    bar.close()
+    for broken in report.breaks:
+        print(f"break: stream {broken.stream} version {broken.version}: {broken.reason}")
+    print(f"audit verify: {report.streams} streams, {report.events} events checked, {len(report.breaks)} breaks")
+    if not report.intact:
+        sys.exit(1)
+
+
+def audit_digest(settings: Settings, check: list[str] | None) -> None:
+    """Print the digest of the store now, or recompute a published one (POSITION ROOT) and
+    say whether it matches; exit 1 if it does not. Records nothing."""
+    from adapters.store.digest import compute_digest, issued_position
+
+    position, root = None, None
+    if check is not None:
+        try:
+            position, root = int(check[0]), check[1].strip().lower()
+        except ValueError:
+            sys.exit("audit digest: --check takes a position (an integer) and a root (hex)")
+    with database(settings) as chronicle:
+        issued = issued_position(chronicle.target)
+        if position is not None and not 1 <= position <= issued:
+            # Events not yet written could still land at or below a position never issued.
+            sys.exit(f"audit digest: position {position} was never reached by this store (it is at {issued})")
+        digest = compute_digest(chronicle.target, position)
+    print(f"position {digest.position}  streams {digest.streams}  events {digest.events}")
+    print(f"root {digest.root_hex}")
+    if root is not None:
+        if digest.root_hex != root:
+            print(f"MISMATCH: the published root at position {position} was {root}")
+            sys.exit(1)
+        print(f"match: the published root at position {position} holds")
+
+
+def migrate_command(settings: Settings) -> None:
+    with database(settings):
+        pass
+    print("migrations applied")
+
+
+def replay(settings: Settings, ident: str, at_version: int | None, at_time: str | None) -> None:
+    import uuid
+    from datetime import UTC, datetime
+
+    from chronicle_contract.errors import ChronicleError
+
+    from services.audit.replay import replay as replay_report
+
+    try:
+        aggregate_id = uuid.UUID(ident)
+        when = datetime.fromisoformat(at_time) if at_time else None
+    except ValueError as error:
+        sys.exit(f"replay: {error}")
+    if when is not None and when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    with database(settings) as chronicle:
+        try:
+            print(asyncio.run(replay_report(chronicle.target.url, chronicle.keys, aggregate_id, at_version, when)))
+        except ChronicleError as error:
+            sys.exit(error.message)
+
+
+def erase_user_command(settings: Settings, user: str) -> None:
+    """Erase a user now (no service needed): record the erasure, destroy the key."""
+    from entrypoints.bootstrap import Stage
+    from services.users.erasure import erase_user
+
+    with database(settings, through=Stage.BUS) as chronicle:
+        reply = asyncio.run(erase_user(chronicle.bus, chronicle.keys, user, "cli"))
+    print(f"user {user}: {'erased' if reply['erased'] else 'was already erased'} (key destroyed)")
+
+
+def export_command(settings: Settings, user: str | None, session: str | None, since: str | None, output: str | None) -> None:
+    """Write the chosen events as JSON lines (an audit log) to OUTPUT or stdout, with progress."""
+    import uuid
+    from datetime import UTC, datetime
+
+    from tqdm import tqdm
+
+    from services.audit.export import ExportScope, export_events
+
+    try:
+        session_id = uuid.UUID(session) if session else None
+        since_time = datetime.fromisoformat(since) if since else None
+    except ValueError as error:
+        sys.exit(f"export: {error}")
+    if since_time is not None and since_time.tzinfo is None:
+        since_time = since_time.replace(tzinfo=UTC)
+    bar = tqdm(desc="export", unit="event", file=sys.stderr)
+
+    def total(count: int) -> None:
+        bar.total = count
+        bar.refresh()
+
+    with database(settings) as chronicle, (open(output, "wb") if output else contextlib.nullcontext(sys.stdout.buffer)) as out:
+        written = export_events(
+            chronicle.target, chronicle.keys, ExportScope(user, session_id, since_time), out, on_total=total, on_progress=bar.update
+        )
+    bar.close()
+    print(f"export: {written} events written to {output or 'stdout'}", file=sys.stderr)
+
+
+def import_command(settings: Settings, path: str) -> None:
+    """Load an exported audit log into an empty store, then rebuild every read model."""
+    from tqdm import tqdm
+
+    from services.audit.import_log import NotALog, StoreNotEmpty, check_log, import_events
+
+    try:
+        with open(path, "rb") as lines:
+            total = check_log(lines)
+    except (OSError, NotALog) as error:
+        sys.exit(f"import: {path}: {error}")
+    with database(settings) as chronicle:
+        with open(path, "rb") as lines, tqdm(desc="import", unit="event", total=total, file=sys.stderr) as bar:
+            try:
+                report = import_events(chronicle.target, chronicle.keys, lines, on_progress=bar.update)
+            except StoreNotEmpty as error:
+                sys.exit(f"import refused: {error}")
+        print(
+            f"import: {report.events} events appended ({report.erased_events} of"
+            f" {len(report.erased_owners)} erased users kept erased); rebuilding read models"
+        )
+        rebuild_read_models(settings, chronicle.target, chronicle.read_models.classes)
+
+
+def optimizations_show(settings: Settings, ident: str) -> None:
+    import uuid
+
+    from services.optimizations.report import load, render
+
+    try:
+        optimization_id = uuid.UUID(ident)
+    except ValueError:
+        sys.exit(f"optimizations show: {ident!r} is not an optimization id (a UUID)")
+    with database(settings) as chronicle:
+        found = asyncio.run(load(chronicle.target.url, optimization_id))
+    if found is None:
+        sys.exit(f"optimization {optimization_id} not found")
+    print(render(*found))
+
+
+def artifacts_command(settings: Settings, action: str, ident: str, depth: int) -> None:
+    """`artifacts show` or `artifacts tree`: read the read models directly, whoever owns the artifact."""
+    import uuid
+
+    from services.artifacts import report
+
+    try:
+        artifact_id = uuid.UUID(ident)
+    except ValueError:
+        sys.exit(f"artifacts {action}: {ident!r} is not an artifact id (a UUID)")
+    with database(settings) as chronicle:
+        if action == "show":
+            row = asyncio.run(report.load_artifact(chronicle.target.url, artifact_id))
+            text = None if row is None else report.render_artifact(row)
+        else:
+            lineage = asyncio.run(report.load_tree(chronicle.target.url, artifact_id, depth))
+            text = None if lineage is None else report.render_tree(*lineage)
+    if text is None:
+        sys.exit(f"artifact {artifact_id} not found")
+    print(text)
+
+
+def lineage_depth(text: str) -> int:
+    depth = int(text) if text.isdigit() else 0
+    if not 1 <= depth <= 1_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a depth from 1 to 1000")
+    return depth
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="chronicle",
+        description="Chronicle: event-sourced memory for AI systems. Configured by CHRONICLE_* variables "
+        "(CHRONICLE_DATABASE_URL, CHRONICLE_NATS_URL, ...); without URLs it starts embedded servers "
+        "under ./.chronicle/.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("serve", help="run the service in the foreground until SIGINT/SIGTERM")
+    sub.add_parser("http", help="run the REST API alone, a client of the service at CHRONICLE_NATS_URL")
+    mc = sub.add_parser("mcp", help="run the MCP server: over stdio (CHRONICLE_TOKEN), or --http")
+    mc.add_argument("--http", action="store_true", help="streamable HTTP on CHRONICLE_MCP_PORT (tokens per request)")
+    t = sub.add_parser("token", help="print a bearer token for USER (local HS256 secret)")
+    t.add_argument("user")
+    t.add_argument("--ttl", type=int, default=30 * 24 * 3600, help="lifetime in seconds (default 30 days)")
+    t.add_argument("--role", action="append", default=[], dest="roles", help="a role claim: auditor, admin, bulk, feed (repeatable)")
+    rp = sub.add_parser("replay", help="an aggregate's events, and its state at a version or time")
+    rp.add_argument("aggregate_id", metavar="AGGREGATE_ID")
+    point = rp.add_mutually_exclusive_group()
+    point.add_argument("--at-version", type=int, metavar="N", help="print the state after version N")
+    point.add_argument("--at-time", metavar="T", help="print the state as of T (ISO 8601, e.g. 2026-11-22T10:00:00Z)")
+    sub.add_parser("migrate", help="apply pending database migrations")
+    ns = sub.add_parser(
+        "nats-secrets",
+        help="print fresh secrets for a NATS server run with infra/nats/chronicle.conf, as environment variables",
+    )
+    ns.add_argument("--url", default="nats://127.0.0.1:4222", help="the NATS server Chronicle connects to")
+    proj = sub.add_parser("projections", help="inspect or rebuild read models")
+    psub = proj.add_subparsers(dest="projections_command", required=True, metavar="ACTION")
+    psub.add_parser("status", help="each projection's position and lag")
+    r = psub.add_parser("rebuild", help="rebuild read models from the first event (NAME or 'all')")
+    r.add_argument("names", nargs="+", metavar="NAME")
+    pv = psub.add_parser("verify", help="rebuild read models aside and compare with the live ones (all by default)")
+    pv.add_argument("names", nargs="*", metavar="NAME")
+    psub.add_parser("run", help="run the projection engine alone (no NATS)")
+    audit = sub.add_parser("audit", help="check that the stored history was not altered")
+    asub = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+    v = asub.add_parser("verify", help="recompute the events' hash chains; exit 1 on any break")
+    scope = v.add_mutually_exclusive_group()
+    scope.add_argument("--stream", metavar="ID", help="one aggregate's stream (its id)")
+    scope.add_argument("--all", action="store_true", help="every stream, with progress (the default)")
+    dg = asub.add_parser("digest", help="the Merkle root over every stream's head now, or --check a published one")
+    dg.add_argument(
+        "--check", nargs=2, metavar=("POSITION", "ROOT"), help="recompute the root at POSITION; exit 1 unless it is ROOT"
+    )
+    eu = sub.add_parser("erase-user", help="erase a user: destroy their data key (crypto-shredding)")
+    eu.add_argument("user")
+    ex = sub.add_parser("export", help="write an audit log as JSON lines (one event a line, with its hash)")
+    what = ex.add_mutually_exclusive_group(required=True)
+    what.add_argument("--user", metavar="U", help="every aggregate owned by user U")
+    what.add_argument("--session", metavar="S", help="everything in session (or conversation) S")
+    what.add_argument("--all", action="store_true", help="every event")
+    ex.add_argument("--since", metavar="T", help="only events at or after T (ISO 8601)")
+    ex.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    im = sub.add_parser("import", help="load an exported audit log into an empty store, then rebuild read models")
+    im.add_argument("file", metavar="FILE")
+    opt = sub.add_parser("optimizations", help="inspect optimization histories")
+    osub = opt.add_subparsers(dest="optimizations_command", required=True, metavar="ACTION")
+    show = osub.add_parser("show", help="an optimization's rounds as a table and its best-so-far curve")
+    show.add_argument("optimization_id", metavar="ID")
+    art = sub.add_parser(
+        "artifacts",
+        help="inspect an artifact or its lineage (an operator tool: reads the read models directly, any user's artifacts)",
+        description="Operator tool: reads the read models directly, so it is not scoped to a user and shows any "
+        "user's artifacts.",
+    )
+    artsub = art.add_subparsers(dest="artifacts_command", required=True, metavar="ACTION")
+    ashow = artsub.add_parser("show", help="an artifact's provenance, stats, shape, RAG examples, previews and draft")
+    ashow.add_argument("artifact_id", metavar="ID")
+    atree = artsub.add_parser("tree", help="the path from the root ancestor to the artifact, then its descendants")
+    atree.add_argument("artifact_id", metavar="ID")
+    atree.add_argument(
+        "--depth", type=lineage_depth, default=50, metavar="N", help="generations walked each way (default 50, max 1000)"
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    settings = Settings()
+    logs.configure(settings.log_level)
+    if args.command == "serve":
+        asyncio.run(serve(settings))
+    elif args.command == "http" or (args.command == "mcp" and args.http):
+        import uvloop  # (uvicorn[standard]'s event loop: a gateway is all sockets and parsing)
+
+        uvloop.run(serve_gateway(settings, "http" if args.command == "http" else "mcp"))
+    elif args.command == "mcp":
+        from entrypoints.gateways.mcp import run_stdio
+
+        run_stdio(settings)
+    elif args.command == "token":
+        token(settings, args.user, args.ttl, args.roles)
+    elif args.command == "replay":
+        replay(settings, args.aggregate_id, args.at_version, args.at_time)
+    elif args.command == "migrate":
+        migrate_command(settings)
+    elif args.command == "nats-secrets":
+        nats_secrets(args.url)
+    elif args.command == "audit" and args.audit_command == "digest":
+        audit_digest(settings, args.check)
+    elif args.command == "audit":
+        audit_verify(settings, args.stream)
+    elif args.command == "erase-user":
+        erase_user_command(settings, args.user)
+    elif args.command == "export":
+        export_command(settings, args.user, args.session, args.since, args.output)
+    elif args.command == "import":
+        import_command(settings, args.file)
+    elif args.command == "optimizations":
+        optimizations_show(settings, args.optimization_id)
+    elif args.command == "artifacts":
+        artifacts_command(settings, args.artifacts_command, args.artifact_id, getattr(args, "depth", 50))
+    elif args.projections_command == "status":
+        projections_status(settings)
+    elif args.projections_command == "rebuild":
+        projections_rebuild(settings, args.names)
+    elif args.projections_command == "verify":
+        projections_verify(settings, args.names)
+    elif args.projections_command == "run":
+        run_projections(settings)
+
+
+if __name__ == "__main__":
+    main()

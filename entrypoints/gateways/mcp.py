@@ -1,0 +1,273 @@
+"""The MCP server (seed 000's tools and the other capabilities an agent wants), a client of
+the service over NATS: over stdio it acts with CHRONICLE_TOKEN, over streamable HTTP with
+each request's `Authorization: Bearer` token. A failure is a tool error `code: message`."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+from uuid import UUID
+
+import orjson
+from chronicle_contract.artifacts import (
+    ArtifactLineage,
+    CompareArtifacts,
+    CreateVariations,
+    DraftArtifact,
+    GenerateArtifact,
+    GetArtifact,
+    GetVariations,
+    ListArtifacts,
+    RagExampleIn,
+    RefineArtifact,
+    SearchArtifacts,
+)
+from chronicle_contract.base import Command, Query
+from chronicle_contract.conversations import GetConversation, SearchConversations
+from chronicle_contract.errors import ChronicleError, invalid_from_validation
+from chronicle_contract.hitl import GetRun, ListRuns, PauseRun, ResumeRun
+from chronicle_contract.optimizations import (
+    GetOptimization,
+    InvalidateTrial,
+    ListOptimizations,
+    OptimizationHistory,
+    RestoreTrial,
+)
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field, ValidationError
+
+from entrypoints.gateways.clients import UserClients, bearer_token, failure_of
+
+INSTRUCTIONS = (
+    "Chronicle remembers every layout you generate and how it descends from others. Typical flow: "
+    "generate_variations(query, count=3) -> get_artifact(id) -> refine_layout(artifact_id, refinement) -> "
+    "get_history(session_id) shows the lineage (parent_id). Conversation, human-in-the-loop and "
+    "optimization history tools are here too."
+)
+Reply = dict[str, Any]
+
+
+class Tools:
+    """What every tool shares: the caller's client, and one way to send a request."""
+
+    def __init__(self, clients: UserClients, token: str | None):
+        self.clients = clients
+        self.token = token  # stdio: the one user this server acts as
+
+    def token_of(self, ctx: Context) -> str:
+        if self.token is not None:
+            return self.token
+        try:
+            return bearer_token((ctx.headers or {}).get("authorization"))
+        except ChronicleError as error:
+            raise tool_error(error) from None
+
+    async def send(self, ctx: Context, request_type: type[Command[Any]] | type[Query[Any]], **fields: Any) -> Reply:
+        token = self.token_of(ctx)
+        try:
+            request = request_type(**{k: v for k, v in fields.items() if v is not None})
+        except ValidationError as error:
+            raise tool_error(invalid_from_validation(error)) from None
+        release = None
+        try:
+            client, release = await self.clients.acquire(token)
+            return await client.send_json(request)
+        except Exception as error:  # a tool error with a code, never an internal
+            raise tool_error(failure_of(error)) from None
+        finally:
+            if release is not None:
+                release()
+
+
+def tool_error(error: ChronicleError) -> ToolError:
+    details = f" {orjson.dumps(error.details).decode()}" if error.details else ""
+    return ToolError(f"{error.code}: {error.message}{details}")
+
+
+def build_server(clients: UserClients, token: str | None = None) -> MCPServer:
+    tools = Tools(clients, token)
+    server = MCPServer("chronicle", instructions=INSTRUCTIONS, version="1")
+
+    @server.tool()
+    async def generate_layout(
+        ctx: Context,
+        query: Annotated[str, Field(description="what the layout should be, in words")],
+        model: str | None = None,
+        temperature: Annotated[float, Field(ge=0, le=2)] = 0.7,
+        session_id: Annotated[UUID | None, Field(description="default: your current session")] = None,
+        parent_id: Annotated[UUID | None, Field(description="the artifact this one descends from")] = None,
+        tags: list[str] | None = None,
+        rag_examples: Annotated[list[RagExampleIn] | None, Field(description="examples it was made from")] = None,
+        persist: Annotated[bool, Field(description="store it in the history (false: only return it)")] = True,
+    ) -> Reply:
+        """Generate a UI layout from a description and (unless persist=false) store it in the
+        history. Returns artifact_id (None when not stored), layout, draft, stats, rag_examples."""
+        if not persist:
+            made = await tools.send(ctx, DraftArtifact, query=query, model=model, temperature=temperature)
+            return {"artifact_id": None, **made, "rag_examples": [e.model_dump() for e in rag_examples or []]}
+        made = await tools.send(
+            ctx, GenerateArtifact, query=query, model=model, temperature=temperature, session_id=session_id,
+            parent_id=parent_id, tags=tags, rag_examples=rag_examples,
+        )
+        return {
+            "artifact_id": made["artifact_id"], "session_id": made["session_id"], "parent_id": made["parent_id"],
+            "layout": made["layout"], "draft": made["draft"], "stats": made["stats"],
+            "rag_examples": [e.model_dump() for e in rag_examples or []],
+        }
+
+    @server.tool()
+    async def generate_variations(
+        ctx: Context,
+        query: str,
+        count: Annotated[int, Field(ge=1, le=10)] = 3,
+        temperature_range: Annotated[
+            tuple[float, float] | None, Field(description="[low, high], spread over the count; default [0.5, 1.0]")
+        ] = None,
+        base_artifact_id: Annotated[UUID | None, Field(description="vary this artifact instead of starting anew")] = None,
+        session_id: UUID | None = None,
+        tags: list[str] | None = None,
+    ) -> Reply:
+        """Generate `count` variations of a layout as one variation set. Returns
+        variation_set_id, artifacts (artifact_id, variation_index, temperature, draft) and a
+        comparison (diversity_score, rankings by complexity/depth, pairwise differences)."""
+        made = await tools.send(
+            ctx, CreateVariations, query=query, count=count, temperature_range=temperature_range,
+            base_artifact_id=base_artifact_id, session_id=session_id, tags=tags,
+        )
+        stored = [m for m in made["members"] if m["artifact_id"] is not None]
+        artifacts = []
+        for member in stored:
+            found = await tools.send(ctx, GetArtifact, artifact_id=member["artifact_id"])
+            artifacts.append({
+                "artifact_id": member["artifact_id"], "variation_index": member["index"],
+                "temperature": member["temperature"], "draft": found["draft"], "layout": found["layout"],
+            })
+        pairs = (await tools.send(ctx, CompareArtifacts, artifact_ids=[m["artifact_id"] for m in stored])
+                 if len(stored) > 1 else {"artifacts": [], "pairs": []})
+        return {
+            "variation_set_id": made["variation_set_id"],
+            "session_id": made["session_id"],
+            "artifacts": artifacts,
+            "failed": [m for m in made["members"] if m["artifact_id"] is None],
+            "comparison": {"diversity_score": made["diversity"], "rankings": made["rankings"], **pairs},
+        }
+
+    @server.tool()
+    async def get_history(
+        ctx: Context,
+        session_id: UUID | None = None,
+        limit: Annotated[int, Field(ge=1, le=100)] = 20,
+        query: Annotated[
+            str | None, Field(description="search the history: by words and by meaning (misspelt or reworded still finds)")
+        ] = None,
+        offset: Annotated[int, Field(ge=0, le=100_000)] = 0,
+    ) -> Reply:
+        """Your stored layouts, newest first (one session's, or all), each with parent_id and
+        generation so the lineage shows; with `query`, the best matches instead. Returns
+        artifacts and total_count."""
+        if query:
+            found = await tools.send(ctx, SearchArtifacts, q=query, limit=limit)
+            return {"artifacts": found["items"], "total_count": len(found["items"]), "query": query}
+        page = await tools.send(ctx, ListArtifacts, session_id=session_id, limit=limit, offset=offset)
+        return {"artifacts": page["items"], "total_count": page["total"],
+                "has_more": offset + len(page["items"]) < page["total"]}
+
+    @server.tool()
+    async def get_artifact(
+        ctx: Context,
+        artifact_id: UUID,
+        include_preview: Annotated[bool, Field(description="inline its cached previews (base64)")] = False,
+    ) -> Reply:
+        """One stored layout: its layout, draft, stats, RAG examples and its lineage (ancestors
+        nearest first, descendants), previews when asked."""
+        artifact = await tools.send(ctx, GetArtifact, artifact_id=artifact_id, include_preview=include_preview)
+        lineage = await tools.send(ctx, ArtifactLineage, artifact_id=artifact_id, direction="both", depth=50)
+        return {"artifact_id": artifact["id"], **artifact,
+                "lineage": {"ancestors": lineage["ancestors"], "descendants": lineage["descendants"]}}
+
+    @server.tool()
+    async def refine_layout(
+        ctx: Context,
+        artifact_id: UUID,
+        refinement: Annotated[str, Field(description="what to change, in words")],
+        preserve_structure: bool = True,
+        model: str | None = None,
+        temperature: Annotated[float, Field(ge=0, le=2)] = 0.7,
+    ) -> Reply:
+        """Refine a stored layout into a new one whose parent it is. Returns artifact_id,
+        parent_id, layout, draft, stats."""
+        made = await tools.send(
+            ctx, RefineArtifact, artifact_id=artifact_id, refinement=refinement,
+            preserve_structure=preserve_structure, model=model, temperature=temperature,
+        )
+        return {key: made[key] for key in ("artifact_id", "parent_id", "session_id", "generation", "layout",
+                                           "draft", "stats")}
+
+    @server.tool()
+    async def compare_layouts(ctx: Context, artifact_ids: Annotated[list[UUID], Field(min_length=2, max_length=10)]) -> Reply:
+        """Compare 2 to 10 stored layouts: size and depth of each, and for each pair the
+        structure similarity and the component types they share or not."""
+        return await tools.send(ctx, CompareArtifacts, artifact_ids=artifact_ids)
+
+    for name, request_type, description in EXTRA_TOOLS:
+        server.add_tool(request_tool(tools, request_type), name=name, description=description)
+    return server
+
+
+EXTRA_TOOLS: tuple[tuple[str, type[Command[Any]] | type[Query[Any]], str], ...] = (
+    ("get_variation_set", GetVariations, "A variation set: its members, diversity and rankings."),
+    ("search_conversations", SearchConversations,
+     "Search your conversations' messages and titles by words and by meaning, best first, with snippets."),
+    ("get_conversation", GetConversation, "A conversation and one page of its messages (messages: limit, order, cursor)."),
+    ("list_paused_runs", ListRuns, "Human-in-the-loop checkpoints waiting for an answer, oldest first."),
+    ("get_run", GetRun, "A human-in-the-loop run: its checkpoint, prompt and whether it was answered."),
+    ("pause_for_human", PauseRun,
+     "Pause a run at a checkpoint for a human to approve or edit (the conversation carries the history)."),
+    ("resume_run", ResumeRun, "Answer a paused run: approved, optional edits and feedback."),
+    ("list_optimizations", ListOptimizations, "Your optimization runs, newest first."),
+    ("get_optimization", GetOptimization, "An optimization run: best score so far, rounds, trials, stop reason."),
+    ("get_optimization_history", OptimizationHistory,
+     "An optimization's rounds and trials with candidates, a page at a time (after_round / after_trial)."),
+    ("invalidate_trial", InvalidateTrial,
+     "Mark a trial unsound (e.g. scored on a leaked test set): it stays in the history, and bests leave it out."),
+    ("restore_trial", RestoreTrial, "Undo a trial's invalidation: it counts again."),
+)
+
+
+def request_tool(tools: Tools, request_type: type[Command[Any]] | type[Query[Any]]) -> Callable[..., Awaitable[Reply]]:
+    """A tool whose parameters are the request model's own fields (its JSON schema)."""
+    fields = {name: info for name, info in request_type.model_fields.items() if name != "min_position"}
+
+    async def call(ctx: Context, **arguments: Any) -> Reply:
+        return await tools.send(ctx, request_type, **arguments)
+
+    parameters = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)] + [
+        inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[info.annotation, info],
+            default=inspect.Parameter.empty if info.is_required() else info.get_default(call_default_factory=True),
+        )
+        for name, info in fields.items()
+    ]
+    call.__signature__ = inspect.Signature(parameters, return_annotation=Reply)  # type: ignore[attr-defined]
+    call.__annotations__ = {"ctx": Context, **{p.name: p.annotation for p in parameters[1:]}, "return": Reply}
+    call.__name__ = request_type.__name__
+    return call
+
+
+def run_stdio(settings: Any) -> None:
+    """`chronicle mcp`: a desktop agent starts it and talks over stdin/stdout, as CHRONICLE_TOKEN's user."""
+    if not settings.nats_url or settings.token is None:
+        raise SystemExit("set CHRONICLE_NATS_URL and CHRONICLE_TOKEN (`chronicle token USER` makes one)")
+    clients = UserClients(settings.nats_url, settings.subject_prefix)
+    build_server(clients, settings.token.get_secret_value()).run("stdio")
+
+
+def streamable_http_app(nats_url: str, prefix: str, host: str = "127.0.0.1") -> Any:
+    """`chronicle mcp --http`: streamable HTTP at /mcp, each request acting as its bearer token's
+    user; `host` is where it listens (the SDK then accepts that Host header; on loopback only
+    loopback names, against DNS rebinding)."""
+    # Stateless: a request carries its own token, and no session outlives it (a session a
+    # caller could open without a token would only hold memory).
+    return build_server(UserClients(nats_url, prefix)).streamable_http_app(stateless_http=True, host=host)

@@ -1,0 +1,400 @@
+"""The REST API (seed 001's routes and the other capabilities'): an ASGI app that sends each
+request over NATS as its caller (one connection per bearer token) and answers in camelCase.
+
+    {"success": true, ...}                                      200, 201, 202
+    {"success": false, "error": {"code", "message", "details"}} 400, 401, 404, 409, 429, 503, 500
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable
+from functools import cache
+from typing import Any, cast
+from uuid import UUID
+
+import orjson
+from chronicle_client.connection import ChronicleClient
+from chronicle_contract.base import Command, idempotency_key
+from chronicle_contract.bus import signals_prefix
+from chronicle_contract.conversations import ExportConversation
+from chronicle_contract.errors import ChronicleError
+from chronicle_contract.jobs import GetJob, job_progress
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from pydantic import create_model
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from entrypoints.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
+from entrypoints.gateways.clients import UserClients, bearer_token, failure_of
+from entrypoints.gateways.request_metrics import Recorder, RequestMetrics
+from entrypoints.gateways.rest_routes import ROUTES, Body, HttpRoute
+
+log = logging.getLogger(__name__)
+
+STATUS = {
+    "invalid": 400, "unauthorized": 401, "not_found": 404, "conflict": 409,
+    "rate_limited": 429, "unavailable": 503, "internal": 500,
+}
+MAX_BODY = 2 * 1024 * 1024  # bytes of a JSON body; the service's own limits are lower still
+MAX_DEPTH = 64  # levels of arrays and objects in a body
+PATH_PARAMETER = re.compile(r"{(\w+)}")
+EXPOSED = ["Retry-After", "Content-Disposition", "X-Chronicle-Position"]
+
+
+def json_response(body: Body, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def error_response(error: ChronicleError) -> Response:
+    details = [{**d, "field": camel_path(d["field"])} if d.get("field") else d for d in error.details]
+    message = error.message
+    if error.code == "invalid" and details and message.startswith("invalid request: "):
+        message = "invalid request: " + ", ".join(d["field"] for d in details if d.get("field"))
+    headers = {}
+    if error.code == "rate_limited":
+        waits = [float(d["retry_after"]) for d in details if isinstance(d.get("retry_after"), int | float)]
+        headers["Retry-After"] = str(max(1, int(-(-max(waits, default=1.0) // 1))))
+    body = {"success": False, "error": {"code": error.code, "message": message, "details": details}}
+    return json_response(body, STATUS[error.code], headers)
+
+
+class Gateway:
+    """The routes served over one set of user connections."""
+
+    def __init__(self, clients: UserClients, routes: Iterable[HttpRoute] = ROUTES):
+        self.clients = clients
+        self.routes = tuple(routes)
+
+    async def fields(self, route: HttpRoute, request: Request) -> Body:
+        """The request's fields in the model's own names, from path, query string or body;
+        the path's ids always win, and a field given twice (camelCase and snake_case) is refused."""
+        given: Body = {}
+        if route.method in ("GET", "DELETE"):
+            arrays = array_fields(route.request)
+            for key in request.query_params:
+                values = request.query_params.getlist(key)
+                if to_snake(key) in arrays:
+                    given[key] = [item for value in values for item in value.split(",") if item]
+                else:
+                    given[key] = values[-1]
+        else:
+            given = await json_body(request)
+        fields = casing(route.request, "validation").bus(given)
+        if len(fields) < len(given):  # two keys named the same field
+            counts = Counter(to_snake(key) for key in given)
+            twice = sorted(name for name, count in counts.items() if count > 1)
+            message = f"{', '.join(map(to_camel, twice))} given twice (camelCase and snake_case)"
+            raise ChronicleError("invalid", message, [{"field": to_camel(name), "rule": "once", "message": message}
+                                                      for name in twice])
+        for key, value in request.path_params.items():
+            name = to_snake(key)
+            if name in fields and str(fields[name]) != value:
+                message = f"{key} differs from the path's"
+                raise ChronicleError("invalid", message, [{"field": key, "rule": "path", "message": message}])
+            fields[name] = value
+        return route.fields(fields)
+
+    async def handle(self, route: HttpRoute, request: Request) -> Response:
+        release = None
+        try:
+            token = bearer_token(request.headers.get("authorization"))  # before the body costs anything
+            key = idempotency_key(request.headers.get("idempotency-key"))
+            model = route.request(**await self.fields(route, request))
+            if key is not None and not isinstance(model, Command):
+                key = None  # a query is answered afresh each time
+            client, release = await self.clients.acquire(token)
+            if route.download:
+                return await download(client, cast(ExportConversation, model))
+            data = await client.send_json(model, key)  # type: ignore[arg-type]
+            shown = casing(route.request.reply).web(data)
+            body = {"success": True, **(route.shape(shown, model) if route.shape else shown)}
+            headers = {"X-Chronicle-Position": str(client.last_position)} if client.last_position is not None else None
+            return json_response(body, route.status, headers)
+        except Exception as error:  # every failure answers in the envelope
+            return error_response(failure_of(error))
+        finally:
+            if release is not None:
+                release()
+
+    async def job_events(self, request: Request) -> Response:
+        """`GET /api/jobs/{jobId}/events`: Server-Sent Events, the job's state now, then each
+        progress message (`event: progress`), then its final state (`event: job`)."""
+        release = None
+        try:
+            token = bearer_token(request.headers.get("authorization"))
+            job_id = GetJob(job_id=request.path_params["jobId"]).job_id
+            client, release = await self.clients.acquire(token)  # held, so never closed under the stream
+            updates: asyncio.Queue[Body] = asyncio.Queue(maxsize=100)
+
+            async def progressed(message: Any) -> None:
+                with contextlib.suppress(asyncio.QueueFull, orjson.JSONDecodeError):
+                    updates.put_nowait(orjson.loads(message.data))
+
+            subject = job_progress(signals_prefix(client.prefix, client.user or ""), job_id)
+            subscription = await client.nc.subscribe(subject, cb=progressed)
+            try:
+                first = await client.send_json(GetJob(job_id=job_id))
+            except BaseException:
+                await subscription.unsubscribe()
+                raise
+        except Exception as error:
+            if release is not None:
+                release()
+            return error_response(failure_of(error))
+        stream = job_stream(client, job_id, first, updates, subscription, release)
+        return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+ENDED = ("completed", "failed")
+KEEP_ALIVE = 15.0  # seconds between comments on a quiet stream, each after a fresh look at the job
+MAX_STREAM = 3600.0  # seconds a stream lasts at most; a browser's EventSource reconnects
+
+
+async def job_stream(
+    client: ChronicleClient, job_id: UUID, first: Body, updates: asyncio.Queue[Body], subscription: Any,
+    release: Callable[[], None],
+) -> AsyncIterator[bytes]:
+    """The events of one job: progress as it comes; on a quiet stream a look at the job
+    itself (a progress message is core NATS and may be lost), so it always ends."""
+    web = casing(GetJob.reply).web
+    deadline = asyncio.get_running_loop().time() + MAX_STREAM
+    try:
+        yield sse("job", web(first))
+        if first["status"] in ENDED:
+            return
+        while asyncio.get_running_loop().time() < deadline and not client.nc.is_closed:
+            try:
+                update = await asyncio.wait_for(updates.get(), KEEP_ALIVE)
+            except TimeoutError:
+                now = await client.send_json(GetJob(job_id=job_id))
+                if now["status"] in ENDED:
+                    yield sse("job", web(now))
+                    return
+                yield b": keep-alive\n\n"
+                continue
+            yield sse("progress", {to_camel(k): v for k, v in update.items()})
+            if update.get("status") in ENDED:
+                client.observed(update.get("position"))
+                yield sse("job", web(await client.send_json(GetJob(job_id=job_id))))
+                return
+    finally:
+        release()
+        with contextlib.suppress(Exception):
+            await subscription.unsubscribe()
+
+
+async def json_body(request: Request) -> Body:
+    """The JSON object a POST or PUT carries, read no further than MAX_BODY bytes and no
+    deeper than MAX_DEPTH levels (the service's own limits are lower still)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        raise too_big()
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise too_big()
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return {}
+    try:
+        given = orjson.loads(raw)  # (orjson itself refuses nesting past 1,024)
+    except orjson.JSONDecodeError:
+        raise ChronicleError("invalid", "the body must be JSON",
+                             [{"field": "body", "rule": "json", "message": "not JSON"}]) from None
+    if not isinstance(given, dict):
+        raise ChronicleError("invalid", "the body must be a JSON object",
+                             [{"field": "body", "rule": "object", "message": "not an object"}])
+    if nesting(given) > MAX_DEPTH:
+        message = f"the body nests deeper than {MAX_DEPTH} levels"
+        raise ChronicleError("invalid", message, [{"field": "body", "rule": "max_depth", "message": message}])
+    return given
+
+
+def too_big() -> ChronicleError:
+    message = f"the body must be at most {MAX_BODY} bytes"
+    return ChronicleError("invalid", message, [{"field": "body", "rule": "max_bytes", "message": message}])
+
+
+def nesting(value: Any) -> int:
+    """How deeply arrays and objects nest in a JSON value, without recursion."""
+    deepest, level = 0, [(value, 1)]
+    while level:
+        item, depth = level.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            level.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def sse(event: str, data: Any) -> bytes:
+    return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+async def download(client: ChronicleClient, request: ExportConversation) -> Response:
+    """An export as a file: the client reads its parts and joins them."""
+    client.observed(request.min_position)  # (a position the caller asked to read from)
+    export = await client.conversations.export(request.conversation_id, request.format)
+    media, suffix = ("text/markdown; charset=utf-8", "md") if request.format == "markdown" else ("application/json", "json")
+    filename = f"conversation-{request.conversation_id}.{suffix}"
+    return Response(export.content.encode(), media_type=media,
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+@cache
+def array_fields(model: Any) -> frozenset[str]:
+    """The request's list fields: a query string gives them comma-separated."""
+    schema = casing(model, "validation").schema  # (the schema the renaming was compiled from)
+    return frozenset(name for name, item in schema.get("properties", {}).items()
+                     if item.get("type") == "array" or any(b.get("type") == "array" for b in item.get("anyOf", ())))
+
+
+TITLE = "Chronicle"
+DESCRIPTION = ("Chronicle's REST API: seed 001's conversation routes and every other capability. "
+               "Send `Authorization: Bearer <token>`; commands honour `Idempotency-Key`.")
+
+
+def build_app(
+    clients: UserClients, *, cors_origins: list[str] | None = None, routes: Iterable[HttpRoute] = ROUTES,
+    metrics: Recorder | None = None,
+) -> Starlette:
+    """The ASGI app; `cors_origins` ["*"] by default (bearer tokens, no cookies). Plain
+    Starlette routes: each endpoint reads its own request (FastAPI's per-request dependency
+    machinery measured at about a third of the gateway's CPU per request and did nothing
+    here); the OpenAPI document is generated from the models, the docs pages are FastAPI's."""
+    gateway = Gateway(clients, routes)
+    document: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        sweeper = asyncio.get_running_loop().create_task(sweep_forever(clients))
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            await clients.close()
+
+    async def job_events(request: Request) -> Response:
+        return await gateway.job_events(request)
+
+    async def openapi(_: Request) -> Response:
+        if not document:
+            document.update(openapi_document(gateway.routes))
+        return json_response(document)
+
+    async def docs(_: Request) -> Response:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{TITLE} API")
+
+    async def redoc(_: Request) -> Response:
+        return get_redoc_html(openapi_url="/openapi.json", title=f"{TITLE} API")
+
+    served = [Route(route.path, endpoint(gateway, route), methods=[route.method]) for route in gateway.routes]
+    served += [
+        Route("/api/jobs/{jobId}/events", job_events, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/docs", docs, methods=["GET"]),
+        Route("/redoc", redoc, methods=["GET"]),
+    ]
+    cors = Middleware(CORSMiddleware, allow_origins=cors_origins or ["*"], allow_methods=["*"],
+                      allow_headers=["Authorization", "Content-Type", "Idempotency-Key"], expose_headers=EXPOSED)
+    counted = [Middleware(RequestMetrics, metrics=metrics)] if metrics is not None else []
+    async def no_route(request: Request, error: Exception) -> Response:
+        status = getattr(error, "status_code", 404)
+        code, message = ("not_found", "no such route") if status == 404 else ("invalid", "method not allowed here")
+        return json_response({"success": False, "error": {"code": code, "message": message, "details": []}}, status)
+
+    return Starlette(routes=served, middleware=[*counted, cors], lifespan=lifespan,
+                     exception_handlers={404: no_route, 405: no_route})
+
+
+def endpoint(gateway: Gateway, route: HttpRoute) -> Any:
+    async def serve(request: Request) -> Response:
+        return await gateway.handle(route, request)
+
+    serve.__name__ = f"{route.method.lower()}_{route.request.__name__}"
+    return serve
+
+
+async def sweep_forever(clients: UserClients) -> None:
+    while True:
+        await asyncio.sleep(30)
+        await clients.sweep()
+
+
+REF = "#/components/schemas/{model}"
+
+
+def openapi_document(routes: Iterable[HttpRoute]) -> dict[str, Any]:
+    """The OpenAPI document, every schema generated from the request and reply models."""
+    components: dict[str, Any] = {"Error": ERROR_SCHEMA}
+    paths: dict[str, Any] = {}
+
+    def schema_of(model: Any, mode: str) -> dict[str, Any]:
+        schema = web_schema(model.model_json_schema(ref_template=REF, mode=mode))
+        components.update(schema.pop("$defs", {}))
+        return dict(schema)
+
+    for route in routes:
+        in_path = set(PATH_PARAMETER.findall(route.path))
+        request_schema = schema_of(route.request, "validation")
+        properties = {k: v for k, v in request_schema.get("properties", {}).items() if k not in in_path}
+        required = [k for k in request_schema.get("required", []) if k not in in_path]
+        parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in in_path]
+        operation: dict[str, Any] = {"summary": route.summary, "tags": [route.tag],
+                                     "operationId": f"{route.method.lower()}_{route.request.__name__}"}
+        if route.method in ("GET", "DELETE"):
+            parameters += [{"name": name, "in": "query", "required": name in required, "schema": item}
+                           for name, item in properties.items()]
+        elif properties:
+            body = {**request_schema, "properties": properties, "required": required}
+            operation["requestBody"] = {"required": bool(required), "content": {"application/json": {"schema": body}}}
+        if route.method != "GET":
+            parameters.append({"name": "Idempotency-Key", "in": "header", "required": False,
+                               "schema": {"type": "string", "maxLength": 200}})
+        operation["parameters"] = parameters
+        if route.download:
+            reply = {"description": "the file", "content": {"application/json": {}, "text/markdown": {}}}
+        else:
+            fields = route.body or {to_camel(name): (info.annotation, ...) for name, info in route.request.reply.model_fields.items()}
+            definitions: dict[str, Any] = {"success": (bool, ...), **{
+                name: (kind if isinstance(kind, tuple) else (kind, ...)) for name, kind in fields.items()}}
+            shaped = create_model(f"{route.request.__name__}Response", **definitions)
+            reply = {"description": "done", "content": {"application/json": {"schema": schema_of(shaped, "serialization")}}}
+        operation["responses"] = {str(route.status): reply, **{
+            str(status): {"description": code, "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
+            for code, status in STATUS.items()}}
+        paths.setdefault(route.path, {})[route.method.lower()] = operation
+    paths.setdefault("/api/jobs/{jobId}/events", {})["get"] = {
+        "summary": "A job's progress as Server-Sent Events (event: job, progress)", "tags": ["jobs"],
+        "parameters": [{"name": "jobId", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "text/event-stream", "content": {"text/event-stream": {}}}},
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": TITLE, "version": "1", "description": DESCRIPTION},
+        "paths": paths,
+        "components": {"schemas": components, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}],
+    }
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["success", "error"],
+    "properties": {
+        "success": {"const": False},
+        "error": {"type": "object", "required": ["code", "message"], "properties": {
+            "code": {"enum": list(STATUS)}, "message": {"type": "string"},
+            "details": {"type": "array", "items": {"type": "object"}}}},
+    },
+}

@@ -1,0 +1,247 @@
+"""The REST API's routes: seed 001's conversation routes with its shapes, and the other
+capabilities in the same style. Each route names the request model it sends over NATS;
+the fields come from the path, the query string (GET, DELETE) or the JSON body."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from chronicle_contract.artifacts import (
+    ArtifactLineage,
+    CompareArtifacts,
+    CreateVariations,
+    GenerateArtifact,
+    GetArtifact,
+    GetVariations,
+    ListArtifacts,
+    RagInfluence,
+    RefineArtifact,
+    SearchArtifacts,
+    StoreArtifact,
+    TagArtifact,
+)
+from chronicle_contract.audit import AuditStream, AuditTimeline
+from chronicle_contract.base import Request
+from chronicle_contract.conversations import (
+    AddMessage,
+    ConversationStatsQuery,
+    ConversationSummaryView,
+    ConversationView,
+    DeleteConversation,
+    ExportConversation,
+    GetConversation,
+    ListConversations,
+    SearchConversations,
+    StartConversation,
+    UpdateConversation,
+)
+from chronicle_contract.hitl import GetRun, ListRuns, PauseRun, ResumeRun
+from chronicle_contract.jobs import GetJob, ListJobs, RequestJob
+from chronicle_contract.optimizations import (
+    CandidateLineage,
+    CompareOptimizations,
+    GetOptimization,
+    InvalidateTrial,
+    ListOptimizations,
+    OptimizationHistory,
+    ParetoQuery,
+    RestoreTrial,
+)
+from chronicle_contract.sessions import CloseSession, CreateSession, GetSession, ListSessions, UpdateSession
+from pydantic import BaseModel
+
+from entrypoints.gateways.casing import to_camel
+
+Method = Literal["GET", "POST", "PUT", "DELETE"]
+Body = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HttpRoute:
+    """`method path` sends `request`. `fields(params)` maps the route's own parameter names
+    onto the request's (seed 001 names some differently); `shape(data)` turns the reply's
+    data (already camelCase) into the body after `success`, and `body` names its fields'
+    types for the OpenAPI document; by default the body is the reply's fields."""
+
+    method: Method
+    path: str
+    request: type[Request[Any]]
+    summary: str
+    tag: str
+    status: int = 200
+    fields: Callable[[Body], Body] = lambda params: params
+    shape: Callable[[Body, Any], Body] | None = None  # (reply data, the request sent)
+    body: dict[str, Any] = field(default_factory=dict)
+    download: bool = False  # the reply is a file (export)
+
+
+def sort_key(value: Any) -> Any:
+    # Seed 001's front end names sort keys in camelCase (createdAt); the contract in snake_case.
+    if isinstance(value, str) and value in {to_camel(k) for k in ("created_at", "updated_at")}:
+        return {"createdAt": "created_at", "updatedAt": "updated_at"}[value]
+    return value
+
+
+def list_fields(params: Body) -> Body:
+    return {**params, **({"sort_by": sort_key(params["sort_by"])} if "sort_by" in params else {})}
+
+
+def message_page(params: Body) -> Body:
+    """`GET /api/conversations/:id?limit=&order=&cursor=`: the page of messages."""
+    page = {name: params.pop(name) for name in ("limit", "order", "cursor") if name in params}
+    return {**params, **({"messages": page} if page else {})}
+
+
+def conversations_page(data: Body, _: Any) -> Body:
+    return {
+        "conversations": data["items"],
+        "total": data["total"],
+        "limit": data["limit"],
+        "offset": data["offset"],
+        "hasMore": data["offset"] + len(data["items"]) < data["total"],
+    }
+
+
+def search_results(data: Body, _: Any) -> Body:
+    results = [
+        {
+            "conversationId": hit["conversationId"],
+            "title": hit["title"],
+            "matchedMessage": (
+                {"messageId": hit["messageId"], "snippet": hit["snippet"]} if hit["messageId"] is not None else None
+            ),
+            "snippet": hit["snippet"],
+            "createdAt": hit["createdAt"],
+            "rank": hit["rank"],
+        }
+        for hit in data["items"]
+    ]
+    return {"query": data["query"], "results": results, "count": len(results)}
+
+
+def stats_shape(data: Body, _: Any) -> Body:
+    return {
+        "stats": {
+            "totalConversations": data["totalConversations"],
+            "totalMessages": data["totalMessages"],
+            "averageMessagesPerConversation": data["averageMessages"],
+            "firstConversationAt": data["firstConversationAt"],
+            "lastConversationAt": data["lastConversationAt"],
+            "topTags": data["topTags"],
+        }
+    }
+
+
+def conversation_written(data: Body, sent: Any) -> Body:
+    return {"conversationId": str(sent.conversation_id), **data}
+
+
+class MatchedMessage(BaseModel):
+    messageId: UUID  # noqa: N815 (seed 001's names)
+    snippet: str
+
+
+class ConversationHit(BaseModel):
+    conversationId: UUID  # noqa: N815
+    title: str
+    matchedMessage: MatchedMessage | None  # noqa: N815 (None: the title matched)
+    snippet: str
+    createdAt: datetime  # noqa: N815
+    rank: int
+
+
+class TopTag(BaseModel):
+    tag: str
+    count: int
+
+
+class ConversationStatsBody(BaseModel):
+    totalConversations: int  # noqa: N815
+    totalMessages: int  # noqa: N815
+    averageMessagesPerConversation: float  # noqa: N815
+    firstConversationAt: datetime | None  # noqa: N815
+    lastConversationAt: datetime | None  # noqa: N815
+    topTags: list[TopTag]  # noqa: N815
+
+
+CONVERSATIONS = "conversations (seed 001)"
+ROUTES: tuple[HttpRoute, ...] = (
+    # Seed 001's routes, its parameter names and shapes.
+    HttpRoute("GET", "/api/conversations", ListConversations, "List conversations", CONVERSATIONS,
+              fields=list_fields, shape=conversations_page,
+              body={"conversations": list[ConversationSummaryView], "total": int, "limit": int, "offset": int,
+                    "hasMore": bool}),
+    HttpRoute("POST", "/api/conversations", StartConversation, "Start a conversation", CONVERSATIONS, status=201),
+    HttpRoute("GET", "/api/conversations/search", SearchConversations, "Search messages and titles", CONVERSATIONS,
+              shape=search_results, body={"query": str, "results": list[ConversationHit], "count": int}),
+    HttpRoute("GET", "/api/conversations/stats", ConversationStatsQuery, "Your conversation statistics",
+              CONVERSATIONS, shape=stats_shape, body={"stats": ConversationStatsBody}),
+    HttpRoute("GET", "/api/conversations/{conversationId}", GetConversation, "A conversation with a page of messages",
+              CONVERSATIONS, fields=message_page, shape=lambda data, _: {"conversation": data},
+              body={"conversation": ConversationView}),
+    HttpRoute("PUT", "/api/conversations/{conversationId}", UpdateConversation, "Retitle or retag a conversation",
+              CONVERSATIONS, shape=conversation_written, body={"conversationId": UUID, "position": int | None}),
+    HttpRoute("DELETE", "/api/conversations/{conversationId}", DeleteConversation, "Delete a conversation",
+              CONVERSATIONS, shape=conversation_written, body={"conversationId": UUID, "position": int | None}),
+    HttpRoute("POST", "/api/conversations/{conversationId}/messages", AddMessage, "Add a message", CONVERSATIONS,
+              status=201),
+    HttpRoute("GET", "/api/conversations/{conversationId}/export", ExportConversation,
+              "Download a conversation (json or markdown)", CONVERSATIONS, download=True),
+    # Sessions.
+    HttpRoute("GET", "/api/sessions", ListSessions, "List sessions", "sessions"),
+    HttpRoute("POST", "/api/sessions", CreateSession, "Create a session", "sessions", status=201),
+    HttpRoute("GET", "/api/sessions/{sessionId}", GetSession, "A session", "sessions"),
+    HttpRoute("PUT", "/api/sessions/{sessionId}", UpdateSession, "Rename, describe or retag a session", "sessions"),
+    HttpRoute("POST", "/api/sessions/{sessionId}/close", CloseSession, "Close a session", "sessions"),
+    # Artifacts, lineage, variations.
+    HttpRoute("GET", "/api/artifacts", ListArtifacts, "List artifacts", "artifacts"),
+    HttpRoute("POST", "/api/artifacts", StoreArtifact, "Store a generated artifact", "artifacts", status=201),
+    HttpRoute("POST", "/api/artifacts/generate", GenerateArtifact, "Generate and store a layout", "artifacts",
+              status=201),
+    HttpRoute("GET", "/api/artifacts/search", SearchArtifacts, "Search artifacts by query text", "artifacts"),
+    HttpRoute("GET", "/api/artifacts/compare", CompareArtifacts, "Compare artifacts (artifactIds=a,b,...)",
+              "artifacts"),
+    HttpRoute("GET", "/api/artifacts/{artifactId}", GetArtifact, "An artifact (includePreview for its previews)",
+              "artifacts"),
+    HttpRoute("POST", "/api/artifacts/{artifactId}/refine", RefineArtifact, "Refine an artifact into a child",
+              "artifacts", status=201),
+    HttpRoute("POST", "/api/artifacts/{artifactId}/tags", TagArtifact, "Tag an artifact", "artifacts"),
+    HttpRoute("GET", "/api/artifacts/{artifactId}/lineage", ArtifactLineage, "Ancestors or descendants",
+              "artifacts"),
+    HttpRoute("GET", "/api/artifacts/{artifactId}/rag-influence", RagInfluence,
+              "The RAG examples an artifact was made from", "artifacts"),
+    HttpRoute("POST", "/api/variations", CreateVariations, "Generate a set of variations", "artifacts", status=201),
+    HttpRoute("GET", "/api/variations/{variationSetId}", GetVariations, "A variation set and its comparison",
+              "artifacts"),
+    # Jobs (progress: GET /api/jobs/{jobId}/events, Server-Sent Events).
+    HttpRoute("GET", "/api/jobs", ListJobs, "List generation jobs", "jobs"),
+    HttpRoute("POST", "/api/jobs", RequestJob, "Request a generation job", "jobs", status=202),
+    HttpRoute("GET", "/api/jobs/{jobId}", GetJob, "A job, its status, progress and result", "jobs"),
+    # Human in the loop.
+    HttpRoute("GET", "/api/hitl/runs", ListRuns, "Open checkpoints waiting for a human", "hitl"),
+    HttpRoute("POST", "/api/hitl/runs", PauseRun, "Pause a run for a human", "hitl", status=201),
+    HttpRoute("GET", "/api/hitl/runs/{runId}", GetRun, "A run's checkpoint", "hitl"),
+    HttpRoute("POST", "/api/hitl/runs/{runId}/resume", ResumeRun, "Answer a paused run", "hitl"),
+    # Optimization history.
+    HttpRoute("GET", "/api/optimizations", ListOptimizations, "List optimizations", "optimizations"),
+    HttpRoute("GET", "/api/optimizations/compare", CompareOptimizations,
+              "Compare optimizations (optimizationIds=a,b,...)", "optimizations"),
+    HttpRoute("GET", "/api/optimizations/{optimizationId}", GetOptimization, "An optimization", "optimizations"),
+    HttpRoute("GET", "/api/optimizations/{optimizationId}/history", OptimizationHistory,
+              "Rounds and trials, a page at a time", "optimizations"),
+    HttpRoute("GET", "/api/optimizations/{optimizationId}/pareto", ParetoQuery, "The Pareto front",
+              "optimizations"),
+    HttpRoute("GET", "/api/optimizations/{optimizationId}/candidates/{candidateId}/lineage", CandidateLineage,
+              "A candidate's ancestry", "optimizations"),
+    HttpRoute("POST", "/api/trials/{trialId}/invalidate", InvalidateTrial,
+              "Invalidate a trial: it stays in the history, marked, and bests leave it out", "optimizations"),
+    HttpRoute("POST", "/api/trials/{trialId}/restore", RestoreTrial, "Undo a trial's invalidation", "optimizations"),
+    # Audit.
+    HttpRoute("GET", "/api/audit/streams/{aggregateId}", AuditStream, "One aggregate's events, any version", "audit"),
+    HttpRoute("GET", "/api/audit/timeline/{scopeId}", AuditTimeline,
+              "A session's or conversation's events in log order", "audit"),
+)

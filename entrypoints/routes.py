@@ -1,0 +1,98 @@
+"""The subject table: every capability's dispatch table turned into NATS endpoints.
+
+A request model names its action and reply (services/contract); its capability's
+dispatch.py names what serves it. Nothing here lists a subject by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from chronicle_contract.base import Command, Request
+
+from adapters.messaging.nats_service import Action, Route
+from services.artifacts import dispatch as artifacts
+from services.audit import dispatch as audit
+from services.conversations import dispatch as conversations
+from services.hitl import dispatch as hitl
+from services.jobs import dispatch as jobs
+from services.optimizations import dispatch as optimizations
+from services.runtime.command_bus import CommandBus
+from services.runtime.dispatch import Decide, Handler, Read, Routes, Serve
+from services.runtime.positions import ProjectionPositions
+from services.sessions import dispatch as sessions
+from services.users import dispatch as users
+
+# What NATS serves, capability by capability (the order endpoints are registered in).
+ROUTES: tuple[Routes, ...] = (
+    sessions.ROUTES,
+    conversations.ROUTES,
+    hitl.ROUTES,
+    optimizations.ROUTES,
+    artifacts.ROUTES,
+    jobs.ROUTES,
+    audit.ROUTES,
+    users.ROUTES,
+)
+INTERNAL = (hitl.INTERNAL, artifacts.INTERNAL, jobs.INTERNAL, audit.INTERNAL, users.INTERNAL)
+
+
+def command_handlers() -> dict[type[Command[Any]], Decide]:
+    """Every command the bus decides, by request type: those NATS sends straight to it and
+    those the service issues itself."""
+    handlers: dict[type[Command[Any]], Decide] = {}
+    tables: list[Mapping[Any, Handler]] = [*ROUTES, *INTERNAL]
+    for table in tables:
+        for request_type, handler in table.items():
+            if isinstance(handler, Read | Serve):
+                continue
+            if not issubclass(request_type, Command):
+                raise TypeError(f"{request_type.__name__} is decided by the bus but is not a Command")
+            handlers[request_type] = handler
+    return handlers
+
+
+def subject(prefix: str, request_type: type[Request[Any]]) -> str:
+    kind = "cmd" if issubclass(request_type, Command) else "query"
+    return f"{prefix}.{kind}.{request_type.action}"
+
+
+def routes(
+    prefix: str,
+    bus: CommandBus,
+    positions: ProjectionPositions,
+    wait_timeout: float,
+    services: Mapping[type, object],
+    tables: Iterable[Routes] = ROUTES,
+) -> list[Route]:
+    """One route per request type of the tables; `services` holds the instances that Read
+    and Serve handlers are methods of (or take first), by type."""
+
+    def action(handler: Handler) -> Action:
+        if isinstance(handler, Read):
+            reader, read, reads = services[handler.on], handler.handler, list(handler.reads)
+
+            async def run_read(user: str, request: Any, _: str | None) -> dict[str, Any]:
+                await positions.wait_for(reads, request.min_position, wait_timeout)
+                return await read(reader, user, request)
+
+            return run_read
+        if isinstance(handler, Serve):
+            service, serve = services[handler.on], handler.handler
+
+            async def run_served(user: str, request: Any, key: str | None) -> dict[str, Any]:
+                return await serve(service, user, request, key)
+
+            return run_served
+
+        async def run_command(user: str, request: Any, key: str | None) -> dict[str, Any]:
+            return await bus.execute(request, str(user), key)
+
+        return run_command
+
+    return [
+        Route(subject(prefix, request_type), request_type, request_type.reply, action(handler))
+        for table in tables
+        for request_type, handler in table.items()
+    ]
