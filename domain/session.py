@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 from uuid import UUID
 
 from domain.base import Aggregate, check_text, normalise_tags
@@ -14,7 +14,6 @@ from domain.snapshot import state_of
 MAX_SESSION_NAME = 500
 MAX_SESSION_DESCRIPTION = 10_000
 SessionKind = Literal["general", "chat", "generation", "optimization"]
-SESSION_KINDS: tuple[str, ...] = get_args(SessionKind)
 
 
 class SessionClosed(Conflict):

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, ObjectStoreConfig, RetentionPolicy, StreamConfig
+from nats.js.api import ObjectStoreConfig, RetentionPolicy, StreamConfig
 from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError, ServiceUnavailableError
 
 DAY = 24 * 3600.0
@@ -67,15 +67,6 @@ async def found_or_created(
                 if loop.time() > deadline:
                     raise
                 await asyncio.sleep(PLACEMENT_RETRY)
-
-
-async def ensure_key_value(js: JetStreamContext, bucket: str, *, ttl: float = 7 * DAY, replicas: int = 1) -> None:
-    """A key-value bucket keeping one value per key for `ttl` seconds."""
-    try:
-        await js.key_value(bucket)
-    except BucketNotFoundError:
-        with contextlib.suppress(BadRequestError):  # another instance created it meanwhile
-            await js.create_key_value(KeyValueConfig(bucket=bucket, ttl=ttl, replicas=replicas, direct=True))
 
 
 async def remove_streams(js: JetStreamContext, prefix: str) -> list[str]:

@@ -260,7 +260,8 @@ def array_fields(model: Any) -> frozenset[str]:
 
 
 TITLE = "Chronicle"
-DESCRIPTION = ("Chronicle's REST API: seed 001's conversation routes and every other capability. "
+DESCRIPTION = ("Chronicle's REST API: conversations, sessions, human-in-the-loop runs, artifacts, jobs, "
+               "optimizations and audit. "
                "Send `Authorization: Bearer <token>`; commands honour `Idempotency-Key`.")
 
 

@@ -168,7 +168,7 @@ class ConversationStatsBody(BaseModel):
     topTags: list[TopTag]  # noqa: N815
 
 
-CONVERSATIONS = "conversations (seed 001)"
+CONVERSATIONS = "conversations"
 ROUTES: tuple[HttpRoute, ...] = (
     # Seed 001's routes, its parameter names and shapes.
     HttpRoute("GET", "/api/conversations", ListConversations, "List conversations", CONVERSATIONS,

@@ -303,7 +303,7 @@ class Drafted(Reply):
 
 
 class DraftArtifact(Command[Drafted], action="artifact.draft"):
-    """A layout generated and not stored (seed 000's generate_layout with persist=false):
+    """A layout generated and not stored (the MCP tool generate_layout with persist=false):
     nothing is written, so an Idempotency-Key is not needed."""
 
     query: Annotated[str, Text(MAX_QUERY)]

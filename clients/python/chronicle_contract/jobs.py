@@ -71,7 +71,7 @@ MAX_CHUNKS = 50
 
 
 class JobOptions(BaseModel):
-    """What every job's options may hold; each artifact type adds its own (seed 002's names)."""
+    """What every job's options may hold; each artifact type adds its own."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

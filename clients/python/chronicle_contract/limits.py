@@ -8,7 +8,6 @@ a token with the `bulk` role (an optimizer, a pipeline) gets `bulk_factor` times
 
 from __future__ import annotations
 
-BUDGETS = ("requests", "search", "export", "heavy")
 BULK_ROLE = "bulk"
 HEAVY_ACTIONS = frozenset({"optimizations.pareto", "artifacts.lineage", "candidates.lineage", "artifacts.by_example"})
 
