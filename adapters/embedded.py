@@ -15,7 +15,6 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -221,29 +220,3 @@ def stop_leftover(pid_file: Path) -> None:
                 time.sleep(0.05)
 
 
-LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
-LOCAL_NATS = "nats://127.0.0.1:4222"
-
-
-@contextlib.contextmanager
-def local_or_embedded(
-    scratch: Path, *, database_url: str | None = None, nats_url: str | None = None, prefer_local: bool = True
-) -> Iterator[tuple[str, str]]:
-    """(Postgres URL, NATS URL) for tests and benchmarks: the given ones, else this machine's
-    servers when they answer on their usual ports, else embedded ones (stopped on exit)."""
-    with contextlib.ExitStack() as stack:
-        if database_url is None:
-            if prefer_local and reachable("127.0.0.1", 5432):
-                database_url = LOCAL_POSTGRES
-            else:
-                postgres = EmbeddedPostgres(scratch)
-                database_url = postgres.start()
-                stack.callback(postgres.stop)
-        if nats_url is None:
-            if prefer_local and reachable("127.0.0.1", 4222):
-                nats_url = LOCAL_NATS
-            else:
-                nats = EmbeddedNats(scratch)
-                nats_url = nats.start()
-                stack.callback(nats.stop)
-        yield database_url, nats_url

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import psycopg
 
-from adapters.embedded import EmbeddedPostgres, local_or_embedded
-from adapters.store.postgres import scratch_database
+from adapters.embedded import EmbeddedPostgres
+from bench.scratch import local_or_embedded, scratch_database
 
 REPORTED_SETTINGS = [
     "server_version", "autovacuum", "fsync", "synchronous_commit", "shared_buffers", "work_mem", "max_connections",

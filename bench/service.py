@@ -22,8 +22,8 @@ import orjson
 
 from adapters.auth import TokenAuthority
 from adapters.messaging.connect import connect_options
-from adapters.messaging.jetstream import remove_streams
 from adapters.store.postgres import PostgresTarget
+from bench.scratch import remove_streams
 
 PROJECTION_POSITIONS = "SELECT name, position FROM chronicle.projections"
 HEAD = "SELECT coalesce(max(notification_id), 0) FROM chronicle.events"

@@ -12,9 +12,9 @@ import pytest
 from chronicle_client.connection import ChronicleClient
 
 from adapters.auth import TokenAuthority
-from adapters.messaging.jetstream import remove_streams
 from adapters.store.event_store import EventStore
 from adapters.store.postgres import PostgresTarget, migrate
+from bench.scratch import remove_streams
 from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.settings import Settings
 from tests.servers import TestServers, test_servers

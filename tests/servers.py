@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.embedded import local_or_embedded
-from adapters.store.postgres import scratch_database
+from bench.scratch import local_or_embedded, scratch_database
 
 
 @dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 
 from nats.js import JetStreamContext
@@ -67,20 +66,6 @@ async def found_or_created(
                 if loop.time() > deadline:
                     raise
                 await asyncio.sleep(PLACEMENT_RETRY)
-
-
-async def remove_streams(js: JetStreamContext, prefix: str) -> list[str]:
-    """Delete every stream (object stores and key-value buckets included) of the instance
-    with this subject prefix: the names Chronicle gives them start with the prefix's
-    stream form."""
-    base = prefix.replace(".", "_").upper() + "_"
-    removed = []
-    for name in await stream_names(js):
-        if name.startswith((base, "OBJ_" + base, "KV_" + base)):
-            with contextlib.suppress(NotFoundError):
-                await js.delete_stream(name)
-                removed.append(name)
-    return removed
 
 
 async def stream_names(js: JetStreamContext) -> list[str]:

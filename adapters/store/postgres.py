@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 
 import psycopg
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 log = logging.getLogger(__name__)
@@ -49,21 +45,6 @@ def database_url(server_url: str, name: str) -> str:
     info = conninfo_to_dict(server_url)
     info["dbname"] = name
     return make_conninfo("", **info)
-
-
-@contextlib.contextmanager
-def scratch_database(server_url: str, prefix: str, *, keep: bool = False) -> Iterator[str]:
-    """A new, empty database `<prefix>_<random>` for tests and benchmarks; dropped on exit
-    unless `keep`. `server_url` is any database on that server we may CREATE DATABASE from."""
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield database_url(server_url, name)
-    finally:
-        if not keep:
-            with psycopg.connect(server_url, autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def pending_migrations(applied: set[int]) -> list[tuple[int, str, str]]:
