@@ -211,8 +211,11 @@ class UserClients:
             errors[:] = [*errors[-4:], error]  # a refusal may be followed by the socket's reset
 
         # One attempt: a refused or unreachable connect fails at once, and a lost connection
-        # is closed (the token's next request connects again) rather than retried here.
-        options: dict[str, Any] = {"connect_timeout": 2, "allow_reconnect": False, "error_cb": noted}
+        # is closed (the user's next request connects again) rather than retried here.
+        # (allow_reconnect=False alone does not end a first connect: nats-py still tries each
+        # refusing server max_reconnect_attempts times, reconnect_time_wait apart: 60 x 2 s.)
+        options: dict[str, Any] = {"connect_timeout": 2, "allow_reconnect": False, "max_reconnect_attempts": 1,
+                                   "reconnect_time_wait": 0.1, "error_cb": noted}
         try:
             return await ChronicleClient.connect(
                 self.nats_url, token, prefix=self.prefix, timeout=self.timeout, nats_options=options
