@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import nats.errors
 from chronicle_client import ChronicleClient
 from chronicle_client.transport import token_subject
 from chronicle_contract.errors import ChronicleError, invalid_from_validation
+from chronicle_contract.jobs import GetJob
 from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
@@ -99,8 +101,8 @@ class UserClients:
     `max_open` users' connections stay open: a new user then takes the place of the least
     recently used idle one, or is answered `unavailable` when all are in use; one idle for
     `idle_seconds` is closed by `sweep()`. A connection that is lost is closed, and the
-    user's next request connects again. `await clients.verify(token)` asks the bus whether
-    a token is valid before anything is sent with it (MCP's initialize sends nothing)."""
+    user's next request connects again. `await clients.verify(token)` asks the service
+    whether a token is valid where nothing else would be sent with it (MCP's initialize)."""
 
     def __init__(
         self, nats_url: str, prefix: str, *, timeout: float = 10.0, max_open: int = 1000, idle_seconds: float = 300.0
@@ -141,16 +143,28 @@ class UserClients:
         return client, release
 
     async def verify(self, token: str) -> str:
-        """The user a token names once the bus has admitted a connection with it (remembered
-        for VERIFIED_SECONDS); ChronicleError unauthorized when refused."""
+        """The user a token names once the service has accepted a request made with it (a
+        look-up of a job that does not exist: one indexed read), remembered for
+        VERIFIED_SECONDS; ChronicleError unauthorized when refused. (A bus that admits
+        connections without credentials proves nothing by admitting one.)"""
         user = user_of(token)
-        if self._verified.get(token, 0.0) > time.monotonic():
+        now = time.monotonic()
+        if self._verified.get(token, 0.0) > now:
             return user
-        if user not in self._open and user not in self._connecting:
-            await self._held(user, token)  # the user's first connection, opened with this token
-        if self._verified.get(token, 0.0) <= time.monotonic():  # another token opened it: ask for this one
-            await (await self._connect(token)).close()
-            self._verified[token] = time.monotonic() + VERIFIED_SECONDS
+        if self._refused.get(token, 0.0) > now:
+            raise ChronicleError("unauthorized", "the service refused this token")
+        client, release = await self.acquire(token)
+        try:
+            await client.send_json(GetJob(job_id=uuid.uuid4()))
+        except ChronicleError as error:
+            if error.code == "unauthorized":
+                self._refuse(token)
+            if error.code != "not_found":  # (not_found: the service took the token and looked)
+                raise
+        finally:
+            release()
+        self._verified[token] = time.monotonic() + VERIFIED_SECONDS
+        forget_expired(self._verified, MAX_REMEMBERED)
         return user
 
     async def _held(self, user: str, token: str) -> Held:
@@ -194,12 +208,8 @@ class UserClients:
         asyncio.get_running_loop().create_task(self._open.pop(idle).client.close())
 
     async def _connect(self, token: str) -> ChronicleClient:
-        """A connection of the token's own; the bus checks the token as it admits it."""
         async with self._first_connects:
-            client = await self._attempt(token)
-        self._verified[token] = time.monotonic() + VERIFIED_SECONDS
-        forget_expired(self._verified, MAX_REMEMBERED)
-        return client
+            return await self._attempt(token)
 
     async def _attempt(self, token: str) -> ChronicleClient:
         refused_until = self._refused.get(token)

@@ -1,7 +1,7 @@
 """The MCP server (seed 000's tools and the other capabilities an agent wants), a client of
 the service over NATS: over stdio it acts with CHRONICLE_TOKEN, over streamable HTTP with
-each request's `Authorization: Bearer` token, which the bus must have admitted before any
-method is answered (401 otherwise, `initialize` included). A failure is a tool error
+each request's `Authorization: Bearer` token, which the service must have accepted before
+any method is answered (401 otherwise, `initialize` included). A failure is a tool error
 `code: message`."""
 
 from __future__ import annotations
@@ -91,9 +91,9 @@ def tool_error(error: ChronicleError) -> ToolError:
     return ToolError(f"{error.code}: {error.message}{details}")
 
 
-class BusTokenVerifier(TokenVerifier):
-    """The SDK's bearer check, answered by the bus: a token is valid when a connection with
-    it is admitted (UserClients.verify), so the gateway needs no key of its own."""
+class ServiceTokenVerifier(TokenVerifier):
+    """The SDK's bearer check, answered over the bus: a token is valid when the service
+    accepts a request made with it (UserClients.verify), so the gateway needs no key of its own."""
 
     def __init__(self, clients: UserClients) -> None:
         self.clients = clients
@@ -106,7 +106,7 @@ class BusTokenVerifier(TokenVerifier):
                 return None  # (the SDK answers 401)
             raise AuthenticationError(f"{error.code}: {error.message}") from None
         except Exception as error:
-            raise AuthenticationError(f"{failure_of(error).code}: the bus could not check the token") from None
+            raise AuthenticationError(f"{failure_of(error).code}: the token could not be checked") from None
         return AccessToken(token=token, client_id=user, scopes=[], subject=user)
 
 
@@ -299,4 +299,4 @@ def streamable_http_app(nats_url: str, prefix: str, host: str = "127.0.0.1") -> 
     loopback names, against DNS rebinding)."""
     # Stateless: a request carries its own token, and no session outlives it.
     clients = UserClients(nats_url, prefix)
-    return build_server(clients, verifier=BusTokenVerifier(clients)).streamable_http_app(stateless_http=True, host=host)
+    return build_server(clients, verifier=ServiceTokenVerifier(clients)).streamable_http_app(stateless_http=True, host=host)
