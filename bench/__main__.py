@@ -34,6 +34,7 @@ def parser() -> argparse.ArgumentParser:
         "`python -m bench artifacts --help`: artifacts.get, lineage, search and variation sets over 1M artifacts; "
         "`python -m bench jobs --help`: jobs/s, latency and pipeline overhead with 1, 2 and 4 job workers; "
         "`python -m bench gateway --help`: what the REST API adds over NATS; "
+        "`python -m bench edges --help`: a victim's latency at the gateways under floods of half-sent requests and tokens; "
         "`python -m bench feed --help`: the event feed's rate, its follower's lag, and its cost; "
         "`python -m bench outage --help`: how fast requests fail while Postgres is stopped and work once it is back; "
         "`python -m bench faults --help`: a NATS cluster node or a service instance killed under load; "
@@ -109,6 +110,7 @@ SUITES = {
     "artifacts": "bench.artifacts",  # artifacts.get, lineage, search, variation sets over 1M artifacts
     "jobs": "bench.jobs",  # jobs/s, latency and pipeline overhead with 1, 2, 4 job workers
     "gateway": "bench.gateway",  # what the REST API adds over NATS: reads p50/p95, writes/s
+    "edges": "bench.edges",  # a victim's p50/p99 at the REST and MCP gateways under each gateway attack, beside idle
     "feed": "bench.feed",  # the event feed: events/s, follower lag, add_message with it on and off
     "outage": "bench.outage",  # requests while Postgres is stopped, and the first one after it is back
     "faults": "bench.faults",  # a NATS node or a service instance killed under load: nothing lost or duplicated

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from adapters.metrics import GatewayMetrics, MetricsEndpoint
     from adapters.store.postgres import PostgresTarget
     from entrypoints.bootstrap import Chronicle, Stage
+    from entrypoints.gateways.http_guard import HttpLimits
     from entrypoints.gateways.http_server import HttpServer
     from projections.base import Projection
 
@@ -73,7 +74,16 @@ async def rest_server(settings: Settings, nats_url: str, metrics: GatewayMetrics
 
     clients = UserClients(nats_url, settings.subject_prefix)
     app = build_app(clients, cors_origins=settings.http_cors_origins, metrics=metrics)
-    return await HttpServer(app, settings.http_host, settings.http_port).start()
+    return await HttpServer(app, settings.http_host, settings.http_port, http_limits(settings)).start()
+
+
+def http_limits(settings: Settings) -> HttpLimits:
+    """What the HTTP gateways allow a connection (entrypoints/gateways/http_guard.py)."""
+    from entrypoints.gateways.http_guard import HttpLimits
+
+    return HttpLimits(header_timeout=settings.http_header_timeout, body_timeout=settings.http_body_timeout,
+                      max_connections=settings.http_max_connections,
+                      max_per_address=settings.http_max_connections_per_address)
 
 
 def gateway_metrics(chronicle: Chronicle) -> GatewayMetrics:
@@ -114,7 +124,7 @@ async def serve_gateway(settings: Settings, kind: str) -> None:
         from entrypoints.gateways.request_metrics import RequestMetrics
 
         app = RequestMetrics(streamable_http_app(settings.nats_url, settings.subject_prefix, settings.http_host), metrics)
-        server = await HttpServer(app, settings.http_host, settings.mcp_port).start()
+        server = await HttpServer(app, settings.http_host, settings.mcp_port, http_limits(settings)).start()
     log.info("ready", extra={kind: server.url, "nats": settings.nats_url,
                              "metrics": endpoint.url if endpoint is not None else None})
     await stop.wait()

@@ -135,6 +135,24 @@ class Settings(BaseSettings):
     http_cors_origins: list[str] = Field(
         default=["*"], description="origins a browser front end may call the REST API from (JSON list)"
     )
+    http_header_timeout: float = Field(
+        default=5.0, gt=0, le=300,
+        description="seconds a connection of the REST or MCP HTTP gateway has to send a request's line and headers"
+        " (from its opening, or from its next request's first byte); past it the connection is closed (408)",
+    )
+    http_body_timeout: float = Field(
+        default=10.0, gt=0, le=3600, description="seconds a request's body has to arrive once its headers have"
+    )
+    http_max_connections: int = Field(
+        default=1024, ge=1,
+        description="connections an HTTP gateway holds at once; past it a new one takes the place of the one that"
+        " has waited longest without a request in progress",
+    )
+    http_max_connections_per_address: int = Field(
+        default=128, ge=0,
+        description="connections an HTTP gateway holds at once from one client address (more: 429); 0: no cap"
+        " (behind a proxy that caps them itself)",
+    )
     metrics_port: int = Field(
         default=9464, ge=0, le=65535,
         description="the port `chronicle serve` and `chronicle projections run` serve Prometheus metrics on"

@@ -10,37 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-MAX_CONNECTIONS = 1024
-MAX_HEAD = 256 * 1024  # bytes of a request line and headers
+from entrypoints.gateways.http_guard import HttpLimits, guarded
 
-
-class BoundedHttpTools(HttpToolsProtocol):
-    """uvicorn's HTTP/1.1 protocol, closing a connection whose request line and headers pass
-    MAX_HEAD bytes: the parser sets no bound, and a 150 MB header sent in 1 MB pieces kept
-    a core busy joining them. (Counted after each read is parsed; a read that also ends an
-    earlier pipelined request may count a little of its body.)"""
-
-    in_head = True  # between a request's start (or the connection's) and the end of its headers
-    head_bytes = 0
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.in_head:
-            self.head_bytes += len(data)
-            if self.head_bytes > MAX_HEAD and not self.transport.is_closing():
-                self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
-                                     b"content-length: 0\r\nconnection: close\r\n\r\n")
-                self.transport.close()
-
-    def on_message_begin(self) -> None:
-        self.in_head, self.head_bytes = True, 0
-        super().on_message_begin()
-
-    def on_headers_complete(self) -> None:
-        self.in_head = False
-        super().on_headers_complete()
+SHUTDOWN_GRACE = 3  # seconds a stop lets responses in progress (streams too) finish before cancelling them
 
 
 class EmbeddedServer(uvicorn.Server):
@@ -50,11 +23,14 @@ class EmbeddedServer(uvicorn.Server):
 
 
 class HttpServer:
-    def __init__(self, app: Any, host: str, port: int):
-        # At most MAX_CONNECTIONS connections and requests at once (past it, 503 at once), so
-        # idle or slow connections cannot use up the process's file descriptors.
+    def __init__(self, app: Any, host: str, port: int, limits: HttpLimits | None = None):
+        # Connections are bounded by the guarded protocol (http_guard.py), not by uvicorn's
+        # limit_concurrency: that one counts idle and half-sent connections too, and past
+        # it answered every request 503. A request's task lives on its connection, so
+        # bounding connections bounds the requests in progress.
         config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on",
-                                timeout_keep_alive=30, limit_concurrency=MAX_CONNECTIONS, http=BoundedHttpTools,
+                                timeout_keep_alive=30, http=guarded(limits or HttpLimits()),
+                                timeout_graceful_shutdown=SHUTDOWN_GRACE,
                                 proxy_headers=False, server_header=False)  # (nothing here reads either)
         self.server = EmbeddedServer(config)
         self.url = f"http://{host}:{port}"

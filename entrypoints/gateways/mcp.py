@@ -1,6 +1,8 @@
 """The MCP server (seed 000's tools and the other capabilities an agent wants), a client of
 the service over NATS: over stdio it acts with CHRONICLE_TOKEN, over streamable HTTP with
-each request's `Authorization: Bearer` token. A failure is a tool error `code: message`."""
+each request's `Authorization: Bearer` token, which the service must have accepted before
+any method is answered (401 otherwise, `initialize` included). A failure is a tool error
+`code: message`."""
 
 from __future__ import annotations
 
@@ -34,11 +36,14 @@ from chronicle_contract.optimizations import (
     OptimizationHistory,
     RestoreTrial,
 )
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field, ValidationError
+from pydantic import AnyHttpUrl, Field, ValidationError
+from starlette.authentication import AuthenticationError
 
-from entrypoints.gateways.clients import UserClients, bearer_token, failure_of
+from entrypoints.gateways.clients import UserClients, bearer_token, bounded_token, failure_of
 
 INSTRUCTIONS = (
     "Chronicle remembers every layout you generate and how it descends from others. Typical flow: "
@@ -86,9 +91,33 @@ def tool_error(error: ChronicleError) -> ToolError:
     return ToolError(f"{error.code}: {error.message}{details}")
 
 
-def build_server(clients: UserClients, token: str | None = None) -> MCPServer:
+class ServiceTokenVerifier(TokenVerifier):
+    """The SDK's bearer check, answered over the bus: a token is valid when the service
+    accepts a request made with it (UserClients.verify), so the gateway needs no key of its own."""
+
+    def __init__(self, clients: UserClients) -> None:
+        self.clients = clients
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            user = await self.clients.verify(bounded_token(token))
+        except ChronicleError as error:
+            if error.code == "unauthorized":
+                return None  # (the SDK answers 401)
+            raise AuthenticationError(f"{error.code}: {error.message}") from None
+        except Exception as error:
+            raise AuthenticationError(f"{failure_of(error).code}: the token could not be checked") from None
+        return AccessToken(token=token, client_id=user, scopes=[], subject=user)
+
+
+def build_server(clients: UserClients, token: str | None = None, verifier: TokenVerifier | None = None) -> MCPServer:
+    """Over stdio, `token` is the one user the tools act as; over HTTP, `verifier` checks each
+    request's bearer token before the SDK answers it."""
     tools = Tools(clients, token)
-    server = MCPServer("chronicle", instructions=INSTRUCTIONS, version="1")
+    # The SDK requires an issuer URL with its auth settings; it is read only by OAuth routes,
+    # which this server does not serve (tokens come from Chronicle's own authority).
+    auth = AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None) if verifier else None
+    server = MCPServer("chronicle", instructions=INSTRUCTIONS, version="1", token_verifier=verifier, auth=auth)
 
     @server.tool()
     async def generate_layout(
@@ -268,6 +297,6 @@ def streamable_http_app(nats_url: str, prefix: str, host: str = "127.0.0.1") -> 
     """`chronicle mcp --http`: streamable HTTP at /mcp, each request acting as its bearer token's
     user; `host` is where it listens (the SDK then accepts that Host header; on loopback only
     loopback names, against DNS rebinding)."""
-    # Stateless: a request carries its own token, and no session outlives it (a session a
-    # caller could open without a token would only hold memory).
-    return build_server(UserClients(nats_url, prefix)).streamable_http_app(stateless_http=True, host=host)
+    # Stateless: a request carries its own token, and no session outlives it.
+    clients = UserClients(nats_url, prefix)
+    return build_server(clients, verifier=ServiceTokenVerifier(clients)).streamable_http_app(stateless_http=True, host=host)

@@ -29,9 +29,10 @@ from pydantic import create_model
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from entrypoints.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
 from entrypoints.gateways.clients import UserClients, bearer_token, failure_of
@@ -199,11 +200,14 @@ async def json_body(request: Request) -> Body:
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
         raise too_big()
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise too_big()
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise too_big()
+            chunks.append(chunk)
+    except ClientDisconnect:  # (gone, or closed by the server for a body that did not come in time)
+        raise ChronicleError("invalid", "the body did not arrive") from None
     raw = b"".join(chunks)
     if not raw.strip():
         return {}
@@ -259,6 +263,7 @@ def array_fields(model: Any) -> frozenset[str]:
                      if item.get("type") == "array" or any(b.get("type") == "array" for b in item.get("anyOf", ())))
 
 
+DOCS_ASSETS = "/docs/assets"
 TITLE = "Chronicle"
 DESCRIPTION = ("Chronicle's REST API: conversations, sessions, human-in-the-loop runs, artifacts, jobs, "
                "optimizations and audit. "
@@ -294,17 +299,26 @@ def build_app(
         return json_response(document)
 
     async def docs(_: Request) -> Response:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{TITLE} API")
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json", title=f"{TITLE} API", swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css", swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            swagger_ui_parameters={"validatorUrl": None},  # (else a badge asks an online validator)
+        )
 
     async def redoc(_: Request) -> Response:
-        return get_redoc_html(openapi_url="/openapi.json", title=f"{TITLE} API")
+        return get_redoc_html(openapi_url="/openapi.json", title=f"{TITLE} API",
+                              redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
+                              redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png", with_google_fonts=False)
 
-    served = [Route(route.path, endpoint(gateway, route), methods=[route.method]) for route in gateway.routes]
+    served: list[BaseRoute] = [Route(route.path, endpoint(gateway, route), methods=[route.method]) for route in gateway.routes]
     served += [
         Route("/api/jobs/{jobId}/events", job_events, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
         Route("/redoc", redoc, methods=["GET"]),
+        # The docs pages' scripts and styles from the installed fastapi-offline package, not
+        # a CDN: the pages work on a machine with no way out.
+        Mount(DOCS_ASSETS, StaticFiles(packages=[("fastapi_offline", "static")])),
     ]
     cors = Middleware(CORSMiddleware, allow_origins=cors_origins or ["*"], allow_methods=["*"],
                       allow_headers=["Authorization", "Content-Type", "Idempotency-Key"], expose_headers=EXPOSED)

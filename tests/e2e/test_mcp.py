@@ -118,10 +118,7 @@ async def test_seed_000_flow_over_http_each_request_as_its_token(
             text = error_text(await client.call_tool("get_artifact", {"artifact_id": mine}))
             assert text.startswith(f"not_found: artifact {mine} not found")
             assert result(await client.call_tool("get_history", {}))["total_count"] == 0
-    async with httpx2.AsyncClient() as http:
-        async with Client(streamable_http_client(mcp_http, http_client=http)) as client:
-            text = error_text(await client.call_tool("get_history", {}))
-            assert text.startswith("unauthorized:")
+    # (Without a valid token nothing is answered, initialize included: tests/e2e/test_gateway_edges.py.)
     # A conversation tool derived from its request model answers too.
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {alice}"}) as http:
         async with Client(streamable_http_client(mcp_http, http_client=http)) as client:
