@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -126,7 +127,7 @@ def layout_pool(corpus: Corpus, rng: random.Random) -> list[tuple[dict[str, Any]
     low, high = LAYOUT_NODES
 
     async def generate() -> list[tuple[dict[str, Any], str, int]]:
-        pool = []
+        pool: list[tuple[dict[str, Any], str, int]] = []
         while len(pool) < LAYOUTS:
             request = GenerationRequest(query=query_text(corpus, rng)[0], temperature=round(rng.uniform(0.3, 1.0), 2),
                                         style_variety=round(rng.random(), 2))
@@ -181,8 +182,10 @@ class ArtifactHistory:
         generated = parent is not None or rng.random() >= STORED_SHARE
         examples = [RagExample(id=f"example-{n:05d}", score=round(rng.random(), 4))
                     for n in rng.sample(range(RAG_POOL), rng.randint(0, 3))]
+        session_id = self.histories[owner].session_id
+        assert session_id is not None, "session() opens one before each artifact"
         artifact = Artifact.store(
-            id=random_uuid(rng), owner=owner, at=at, session_id=self.histories[owner].session_id, parent=parent,
+            id=random_uuid(rng), owner=owner, at=at, session_id=session_id, parent=parent,
             layout=layout, query=query, draft=draft,
             model="offline-layout-1" if generated else None, provider="offline" if generated else None,
             temperature=round(rng.uniform(0.3, 1.0), 2) if generated else None,
@@ -361,10 +364,10 @@ class Measurements:
         session_id = self.seeded.session_of[user]
         made = await self.client(self.writers, user).artifacts.variations(
             query_text(self.corpus, self.rng)[0], count=VARIATIONS, session_id=session_id)
-        stored = [m for m in made.members if m.status == "stored" and m.artifact_id is not None]
+        stored = [m.artifact_id for m in made.members if m.status == "stored" and m.artifact_id is not None]
         if len(stored) != VARIATIONS or made.session_id != session_id:
             raise WrongReply(f"{len(stored)} of {VARIATIONS} variations stored: {made.members}")
-        self.last_variations = (user, made.variation_set_id, stored[0].artifact_id)
+        self.last_variations = (user, made.variation_set_id, stored[0])
         return made.variation_set_id
 
     async def check_written(self) -> None:
@@ -390,7 +393,7 @@ class Measurements:
                                    note=f"{label} of a {chain:,}-long chain, depth 1,000: {chain - 1:,} returned")
 
         per_kind = max(plan.search_requests // len(SEARCH_KINDS), 1)
-        searches = [await self.timed(f"artifacts.search ({kind})", per_kind, lambda kind=kind: self.search(kind))
+        searches = [await self.timed(f"artifacts.search ({kind})", per_kind, partial(self.search, kind))
                     for kind in SEARCH_KINDS]
         report.add_percentiles("artifacts.search", [ms for s in searches for ms in s.latencies_ms],
                                note=f"{len(SEARCH_KINDS)} kinds of query, {per_kind} each")

@@ -228,7 +228,7 @@ MESSAGES_ADDED = (
 
 def stored_messages(target: PostgresTarget, conversations: list[uuid.UUID]) -> dict[uuid.UUID, int]:
     with target.connect(autocommit=True) as conn:
-        return dict(conn.execute(MESSAGES_ADDED, (conversations,)).fetchall())  # type: ignore[arg-type]
+        return dict(conn.execute(MESSAGES_ADDED, (conversations,)).fetchall())
 
 
 def operator(database_url: str, workdir: Path, *command: str) -> subprocess.CompletedProcess[str]:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 
 import nats
 import psycopg
+from nats.aio.msg import Msg
 
 from adapters.messaging.jetstream import ensure_stream
 
@@ -38,7 +39,7 @@ async def serve(database_url: str, nats_url: str, prefix: str) -> None:
     await conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, run_id text NOT NULL)")
     signal = b"x" * SIGNAL_BYTES
 
-    async def answer(msg: nats.aio.msg.Msg) -> None:
+    async def answer(msg: Msg) -> None:
         run_id = msg.data.decode()
         await conn.execute("INSERT INTO bench_floor (run_id) VALUES (%s)", (run_id,), prepare=True)
         await js.publish(f"{prefix}.floor.signal.{run_id}", signal, headers={"Nats-Msg-Id": run_id})
@@ -79,7 +80,7 @@ async def measure(nc: nats.NATS, prefix: str, runs: int) -> list[float]:
         run_id = f"floor-{n}"
         arrived: asyncio.Future[float] = asyncio.get_running_loop().create_future()
 
-        async def on_signal(_: nats.aio.msg.Msg, arrived: asyncio.Future[float] = arrived) -> None:
+        async def on_signal(_: Msg, arrived: asyncio.Future[float] = arrived) -> None:
             if not arrived.done():
                 arrived.set_result(time.perf_counter())
 

@@ -104,7 +104,8 @@ async def measure(
         write_path = f"/api/conversations/{written}/messages"
 
         async def nats_get() -> None:
-            orjson.loads(await client._send(f"query.{get.action}", {"conversation_id": str(conversation)}))
+            reply, _ = await client._send(f"query.{get.action}", {"conversation_id": str(conversation)})
+            orjson.loads(reply)
 
         async def http_get() -> None:
             status, body = await https[0].send("GET", path)

@@ -18,10 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import nats
 from chronicle_client.connection import ChronicleClient
 from chronicle_contract.bus import signals_prefix
 from chronicle_contract.hitl import run_signals
+from nats.aio.msg import Msg
 
 from adapters.store.postgres import PostgresTarget, migrate
 from bench import floor
@@ -40,7 +40,7 @@ class Arrival:
     def __init__(self) -> None:
         self.at = asyncio.get_running_loop().create_future()
 
-    async def arrived(self, message: nats.aio.msg.Msg) -> None:
+    async def arrived(self, message: Msg) -> None:
         if not self.at.done():
             self.at.set_result(time.perf_counter())
 

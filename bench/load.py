@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import nats
 from chronicle_client.connection import ChronicleClient
+from chronicle_contract.base import Role
 from nats.aio.client import Client as NATS
 
 from adapters.auth import TokenAuthority
@@ -100,7 +101,7 @@ class Workload:
     async def add_message(self) -> int:
         """Add a message to an active conversation; returns the log position of the write."""
         conversation_id = self.rng.choice(self.active)
-        role = self.rng.choice(("user", "agent"))
+        role: Role = self.rng.choice(("user", "agent"))
         writer = self.writers[self.dataset.owner_of[conversation_id]]
         reply = await writer.conversations.add_message(conversation_id, role, self.corpus.message(role)[0])
         assert reply.position is not None

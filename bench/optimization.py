@@ -245,7 +245,8 @@ async def raw_history(client: ChronicleClient, optimization_id: UUID, max_trials
         async with in_flight:
             return await fetch(cut)
 
-    total, pages, cursor = 0, 0, {}
+    total, pages = 0, 0
+    cursor: dict[str, Any] = {}
     while True:
         size, first = await fetch(cursor)
         planned = await asyncio.gather(*(fetch_planned(cut) for cut in first["planned"]))

@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,7 @@ async def measure_reads(workload: Workload, plan: Plan, report: Report) -> None:
     searches = []
     for kind in SEARCH_KINDS:
         say(f"measuring conversations.search ({kind})")
-        samples = await sequential(f"search ({kind})", lambda kind=kind: workload.search(kind), count=per_kind,
+        samples = await sequential(f"search ({kind})", partial(workload.search, kind), count=per_kind,
                                    time_limit=plan.phase_time_limit / len(SEARCH_KINDS))
         report.details[f"conversations.search ({kind})"] = summary(samples)
         searches.append(samples)

@@ -19,6 +19,7 @@ import contextlib
 import tempfile
 import time
 from pathlib import Path
+from uuid import UUID
 
 from chronicle_client.connection import ChronicleClient
 
@@ -40,7 +41,7 @@ async def measure(cluster: NatsCluster, first: ServiceProcess, users: int, in_fl
         # One conversation per caller, as in a chat product, where a conversation has one writer
         # at a time: callers sharing a few hot conversations across instances would measure
         # their version conflicts (each instance's cached copy goes stale), not the fleet.
-        free: asyncio.Queue[tuple[ChronicleClient, object]] = asyncio.Queue()
+        free: asyncio.Queue[tuple[ChronicleClient, UUID]] = asyncio.Queue()
         for n in range(in_flight):
             client = clients[n % users]
             free.put_nowait((client, (await client.conversations.start(title=f"scale {n}")).conversation_id))

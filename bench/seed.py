@@ -13,20 +13,21 @@ import random
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import Any
 
+from eventsourcing.domain import CanMutateAggregate
 from eventsourcing.persistence import StoredEvent
 
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget
 from bench.corpus import Corpus
-from domain.conversation import Conversation
+from domain.conversation import Conversation, Role
 
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 HISTORY_SPAN = timedelta(days=300)  # seeded conversations start within this span after EPOCH
@@ -102,7 +103,7 @@ def message_counts(scale: Scale, rng: random.Random) -> list[int]:
 
 def conversation_events(
     corpus: Corpus, rng: random.Random, owner: str, started_at: datetime, message_count: int, rare: list[str]
-) -> tuple[uuid.UUID, list[Any]]:
+) -> tuple[uuid.UUID, Sequence[CanMutateAggregate[uuid.UUID]]]:
     """One conversation's events, made by the domain aggregate; rare words used go into `rare`."""
     title = corpus.title() if rng.random() < TITLED_SHARE else None
     conversation = Conversation.start(
@@ -111,7 +112,7 @@ def conversation_events(
     at = started_at
     for index in range(message_count):
         at += timedelta(seconds=rng.uniform(5, 600))
-        role = "user" if index % 2 == 0 else "agent"
+        role: Role = "user" if index % 2 == 0 else "agent"
         content, rare_used = corpus.message(role)
         if len(rare) < RARE_WORDS_KEPT:
             rare.extend(rare_used[: RARE_WORDS_KEPT - len(rare)])

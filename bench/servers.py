@@ -28,7 +28,7 @@ class BenchServers:
         """The Postgres settings that shape the results (autovacuum off means read models bloat)."""
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             rows = conn.execute("SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (REPORTED_SETTINGS,))
-            return dict(rows.fetchall())  # type: ignore[arg-type]
+            return dict(rows.fetchall())
 
     def fresh_database(self, keep: bool) -> contextlib.AbstractContextManager[str]:
         """A new database `chronicle_bench_<random>`; dropped on exit unless `keep`."""

@@ -186,7 +186,7 @@ def positions(target: PostgresTarget) -> tuple[int, dict[str, int]]:
     """The log's head and each projection's committed position."""
     with target.connect(autocommit=True) as conn:
         head = conn.execute(HEAD).fetchone()[0]  # type: ignore[index]
-        return head, dict(conn.execute(PROJECTION_POSITIONS).fetchall())  # type: ignore[arg-type]
+        return head, dict(conn.execute(PROJECTION_POSITIONS).fetchall())
 
 
 def wait_for_read_models(

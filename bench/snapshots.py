@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import time
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from uuid import UUID, uuid4
 
@@ -65,7 +66,7 @@ async def measure_audit(url: str, keys: KeyRing, ids: dict[str, UUID], events: i
             for label, conversation_id in ids.items():
                 state, at = await audit.state_at(conversation_id, version, None)
                 assert at == version and state.message_count == version - 1
-                times = await timed_async(runs, lambda c=conversation_id, v=version: audit.state_at(c, v, None))
+                times = await timed_async(runs, partial(audit.state_at, conversation_id, version, None))
                 add(report, f"audit state_at(version={version:,}), {label}", times, aim=label != "no snapshot")
 
 
@@ -83,8 +84,9 @@ def run(events: int, every: int, keep: int, runs: int, database_url: str | None)
             report.details["write_seconds"] = round(time.perf_counter() - started, 2)
             for label, conversation_id in ids.items():
                 loaded = store.load_many([conversation_id])[conversation_id]
+                assert isinstance(loaded, Conversation)
                 assert loaded.version == events and loaded.message_count == events - 1
-                times = timed(runs, lambda c=conversation_id: store.load_many([c]))
+                times = timed(runs, partial(store.load_many, [conversation_id]))
                 add(report, f"load_many({events:,} events), {label}", times, aim=label != "no snapshot")
             asyncio.run(measure_audit(url, keys, ids, events, runs, report))
         finally:
