@@ -6,7 +6,7 @@ the same idempotency records, and no server.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -52,7 +52,7 @@ class InMemoryRecorder:
         with self._lock:
             return {key: self.stored_replies[key] for key in keys if key in self.stored_replies}
 
-    def changed(self, seen: dict[UUID, int]) -> set[UUID]:
+    def changed(self, seen: Mapping[UUID, int]) -> set[UUID]:
         with self._lock:
             return {i for i, version in self.versions if isinstance(i, UUID) and i in seen and version > seen[i]}
 
