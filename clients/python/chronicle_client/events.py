@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 import nats.errors
@@ -30,7 +30,7 @@ class Events:
         durable: str | None = None,
         batch: int = 100,
         idle: float = 5.0,
-    ) -> AsyncIterator[FeedEvent]:
+    ) -> AsyncGenerator[FeedEvent, None]:
         """The events after `from_position` (0: the whole history), oldest first, then each
         new one as it commits; `filter` narrows them by "<aggregate>.<event>", wildcards
         allowed ("conversation.*", "job.completed"). With `durable`, the feed remembers
