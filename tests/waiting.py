@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 POLL = 0.02  # seconds between looks
@@ -22,7 +22,11 @@ def wait_until(condition: Callable[[], T], what: str, timeout: float = 30.0) -> 
     return value
 
 
-async def eventually(condition: Callable[[], T | Awaitable[T]], what: str, timeout: float = 30.0) -> T:
+@overload
+async def eventually(condition: Callable[[], Coroutine[Any, Any, T | None]], what: str, timeout: float = 30.0) -> T: ...
+@overload
+async def eventually(condition: Callable[[], T | None], what: str, timeout: float = 30.0) -> T: ...
+async def eventually(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
     """As wait_until, on the event loop; the condition may be a coroutine function."""
     deadline = time.monotonic() + timeout
     while True:
@@ -30,7 +34,7 @@ async def eventually(condition: Callable[[], T | Awaitable[T]], what: str, timeo
         if inspect.isawaitable(value):
             value = await value
         if value:
-            return value  # type: ignore[return-value]
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         await asyncio.sleep(POLL)

@@ -104,7 +104,7 @@ async def test_the_figures_move_under_load(environment: dict[str, str], servers:
             *(client.conversations.add_message(started.conversation_id, "user", f"{secret} {n}") for n in range(40))
         )
         await client.conversations.list(tags=["metrics"])
-        await client.conversations.search("lighthouse", min_position=max(w.position for w in written))
+        await client.conversations.search("lighthouse", min_position=max(w.position or 0 for w in written))
         with pytest.raises(ChronicleError) as refused:
             await client.conversations.search("keeper")
         assert refused.value.code == "rate_limited"

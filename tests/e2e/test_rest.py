@@ -7,6 +7,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -121,16 +122,16 @@ async def test_status_codes_and_the_error_envelope(http: Http, chronicle: Chroni
     alice, bob = http(), http()
     conversation = (await alice.post("/api/conversations", json={"title": "mine"})).json()["conversationId"]
 
-    def error(response: httpx.Response, status: int, code: str) -> dict[str, object]:
+    def error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
         assert response.status_code == status, response.text
         body = response.json()
         assert body["success"] is False and body["error"]["code"] == code and body["error"]["message"]
         return dict(body["error"])
 
     invalid = error(await alice.get("/api/conversations", params={"limit": 500}), 400, "invalid")
-    assert invalid["details"][0]["field"] == "limit"  # type: ignore[index]
+    assert invalid["details"][0]["field"] == "limit"
     invalid = error(await alice.get("/api/conversations", params={"sortBy": "color"}), 400, "invalid")
-    assert invalid["details"][0]["field"] == "sortBy"  # type: ignore[index]  (named as the web names it)
+    assert invalid["details"][0]["field"] == "sortBy"  # named as the web names it
     error(await alice.post("/api/conversations", json={"title": "x", "colour": "red"}), 400, "invalid")
     error(await alice.post("/api/conversations", content=b"{not json"), 400, "invalid")
     error(await alice.post(f"/api/conversations/{conversation}/messages", json={"role": "robot", "content": "x"}),
@@ -250,7 +251,7 @@ async def test_job_progress_as_server_sent_events(http: Http) -> None:
     web = http()
     requested = (await web.post("/api/jobs", json={"content": "Photosynthesis turns light into sugar.",
                                                    "artifactType": "summary"})).json()
-    events: list[tuple[str, dict[str, object]]] = []
+    events: list[tuple[str, dict[str, Any]]] = []
     async with web.stream("GET", f"/api/jobs/{requested['jobId']}/events") as stream:
         assert stream.headers["content-type"].startswith("text/event-stream")
         kind = ""

@@ -38,7 +38,7 @@ async def test_show_summarises_an_artifact(chronicle: Chronicle, client: Chronic
     await client.artifacts.cache_preview(root.artifact_id, preview, style="thumb", format="png")
     await client.artifacts.get(root.artifact_id)  # the read models have caught up with every write
 
-    row = await report.load_artifact(chronicle.settings.database_url, root.artifact_id)
+    row = await report.load_artifact(chronicle.target.url, root.artifact_id)
     assert row is not None
     text = report.render_artifact(row)
     assert text.splitlines()[0].startswith(f"artifact {root.artifact_id} (owner user-")
@@ -66,29 +66,31 @@ async def test_show_summarises_an_artifact(chronicle: Chronicle, client: Chronic
 async def test_show_draws_the_layout_when_there_is_no_draft(chronicle: Chronicle, client: ChronicleClient) -> None:
     stored = await client.artifacts.store(layout("hero", "about"), query="no draft")
     await client.artifacts.get(stored.artifact_id)
-    row = await report.load_artifact(chronicle.settings.database_url, stored.artifact_id)
+    row = await report.load_artifact(chronicle.target.url, stored.artifact_id)
     assert row is not None
     text = report.render_artifact(row)
     assert "previews: none" in text and "RAG examples: none" in text
     assert text.endswith("layout (no draft):\n  page #home\n    section  'hero'\n    section  'about'")
-    assert await report.load_artifact(chronicle.settings.database_url, uuid.uuid4()) is None
+    assert await report.load_artifact(chronicle.target.url, uuid.uuid4()) is None
 
 
 async def test_tree_draws_the_path_and_the_descendants(chronicle: Chronicle, client: ChronicleClient) -> None:
-    url = chronicle.settings.database_url
+    url = chronicle.target.url
     root = await client.artifacts.store(layout("a"), query="the root")
     middle = await client.artifacts.store(layout("b"), query="the middle", parent_id=root.artifact_id)
     made = await client.artifacts.variations("three takes", count=3, base_artifact_id=middle.artifact_id)
     # One transaction stores the set, so the takes share a timestamp and siblings come by id.
-    first, second, third = sorted((m.artifact_id, m.index) for m in made.members)
+    first, second, third = sorted((m.artifact_id, m.index) for m in made.members if m.artifact_id is not None)
     leaf = await client.artifacts.store(layout("c"), query="a leaf\nwith two lines", parent_id=first[0])
     await client.artifacts.get(leaf.artifact_id)
+    set_id = made.variation_set_id
+    assert set_id is not None
 
     found = await report.load_tree(url, middle.artifact_id, 50)
     assert found is not None
     lines = report.render_tree(*found).splitlines()
     short = {i: i.hex[:8] for i in (root.artifact_id, middle.artifact_id, leaf.artifact_id)}
-    take = {n: f'{i.hex[:8]}  gen 2  variation  "three takes"  set {made.variation_set_id.hex[:8]} #{n}' for i, n in (first, second, third)}
+    take = {n: f'{i.hex[:8]}  gen 2  variation  "three takes"  set {set_id.hex[:8]} #{n}' for i, n in (first, second, third)}
     assert lines[0].startswith(f"lineage of artifact {middle.artifact_id} (owner user-")
     assert lines[1] == f'{short[root.artifact_id]}  gen 0  stored  "the root"'
     assert lines[2] == f'{short[middle.artifact_id]}  gen 1  stored  "the middle"  ◀'
@@ -118,7 +120,7 @@ async def test_tree_keeps_long_chains_and_wide_trees_readable(chronicle: Chronic
     )
     await client.artifacts.get(children[-1].artifact_id)
 
-    found = await report.load_tree(chronicle.settings.database_url, parent, 50)
+    found = await report.load_tree(chronicle.target.url, chain[-1], 50)
     assert found is not None
     lines = report.render_tree(*found).splitlines()
     assert [line.split()[0] for line in lines[1:6]] == [i.hex[:8] for i in chain[:5]]
@@ -128,7 +130,7 @@ async def test_tree_keeps_long_chains_and_wide_trees_readable(chronicle: Chronic
     assert sum(line.startswith("├── ") for line in lines) == report.PRINTED_DESCENDANTS
     assert lines[-2:] == ["└── … 7 more", f"13 ancestors, {report.PRINTED_DESCENDANTS + 7} descendants (500 shown)"]
 
-    shallow = await report.load_tree(chronicle.settings.database_url, chain[-2], 2)
+    shallow = await report.load_tree(chronicle.target.url, chain[-2], 2)
     assert shallow is not None
     shown = report.render_tree(*shallow).splitlines()
     assert shown[1] == "… older ancestors beyond --depth" and shown[2].split()[0] == chain[-4].hex[:8]
@@ -142,7 +144,7 @@ async def test_the_cli_prints_the_tree_and_refuses_bad_ids(
     await client.artifacts.get(child.artifact_id)
     env = {
         **os.environ,
-        "CHRONICLE_DATABASE_URL": chronicle.settings.database_url or "",
+        "CHRONICLE_DATABASE_URL": chronicle.target.url or "",
         "CHRONICLE_NATS_URL": chronicle.nats_url,
         "CHRONICLE_DATA_DIR": str(tmp_path),
     }

@@ -177,7 +177,9 @@ async def test_variation_sets_under_concurrency(client: ChronicleClient) -> None
         got = await client.artifacts.variation_set(made.variation_set_id)
         assert got.members == made.members and got.diversity == made.diversity
         assert got.base_artifact_id == base.artifact_id
-    one = await client.artifacts.get(sets[0].members[3].artifact_id)
+    fourth = sets[0].members[3].artifact_id
+    assert fourth is not None
+    one = await client.artifacts.get(fourth)
     assert (one.variation_set_id, one.variation_index, one.parent_id) == (sets[0].variation_set_id, 3, base.artifact_id)
     assert (await client.artifacts.list()).total == 41
     descendants = await client.artifacts.lineage(base.artifact_id, direction="descendants")

@@ -39,13 +39,13 @@ async def test_stream_pages_through_events_and_rebuilds_past_states(client: Chro
     assert [e.version for e in page.events] == [3, 4] and page.next_after_version == 4
 
     at_three = await client.audit.stream(conversation_id, at_version=3, limit=1)
-    assert at_three.state_version == 3
+    assert at_three.state_version == 3 and at_three.state is not None
     assert at_three.state["message_count"] == 2 and at_three.state["title"] == "audit me"
     before_rename = events[-1].timestamp - timedelta(microseconds=1)
     at_time = await client.audit.stream(conversation_id, at_time=before_rename, limit=1)
-    assert at_time.state_version == 5 and at_time.state["title"] == "audit me"
+    assert at_time.state_version == 5 and at_time.state is not None and at_time.state["title"] == "audit me"
     latest = await client.audit.stream(conversation_id, at_version=100, limit=1)
-    assert latest.state_version == 6 and latest.state["title"] == "renamed"
+    assert latest.state_version == 6 and latest.state is not None and latest.state["title"] == "renamed"
 
     with pytest.raises(ChronicleError) as both:
         await client.audit.stream(conversation_id, at_version=2, at_time=before_rename)

@@ -7,13 +7,14 @@ from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget
 from bench.seed import Scale, seed
+from tests.rows import scalar
 
 
 def test_seeded_history_is_in_the_log_and_readable(target: PostgresTarget) -> None:
     dataset = seed(target, Scale(users=2, conversations=4, messages=30), batch_size=7)
 
     with target.connect() as conn:
-        logged = conn.execute("SELECT count(*) FROM chronicle.events").fetchone()[0]  # type: ignore[index]
+        logged = scalar(conn.execute("SELECT count(*) FROM chronicle.events"))
     assert logged == dataset.events > 30
     assert dataset.messages == 30
     keys = KeyRing(target)

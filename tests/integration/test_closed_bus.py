@@ -275,6 +275,7 @@ async def test_only_a_feed_token_follows_the_event_feed_and_it_can_only_read(clo
     feeder = await raw(closed, authority().issue("loader", claims={"roles": ["feed"]}), "loader", violations)
     try:
         written = await alice.conversations.start(title="followed")
+        assert written.position is not None
         events = loader.events.follow(written.position - 1, filter="conversation.started")
         first = await asyncio.wait_for(anext(events), 20)
         assert (first.aggregate_id, first.owner) == (written.conversation_id, alice.user)

@@ -56,7 +56,7 @@ async def test_a_failing_command_after_a_change_leaves_its_batch_mates_intact(ch
     assert not isinstance(results[0], BaseException) and not isinstance(results[2], BaseException)
     assert bus.batches == 1
     contents = [
-        e.content for e in chronicle.store.events_of(conversation_id) if isinstance(e, Conversation.MessageAdded)
+        e.content for e in chronicle.postgres_store.events_of(conversation_id) if isinstance(e, Conversation.MessageAdded)
     ]
     assert contents == ["before", "after"]
 

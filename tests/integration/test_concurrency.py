@@ -33,5 +33,5 @@ async def test_concurrent_writers_never_lose_a_message(
     assert conversation.message_count == len(sent)
     # Both instances decided on cached state, so some saves must have met a newer version.
     assert chronicle.bus.conflicts + second_instance.bus.conflicts > conflicts_before
-    events = chronicle.store.events_of(started.conversation_id)
+    events = chronicle.postgres_store.events_of(started.conversation_id)
     assert [e.originator_version for e in events] == list(range(1, len(events) + 1))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import orjson
 import pytest
@@ -34,7 +35,7 @@ async def test_start_add_list_get(client: ChronicleClient) -> None:
 
 async def test_invalid_input_names_the_field_and_writes_nothing(client: ChronicleClient) -> None:
     started = await client.conversations.start(title="limits")
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"role": "user", "content": ""}, "content"),
         ({"role": "user", "content": "x" * 10_001}, "content"),
         ({"role": "robot", "content": "hi"}, "role"),

@@ -15,6 +15,7 @@ from entrypoints.bootstrap import Chronicle
 from entrypoints.read_models import PROJECTIONS
 from projections.verify import verify
 from tests.conftest import ClientFactory
+from tests.rows import scalar
 from tests.waiting import eventually
 
 SECRET = "my secret diagnosis: tulip allergy"
@@ -50,12 +51,12 @@ def owners_rows(url: str, owner: str) -> dict[str, int]:
             " WHERE column_name = 'owner' AND table_schema LIKE 'rm\\_%' AND table_schema NOT LIKE '%\\_\\_%'"
         ).fetchall()
         return {
-            f"{schema}.{table}": conn.execute(
+            f"{schema}.{table}": scalar(conn.execute(
                 psycopg.sql.SQL("SELECT count(*) FROM {}.{} WHERE owner = %s").format(
                     psycopg.sql.Identifier(schema), psycopg.sql.Identifier(table)
                 ),
                 (owner,),
-            ).fetchone()[0]
+            ))
             for schema, table in tables
         }
 
@@ -95,7 +96,7 @@ async def test_erasing_a_user_shreds_content_and_keeps_the_audit_trail(
     await chronicle.positions.wait_for([p.name for p in PROJECTIONS], erased["position"], 10)
     assert not any(owners_rows(url, user).values()), owners_rows(url, user)
     with psycopg.connect(url) as conn:
-        blobs = conn.execute("SELECT count(*) FROM chronicle.blob_chunks WHERE owner = %s", (user,)).fetchone()[0]
+        blobs = scalar(conn.execute("SELECT count(*) FROM chronicle.blob_chunks WHERE owner = %s", (user,)))
     assert blobs == 0, "preview bytes are deleted with the key"
     assert (await bob.conversations.get(bobs.conversation_id)).messages[0].content == "tulips are nice"
 

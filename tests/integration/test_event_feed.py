@@ -78,6 +78,7 @@ async def test_a_follower_starts_after_a_position_and_filters_by_subject(
     chronicle, user, follower = own
     started = await user.conversations.start(title="filters")
     middle = (await user.conversations.add_message(started.conversation_id, "user", "first")).position
+    assert middle is not None
     await user.sessions.create("a session between")
     await user.conversations.add_message(started.conversation_id, "user", "second")
     await user.conversations.add_message(started.conversation_id, "user", "third")

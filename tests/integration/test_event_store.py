@@ -21,7 +21,7 @@ from entrypoints.bootstrap import Chronicle
 )
 async def test_stored_events_cannot_change(chronicle: Chronicle, client: ChronicleClient, statement: str) -> None:
     started = await client.conversations.start(title="immutable")
-    before = chronicle.store.events_of(started.conversation_id)
+    before = chronicle.postgres_store.events_of(started.conversation_id)
     def tamper() -> None:
         # The service's own role (a superuser here) is refused too: the trigger binds everyone.
         with psycopg.connect(chronicle.target.url) as conn:
@@ -31,4 +31,4 @@ async def test_stored_events_cannot_change(chronicle: Chronicle, client: Chronic
     # In a thread: TRUNCATE waits for the in-process service's transactions, which need
     # this event loop to finish.
     await asyncio.to_thread(tamper)
-    assert chronicle.store.events_of(started.conversation_id) == before
+    assert chronicle.postgres_store.events_of(started.conversation_id) == before

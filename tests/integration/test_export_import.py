@@ -25,11 +25,13 @@ from adapters.store.event_store import EventStore
 from adapters.store.hash_chains import ChainBreak, verify_chains
 from adapters.store.keys import KeyRing, UserErased
 from adapters.store.postgres import PostgresTarget
+from domain.conversation import Conversation
 from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.read_models import PROJECTIONS
 from services.audit.export import ExportScope, export_events, verify_export
 from tests.conftest import make_settings
 from tests.integration.test_rebuild import chronicle_cli
+from tests.rows import scalar
 from tests.servers import TestServers
 
 SECRET = f"carol's secret {uuid.uuid4().hex}: afraid of kites"
@@ -102,7 +104,7 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
 
 def head(url: str) -> int:
     with psycopg.connect(url) as conn:
-        return conn.execute("SELECT coalesce(max(notification_id), 0) FROM chronicle.events").fetchone()[0]
+        return scalar(conn.execute("SELECT coalesce(max(notification_id), 0) FROM chronicle.events"))
 
 
 def export(source: Source, *args: str) -> list[dict[str, Any]]:
@@ -270,7 +272,7 @@ async def test_import_into_an_empty_store_reproduces_every_read_model_and_keeps_
         refused = await asyncio.to_thread(chronicle_cli, url, tmp_path, "import", str(partial))
         assert refused.returncode == 1 and "streams must be complete" in refused.stderr, refused.stderr
         with psycopg.connect(url) as conn:
-            assert conn.execute("SELECT to_regclass('chronicle.events')").fetchone()[0] is None, "nothing was touched"
+            assert scalar(conn.execute("SELECT to_regclass('chronicle.events')")) is None, "nothing was touched"
 
         done = await asyncio.to_thread(chronicle_cli, url, tmp_path, "import", str(source.export))
         assert done.returncode == 0, done.stderr
@@ -296,7 +298,8 @@ async def test_import_into_an_empty_store_reproduces_every_read_model_and_keeps_
             assert store.load_many(carols) == {}
             # Readable events were sealed again, with the new store's key for their owner.
             alices = store.load_many([source.ids["conversation"]])
-            assert alices[source.ids["conversation"]].title == "plans, renamed"
+            conversation = alices[source.ids["conversation"]]
+            assert isinstance(conversation, Conversation) and conversation.title == "plans, renamed"
         finally:
             store.close()
             keys.close()
@@ -320,9 +323,9 @@ async def test_import_into_an_empty_store_reproduces_every_read_model_and_keeps_
             )
             got = await alice.conversations.get(source.ids["conversation"])
             assert [m.content for m in got.messages][:3] == ["plan step 0", "plan step 1", "plan step 2"]
-            with pytest.raises(ChronicleError) as refused:
+            with pytest.raises(ChronicleError) as erased:
                 await carol_client.conversations.start(title="back again")
-            assert refused.value.code == "conflict"
+            assert erased.value.code == "conflict"
             await alice.close()
             await carol_client.close()
         finally:

@@ -44,6 +44,7 @@ def chain(stored: list[StoredEvent]) -> list[bytes]:
     """The hashes the documented layout gives one stream's events, computed here."""
     hashes, prev = [], GENESIS
     for e in stored:
+        assert isinstance(e.originator_id, uuid.UUID)  # events() names streams by UUID
         prev = event_hash(prev, e.originator_id, e.originator_version, e.topic, e.state)
         hashes.append(prev)
     return hashes

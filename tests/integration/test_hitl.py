@@ -226,6 +226,8 @@ async def test_a_run_id_is_its_users_and_stays_on_its_conversation(
     handle = await client.hitl.pause(conversation_id, step="s1", prompt="first?", run_id=run_id)
     await client.hitl.resume(run_id, approved=True)
     again = await client.hitl.pause(conversation_id, step="s2", prompt="second step?", run_id=run_id)
+    assert again.paused is not None and handle.paused is not None
+    assert again.paused.position is not None and handle.paused.position is not None
     assert again.paused.position > handle.paused.position  # the same run pauses again, later
 
     mallory = await connect()

@@ -15,7 +15,7 @@ from tests.conftest import ClientFactory
 
 
 def events_count(chronicle: Chronicle, conversation_id: uuid.UUID) -> int:
-    return len(chronicle.store.events_of(conversation_id))
+    return len(chronicle.postgres_store.events_of(conversation_id))
 
 
 async def test_repeated_key_returns_first_reply(chronicle: Chronicle, client: ChronicleClient) -> None:

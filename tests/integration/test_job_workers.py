@@ -77,6 +77,7 @@ async def test_a_job_runs_through_its_phases_with_progress_in_order(client: Chro
     updates: list[dict[str, Any]] = []
     job = await client.jobs.wait(requested.job_id, timeout=30, on_progress=updates.append)
     assert (job.status, job.progress, job.attempt, job.error) == ("completed", 100, 1, None)
+    assert job.result is not None and job.plan is not None and job.artifact_id is not None
     assert len(job.result["questions"]) == 3 and job.plan["sources"]
     artifact = await client.artifacts.get(job.artifact_id)
     assert artifact.origin == "job" and artifact.layout["type"] == "quiz"
@@ -136,8 +137,8 @@ async def test_a_worker_that_goes_quiet_mid_phase_is_taken_over(servers: TestSer
         job = await client.jobs.wait(requested.job_id, timeout=30)
         assert job.status == "completed" and job.artifact_id is not None
         starts = [e.payload for e in await client.audit.events(job.job_id) if e.type == "Job.PhaseStarted"]
-        generating = [s for s in starts if s["phase"] == "generating"]
-        assert len(generating) == 2 and generating[1]["taken_over_from"] == generating[0]["worker"]
+        generated = [s for s in starts if s["phase"] == "generating"]
+        assert len(generated) == 2 and generated[1]["taken_over_from"] == generated[0]["worker"]
         assert (await client.artifacts.list()).total == 1  # exactly one result
         await client.close()
 
@@ -147,7 +148,7 @@ async def test_seed_002s_options_are_honoured_and_checked(client: ChronicleClien
     requested = await client.jobs.request("a quiz about tulips in spring", "quiz",
                                           options={"num_questions": 3, "difficulty": "hard"})
     job = await client.jobs.wait(requested.job_id, timeout=30)
-    assert job.status == "completed" and len(job.result["questions"]) == 3
+    assert job.status == "completed" and job.result is not None and len(job.result["questions"]) == 3
     assert {len(q["options"]) for q in job.result["questions"]} == {6}  # hard: six choices each
     for question in job.result["questions"]:  # the seed's result shape, by its own field names
         assert set(question) == {"question", "options", "correct_answer", "explanation"}

@@ -19,7 +19,7 @@ from entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import JWT_SECRET, ClientFactory, make_settings
 from tests.servers import TestServers
 
-QUIZ = {
+QUIZ: dict[str, Any] = {
     "title": "Tulips",
     "questions": [
         {"question": "When do tulips bloom?", "options": ["spring", "winter"], "correct_answer": "spring",
@@ -95,6 +95,7 @@ async def test_a_duplicate_while_active_is_the_same_job_and_after_completion_a_n
 
     completed = await client.jobs.get(first.job_id)
     assert (completed.status, completed.progress, completed.result) == ("completed", 100, QUIZ)
+    assert completed.artifact_id is not None
     artifact = await client.artifacts.get(completed.artifact_id)
     assert artifact.origin == "job" and artifact.layout["type"] == "quiz" and "When do tulips bloom?" in artifact.draft
     assert (await client.artifacts.search("tulips bloom")).items[0].artifact_id == artifact.id
@@ -286,8 +287,10 @@ async def test_a_quiz_recorded_before_seed_002s_field_names_reads_with_them(
         finally:
             await newer.stop()
         with newer.target.connect() as conn:
-            (state,) = conn.execute(
+            row = conn.execute(
                 "SELECT state FROM chronicle.events WHERE originator_id = %s AND topic LIKE %s",
                 (requested.job_id, "%Job.Generated"),
             ).fetchone()
+        assert row is not None
+        (state,) = row
         assert "class_version" not in orjson.loads(state), "the stored event was left as it was written"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 import uuid
+from typing import Any
 
 import pytest
 from chronicle_client import ChronicleClient, ChronicleError
@@ -24,6 +26,12 @@ ROUND_KEYS = {
     "best_so_far", "timestamp", "extra",
 }
 TRIAL_KEYS = {"trial_index", "score", "candidate", "metrics", "dataset", "extra", "timestamp"}
+
+
+def id_of(state: client_optimization.OptimizationState) -> uuid.UUID:
+    """The id of an optimization that has started (its first round starts it)."""
+    assert state.optimization_id is not None, "the optimization has not started"
+    return state.optimization_id
 
 
 def params(x: float, y: float) -> dict[str, float]:
@@ -55,7 +63,7 @@ async def test_rounds_and_trials_are_stamped_in_order(client: ChronicleClient) -
     assert history[0]["extra"] == {"population": 3, "selection_meta": {"kept": 1}}
     assert state.entries() == history, "what the helper recorded is what the service gives back"
 
-    summary = await client.optimizations.get(state.optimization_id)
+    summary = await client.optimizations.get(id_of(state))
     assert (summary.rounds, summary.trials, summary.best_score, summary.best_trial_index) == (2, 5, 0.7, 4)
     assert summary.best_candidate == params(9, 1) and summary.stopped and summary.stop_reason == "budget exhausted"
 
@@ -68,14 +76,14 @@ async def test_minimize_keeps_the_lowest_score_and_skips_unscored_trials(client:
     assert bests == [3.0, 3.0, 3.0, 1.5, 1.5]
     ended = await state.end_round(round)
     assert (ended.best_score, ended.best_candidate) == (1.5, "prompt 3")
-    summary = await client.optimizations.get(state.optimization_id)
+    summary = await client.optimizations.get(id_of(state))
     assert (summary.best_score, summary.best_trial_index, summary.best_candidate) == (1.5, 3, "prompt 3")
 
 
 async def test_candidate_payloads_of_every_kind_and_none(client: ChronicleClient) -> None:
     state = client.optimization(name="kinds", optimizer="gepa")
     round = await state.start_round()
-    payloads = [
+    payloads: list[dict[str, Any] | None] = [
         {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "{question}"}]},
         {"planner": "Plan the steps.", "writer": "Write the answer."},
         {"tools": [{"name": "search", "description": "web search", "parameters": {"q": "string"}}]},
@@ -89,7 +97,7 @@ async def test_candidate_payloads_of_every_kind_and_none(client: ChronicleClient
     assert entry["trials"][-1]["candidate_id"] is None
     ids = [t["candidate_id"] for t in entry["trials"][:-1]]
     assert len(set(ids)) == 4 and all(ids)
-    again = await state.record_trial(round, candidate=dict(payloads[3]), score=0.0)
+    again = await state.record_trial(round, candidate=copy.deepcopy(payloads[3]), score=0.0)
     assert again.candidate_id == ids[3], "the same candidate keeps its id"
 
 
@@ -102,7 +110,7 @@ async def test_round_end_with_a_stop_reason_stops_the_optimization(client: Chron
     with pytest.raises(ChronicleError) as refused:
         await state.start_round()
     assert refused.value.code == "conflict" and "converged" in refused.value.message
-    summary = await client.optimizations.get(state.optimization_id)
+    summary = await client.optimizations.get(id_of(state))
     assert summary.stopped and summary.stop_reason == "converged"
     with pytest.raises(ChronicleError) as again:
         await state.finalize_stop("twice")
@@ -163,15 +171,15 @@ async def test_lifecycle_rules_refuse_and_write_nothing(client: ChronicleClient,
         await stranger.optimizations.record_trial(jumped.round_id, candidate={"x": 1}, score=1.0)
     assert hidden.value.code == "not_found"
     for call in (
-        stranger.optimizations.get(state.optimization_id),
-        stranger.optimizations.history_page(state.optimization_id),
-        stranger.optimizations.start_round(state.optimization_id),
+        stranger.optimizations.get(id_of(state)),
+        stranger.optimizations.history_page(id_of(state)),
+        stranger.optimizations.start_round(id_of(state)),
     ):
         with pytest.raises(ChronicleError) as invisible:
             await call
         assert invisible.value.code == "not_found"
     assert [r["round_index"] for r in await state.history()] == [0, 5]
-    assert (await client.optimizations.get(state.optimization_id)).trials == 0
+    assert (await client.optimizations.get(id_of(state))).trials == 0
 
 
 async def test_concurrent_recorders_get_unique_gap_free_indices(
@@ -203,9 +211,9 @@ async def test_concurrent_recorders_get_unique_gap_free_indices(
 
     for recorder in recorders:
         recorders[0].observed(recorder.last_position)
-    [entry] = await recorders[0].optimizations.history(state.optimization_id)
+    [entry] = await recorders[0].optimizations.history(id_of(state))
     assert [t["trial_index"] for t in entry["trials"]] == list(range(200))
-    summary = await recorders[0].optimizations.get(state.optimization_id)
+    summary = await recorders[0].optimizations.get(id_of(state))
     assert summary.trials == 200 and summary.best_score == max(max(s) for s in scores)
 
 
@@ -266,7 +274,7 @@ async def test_history_has_every_field_of_the_normalized_shape(client: Chronicle
     await state.record_trial(round, candidate={"lr": 0.1}, score=0.5, dataset="dev", extra={"seed": 1})
     raw = await client.request(
         "query.optimizations.history",
-        {"optimization_id": str(state.optimization_id), "min_position": client.last_position},
+        {"optimization_id": str(id_of(state)), "min_position": client.last_position},
     )
     for entry in raw["rounds"]:
         assert ROUND_KEYS <= entry.keys()
@@ -285,9 +293,9 @@ async def test_history_pages_never_split_a_round(client: ChronicleClient) -> Non
         for t in range(3):
             await state.record_trial(round, candidate={"r": r, "t": t}, score=r + t / 10)
         await state.end_round(round)
-    first = await client.optimizations.history_page(state.optimization_id, max_trials=7)
+    first = await client.optimizations.history_page(id_of(state), max_trials=7)
     assert [r.round_index for r in first.rounds] == [0, 1, 2] and first.next_after_round == 2
-    everything = await client.optimizations.history(state.optimization_id, max_trials=4)
+    everything = await client.optimizations.history(id_of(state), max_trials=4)
     assert [r["round_index"] for r in everything] == [0, 1, 2, 3, 4]
     assert [t["trial_index"] for r in everything for t in r["trials"]] == list(range(15))
 
@@ -305,12 +313,13 @@ async def test_replaying_the_events_gives_the_same_history(chronicle: Chronicle,
         await state.end_round(round, extras={"pareto_front": [candidate]})
     await state.finalize_stop("generations done")
     before = await state.history()
-    lineage_before = await client.optimizations.lineage(state.optimization_id, parent)
+    assert parent is not None
+    lineage_before = await client.optimizations.lineage(id_of(state), parent)
 
     for projection in (OptimizationsProjection, LineageProjection):  # tiny batches: other boundaries
         await asyncio.to_thread(rebuild, chronicle.target, projection, batch_size=3)
     assert await state.history() == before
-    assert await client.optimizations.lineage(state.optimization_id, parent) == lineage_before
+    assert await client.optimizations.lineage(id_of(state), parent) == lineage_before
     assert before == state.entries(), "the client's own record agrees with the service's"
 
 
@@ -325,15 +334,15 @@ async def test_pareto_front_of_the_last_round_and_of_all_trials(client: Chronicl
         await state.record_trial(second, candidate={"a": accuracy}, score=accuracy, metrics={"accuracy": accuracy, "cost": cost})
     directions = {"accuracy": "maximize", "cost": "minimize"}
     everything = await client.optimizations.pareto(
-        state.optimization_id, scope="all", objectives=["accuracy", "cost"], directions=directions
+        id_of(state), scope="all", objectives=["accuracy", "cost"], directions=directions
     )
     assert [p.trial_index for p in everything.front] == [0, 1, 3, 4] and everything.considered == 6
-    last = await client.optimizations.pareto(state.optimization_id, objectives=["accuracy", "cost"], directions=directions)
+    last = await client.optimizations.pareto(id_of(state), objectives=["accuracy", "cost"], directions=directions)
     assert [p.trial_index for p in last.front] == [4]
-    by_score = await client.optimizations.pareto(state.optimization_id, scope="all")
+    by_score = await client.optimizations.pareto(id_of(state), scope="all")
     assert [p.objectives for p in by_score.front] == [{"score": 0.95}]
     with pytest.raises(ChronicleError) as bad:
-        await client.optimizations.pareto(state.optimization_id, directions={"speed": "maximize"})
+        await client.optimizations.pareto(id_of(state), directions={"speed": "maximize"})
     assert bad.value.code == "invalid" and bad.value.fields == ["directions"]
 
 
@@ -347,15 +356,15 @@ async def test_a_pareto_front_too_large_to_compute_is_refused_before_any_is_read
     for start in range(0, len(trials), 1000):
         await state.record_trials(round, trials[start : start + 1000])
     with pytest.raises(ChronicleError) as refused:
-        await client.optimizations.pareto(state.optimization_id, objectives=["a", "b", "c"])
+        await client.optimizations.pareto(id_of(state), objectives=["a", "b", "c"])
     assert (refused.value.code, refused.value.fields) == ("invalid", ["scope"])
     assert "at most 2,000 trials" in refused.value.message
-    two = await client.optimizations.pareto(state.optimization_id, objectives=["a", "b"])  # a sweep: allowed
+    two = await client.optimizations.pareto(id_of(state), objectives=["a", "b"])  # a sweep: allowed
     assert two.considered == len(trials) and len(two.front) == len(trials)  # every trial is on it
 
 
 async def test_compare_gives_each_best_so_far_curve(client: ChronicleClient, connect: ClientFactory) -> None:
-    ids = []
+    ids: list[uuid.UUID] = []
     for scores in ([0.1, 0.3, 0.2, 0.5], [0.4, 0.1]):
         state = client.optimization(name=f"curve {len(ids)}", optimizer="random_search")
         round = await state.start_round()
@@ -385,10 +394,10 @@ async def test_a_lineage_too_dense_to_walk_deep_is_refused_naming_depth(client: 
     ]
     for start in range(0, len(trials), 50):
         await state.record_trials(round, trials[start : start + 50])
-    shallow = await client.optimizations.lineage(state.optimization_id, "c0", depth=2)
+    shallow = await client.optimizations.lineage(id_of(state), "c0", depth=2)
     assert len(shallow.lineage) == 101  # every candidate is a parent of c0
     with pytest.raises(ChronicleError) as refused:
-        await client.optimizations.lineage(state.optimization_id, "c0", depth=1000)
+        await client.optimizations.lineage(id_of(state), "c0", depth=1000)
     assert (refused.value.code, refused.value.fields) == ("invalid", ["depth"])
 
 
@@ -409,16 +418,16 @@ async def test_candidate_lineage_across_rounds(client: ChronicleClient) -> None:
         third, candidate={"id": "ab2", "p": 4}, score=0.5, extra={"parents": ["ab"], "origin": "mutation"}
     )
     assert (a.candidate_id, b.candidate_id, crossed.candidate_id, mutant.candidate_id) == ("a", "b", "ab", "ab2")
-    lineage = await client.optimizations.lineage(state.optimization_id, "ab2")
+    lineage = await client.optimizations.lineage(id_of(state), "ab2")
     assert [(n.candidate_id, n.depth, n.first_round_index) for n in lineage.lineage] == [
         ("ab2", 0, 2), ("ab", 1, 1), ("a", 2, 0), ("b", 2, 0)
     ]
     assert lineage.lineage[1].parents == ["a", "b"] and lineage.lineage[1].ops == ["swap:p"]
     assert lineage.lineage[1].origin == "crossover" and lineage.lineage[1].best_score == 0.4
-    shallow = await client.optimizations.lineage(state.optimization_id, "ab2", depth=1)
+    shallow = await client.optimizations.lineage(id_of(state), "ab2", depth=1)
     assert [n.candidate_id for n in shallow.lineage] == ["ab2", "ab"]
     with pytest.raises(ChronicleError) as missing:
-        await client.optimizations.lineage(state.optimization_id, "zz")
+        await client.optimizations.lineage(id_of(state), "zz")
     assert missing.value.code == "not_found"
 
 
@@ -459,9 +468,9 @@ async def test_a_round_too_big_for_one_reply_comes_in_parts(
     whole = await state.history()
 
     monkeypatch.setattr(queries_optimization, "REPLY_BUDGET", 1_500)  # a few trials per reply
-    first = await client.optimizations.history_page(state.optimization_id)
+    first = await client.optimizations.history_page(id_of(state))
     assert [r.round_index for r in first.rounds] == [0] and first.next_after_round == 0
-    second = await client.optimizations.history_page(state.optimization_id, after_round=0)
+    second = await client.optimizations.history_page(id_of(state), after_round=0)
     assert [r.round_index for r in second.rounds] == [1] and not second.rounds[0].complete
     assert second.next_after_round == 0 and second.next_after_trial == second.rounds[0].trials[-1].trial_index
     parts = await state.history()
@@ -482,12 +491,12 @@ async def test_a_history_of_many_pages_is_planned_by_its_first_page(
     whole = await state.history()
 
     monkeypatch.setattr(queries_optimization, "REPLY_BUDGET", 2_500)  # two rounds per reply
-    first = await client.optimizations.history_page(state.optimization_id)
+    first = await client.optimizations.history_page(id_of(state))
     assert [r.round_index for r in first.rounds] == [0] and first.next_after_round == 0, "a small first page"
     assert [(p.after_round, p.until_round) for p in first.planned] == [(0, 2), (2, 4), (4, 6)]
-    middle = await client.optimizations.history_page(state.optimization_id, after_round=2, until_round=4)
+    middle = await client.optimizations.history_page(id_of(state), after_round=2, until_round=4)
     assert [r.round_index for r in middle.rounds] == [3, 4] and middle.next_after_round == 4 and not middle.planned
-    last = await client.optimizations.history_page(state.optimization_id, after_round=4, until_round=6)
+    last = await client.optimizations.history_page(id_of(state), after_round=4, until_round=6)
     assert [r.round_index for r in last.rounds] == [5, 6] and last.next_after_round is None
     assert await state.history() == whole
 
@@ -510,7 +519,7 @@ async def test_more_planned_pages_than_are_asked_for_at_once_join_up_in_order(
     assert (whole[-1]["best_score"], whole[-1]["best_candidate"]) == (1.0, {"open": 1})
 
     monkeypatch.setattr(queries_optimization, "REPLY_BUDGET", 1_200)  # a round per reply
-    first = await client.optimizations.history_page(state.optimization_id)
+    first = await client.optimizations.history_page(id_of(state))
     assert len(first.planned) > client_optimization.PAGES_IN_FLIGHT, "more pages planned than asked for at once"
     paged = await state.history()
     assert [r["round_index"] for r in paged] == list(range(13))
@@ -531,7 +540,7 @@ async def test_an_ended_rounds_trials_read_as_they_did_while_it_was_open(client:
     assert ended["trials"] == open_round["trials"] and ended["ended_at"] is not None
     raw = await client.request(
         "query.optimizations.history",
-        {"optimization_id": str(state.optimization_id), "min_position": client.last_position},
+        {"optimization_id": str(id_of(state)), "min_position": client.last_position},
     )
     only_while_invalid = {"corrected_best_so_far", "invalid"}  # (this optimization has no invalid trial)
     assert [set(trial) for trial in raw["rounds"][0]["trials"]] == [set(TrialEntry.model_fields) - only_while_invalid] * 5
@@ -602,14 +611,14 @@ async def test_an_invalidated_trial_stays_marked_and_bests_fronts_and_curves_lea
     assert (history[0]["best_score"], history[0]["corrected_best_score"]) == (0.9, 0.6)
     assert history[0]["corrected_best_candidate"] == {"p": 2}
     assert (history[1]["corrected_best_score"], history[1]["corrected_best_so_far"]) == (0.8, 0.8)
-    summary = await client.optimizations.get(state.optimization_id)
+    summary = await client.optimizations.get(id_of(state))
     assert (summary.best_score, summary.best_trial_index, summary.invalid_trials) == (0.8, 4, 1)
-    front = await client.optimizations.pareto(state.optimization_id, scope="all", objectives=["score", "cost"],
+    front = await client.optimizations.pareto(id_of(state), scope="all", objectives=["score", "cost"],
                                               directions={"cost": "minimize"})
     assert 1 not in [point.trial_index for point in front.front] and front.considered == 4
     curves = {c.optimization_id: c for c in (await client.optimizations.compare(
-        [state.optimization_id, other.optimization_id])).curves}
-    assert [(p.trial_index, p.best_so_far) for p in curves[state.optimization_id].points] == [
+        [id_of(state), id_of(other)])).curves}
+    assert [(p.trial_index, p.best_so_far) for p in curves[id_of(state)].points] == [
         (0, 0.5), (2, 0.6), (3, 0.7), (4, 0.8)]
 
     # A trial recorded afterwards is stamped as before, and corrected too.
@@ -633,7 +642,7 @@ async def test_an_invalidated_trial_stays_marked_and_bests_fronts_and_curves_lea
     assert (restored.valid, restored.reason) == (True, None)
     client.observed(restored.position)
     assert await state.history() == state.entries(), "restored: the history is as recorded again"
-    assert (await client.optimizations.get(state.optimization_id)).best_score == 0.9
+    assert (await client.optimizations.get(id_of(state))).best_score == 0.9
     with pytest.raises(ChronicleError) as valid:
         await client.optimizations.restore_trial(leaky.trial_id)
     assert valid.value.code == "conflict"

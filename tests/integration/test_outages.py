@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
 
 import nats.errors
@@ -60,7 +61,7 @@ async def test_service_survives_postgres_dropping_every_connection(
             conversation = await client.conversations.get(started.conversation_id)
             expected = ["first"] + [f"after {n}" for n, o in enumerate(outcomes) if o == "ok"]
             assert [m.content for m in conversation.messages] == expected
-            assert len(instance.store.events_of(started.conversation_id)) == len(expected) + 1  # + Started
+            assert len(instance.postgres_store.events_of(started.conversation_id)) == len(expected) + 1  # + Started
         finally:
             await client.close()
             await instance.stop()
@@ -127,7 +128,7 @@ async def test_while_postgres_is_stopped_requests_fail_fast_and_work_again_once_
         ends = time.monotonic() + outage
         while time.monotonic() < ends:
             # A burst of commands and queries at once (the later ones queue behind the first).
-            attempts = [client.conversations.add_message(started.conversation_id, "user", f"lost {n}") for n in range(8)]
+            attempts: list[Awaitable[object]] = [client.conversations.add_message(started.conversation_id, "user", f"lost {n}") for n in range(8)]
             attempts += [client.conversations.list(), client.sessions.create("during the outage")]
             outcomes = await asyncio.gather(*attempts, return_exceptions=True)
             assert [getattr(o, "code", o) for o in outcomes] == ["unavailable"] * len(attempts)
@@ -165,7 +166,7 @@ async def test_while_postgres_answers_nothing_requests_fail_fast_and_keyed_retri
         await client.conversations.add_message(started.conversation_id, "user", "kept")
         frozen.stop()
         for burst in range(2):
-            attempts = [
+            attempts: list[Awaitable[object]] = [
                 client.conversations.add_message(started.conversation_id, "user", f"sent {burst}.{n}",
                                                  idempotency_key=f"k{burst}.{n}")
                 for n in range(4)

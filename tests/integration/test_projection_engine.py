@@ -102,7 +102,10 @@ def test_live_batches_reach_every_read_model_and_an_event_one_cannot_apply_is_pa
     for failing in (NamesFailingInPython, NamesFailingInSql):
         # The event it cannot apply (in Python, or refused by the database) is set aside,
         # and what comes after it is applied.
-        wait_until(lambda f=failing: position_of(target, f) >= last, f"{failing.name} to go past it")
+        def past_it(projection: type[Projection] = failing) -> bool:
+            return position_of(target, projection) >= last
+
+        wait_until(past_it, f"{failing.name} to go past it")
         assert names_in(target, failing) == ["first", "last"]
     with target.connect() as conn:
         set_aside = conn.execute("SELECT consumer, position, error FROM chronicle.parked ORDER BY consumer").fetchall()

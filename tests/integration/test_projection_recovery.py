@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from chronicle_client.connection import ChronicleClient
 
 from entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import make_settings
+from tests.rows import scalar
 from tests.servers import TestServers
 from tests.waiting import wait_until
 
@@ -27,7 +29,7 @@ def projection_position(url: str, name: str) -> int:
 
 def head(url: str) -> int:
     with psycopg.connect(url) as conn:
-        return conn.execute("SELECT coalesce(max(notification_id), 0) FROM chronicle.events").fetchone()[0]
+        return scalar(conn.execute("SELECT coalesce(max(notification_id), 0) FROM chronicle.events"))
 
 
 def start_projection_worker(url: str, data_dir: Path, batch_size: int) -> subprocess.Popen[bytes]:
@@ -69,7 +71,7 @@ async def test_killed_mid_batch_then_restarted_read_model_is_exact(
         # batch applies the earlier events and then waits on that row, mid-transaction.
         lock = psycopg.connect(url)
         lock.execute("SELECT 1 FROM rm_history.conversations WHERE id = %s FOR UPDATE", (blocker.conversation_id,))
-        expected: dict[object, list[str]] = {}
+        expected: dict[uuid.UUID, list[str]] = {}
         for n in range(20):
             started = await client.conversations.start(title=f"c{n}")
             contents = [f"conversation {n} message {m}" for m in range(5)]
@@ -83,10 +85,10 @@ async def test_killed_mid_batch_then_restarted_read_model_is_exact(
         def worker_blocked_on_lock() -> bool:
             with psycopg.connect(url) as conn:
                 return bool(
-                    conn.execute(
+                    scalar(conn.execute(
                         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
                         " AND wait_event_type = 'Lock'"
-                    ).fetchone()[0]
+                    ))
                 )
 
         wait_until(worker_blocked_on_lock, "the worker to block mid-batch")

@@ -20,6 +20,7 @@ from uuid import UUID
 import orjson
 import pytest
 from chronicle_client import ChronicleClient, ChronicleError
+from chronicle_contract.base import Role
 from chronicle_contract.conversations import ConversationSummaryView, ConversationView, MessageView
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
@@ -71,7 +72,7 @@ rambling = st.lists(
 ).map(lambda pairs: "".join(word + gap for word, gap in pairs))
 # NUL is left to the quarantined test at the end: it stalls the read models of the whole
 # session, which would fail every later test for the wrong reason.
-nul_free = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
+nul_free = st.characters(exclude_categories=["Cs"], exclude_characters="\x00")
 free_text = st.text(nul_free, min_size=1, max_size=250).filter(str.strip)
 # The search index marks each document with a lexeme made from md5(owner) and ANDs the
 # caller's into every query: an author writing the victim's digest, bare or in the forms
@@ -106,7 +107,7 @@ json_objects = st.dictionaries(json_text, json_values, max_size=4)
 
 @dataclass(frozen=True)
 class Said:
-    role: str
+    role: Role
     content: str
     metadata: dict[str, Any] = field(default_factory=dict)
     pinned: bool = False
@@ -161,7 +162,7 @@ def planned(
 
 async def create(client: ChronicleClient, plan: Planned) -> tuple[UUID, list[UUID]]:
     """Start the planned conversation and say its messages; its id and its messages' ids."""
-    optional = {"title": plan.title, "document_context": plan.document_context, "embedding_provider": plan.embedding_provider}
+    optional: dict[str, Any] = {"title": plan.title, "document_context": plan.document_context, "embedding_provider": plan.embedding_provider}
     started = await client.conversations.start(
         tags=list(plan.tags), **{name: value for name, value in optional.items() if value is not None}
     )
@@ -543,7 +544,7 @@ async def quarantine(
             await instance.stop()
 
 
-any_text = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=60).filter(str.strip)
+any_text = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=60).filter(str.strip)
 
 
 # No shrinking: once a poisoned event stalls the read models every later example fails

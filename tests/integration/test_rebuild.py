@@ -8,6 +8,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from chronicle_client.connection import ChronicleClient
@@ -58,7 +59,7 @@ async def fill(client: ChronicleClient, conversations: int, messages: int) -> No
     for r in range(2):
         round = await state.start_round()
         for t in range(3):
-            extra = {"parents": [parent], "origin": "mutation"} if parent else {}
+            extra: dict[str, Any] = {"parents": [parent], "origin": "mutation"} if parent else {}
             parent = (await state.record_trial(round, candidate={"g": r * 3 + t}, score=t, extra=extra)).candidate_id
         await state.end_round(round)
 

@@ -20,6 +20,7 @@ from adapters.auth import TokenAuthority
 from bench.replica import ReplicatedPostgres
 from entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import make_settings
+from tests.rows import scalar
 from tests.servers import TestServers
 
 pytestmark = pytest.mark.slow  # two servers made and a service started: ~15 s for the module
@@ -72,7 +73,7 @@ def counts(url: str, conversation_ids: list[uuid.UUID]) -> tuple[int, int]:
         messages = conn.execute(
             "SELECT count(*) FROM rm_history.messages WHERE conversation_id = ANY(%s)", (conversation_ids,)
         )
-        return events.fetchone()[0], messages.fetchone()[0]  # type: ignore[index]
+        return scalar(events), scalar(messages)
 
 
 async def test_every_write_is_read_back_from_the_replica_with_its_position(replicated: Replicated) -> None:

@@ -32,6 +32,7 @@ from entrypoints.read_models import kept, projection_options
 from projections.engine import head_position, tracked_version
 from projections.verify import verify
 from tests.conftest import ClientFactory, make_settings, new_prefix
+from tests.rows import scalar
 from tests.servers import TestServers
 
 LAYOUT = {"type": "page", "children": [{"type": "section", "label": "s"}]}
@@ -146,7 +147,7 @@ async def test_erasure_leaves_no_vector_of_the_user(hybrid: Chronicle, people: C
 def semantic_rows_of(url: str, owner: str) -> dict[str, int]:
     with psycopg.connect(url) as conn:
         return {
-            table: conn.execute(f"SELECT count(*) FROM rm_semantic.{table} WHERE owner = %s", (owner,)).fetchone()[0]  # type: ignore[index]
+            table: scalar(conn.execute(f"SELECT count(*) FROM rm_semantic.{table} WHERE owner = %s", (owner,)))
             for table in ("artifacts", "conversations", "messages")
         }
 
@@ -277,6 +278,7 @@ class EmbeddingsServer:
             def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server_of.calls += 1
+                reply: dict[str, Any]
                 if server_of.failing:
                     status, reply = 503, {"error": {"message": "overloaded"}}
                 else:

@@ -11,10 +11,12 @@ from typing import Any
 import psycopg
 import pytest
 from chronicle_client import ChronicleClient, ChronicleError
+from eventsourcing.domain import CanMutateAggregate
 
 from adapters.auth import TokenAuthority
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
+from domain.conversation import Conversation
 from entrypoints.bootstrap import Chronicle, bootstrap
 from services.audit.queries import Audit
 from tests.conftest import make_settings
@@ -80,9 +82,7 @@ async def snapshots_when(
         rows = await asyncio.to_thread(snapshot_rows, url, aggregate_id)
         return rows if ready(rows) else None
 
-    found = await eventually(rows_if_ready, what, timeout=10)
-    assert found is not None
-    return found
+    return await eventually(rows_if_ready, what, timeout=10)
 
 
 async def wait_for_snapshots(url: str, aggregate_id: uuid.UUID, versions: list[int]) -> list[tuple[int, bytes]]:
@@ -98,6 +98,7 @@ def full_fold(store: EventStore, aggregate_id: uuid.UUID, version: int | None = 
     for event in store.events_of(aggregate_id):
         if version is not None and event.originator_version > version:
             break
+        assert isinstance(event, CanMutateAggregate)
         aggregate = event.mutate(aggregate)
     return aggregate
 
@@ -129,7 +130,7 @@ async def test_a_load_from_snapshot_and_tail_equals_the_whole_fold(snapping: Chr
     client = await connect_to()
     conversation_id = await chat(client, 12)  # version 13: snapshots at 5 and 10, tail 11..13
     await wait_for_snapshots(url_of(snapping), conversation_id, [5, 10])
-    store = snapping.store
+    store = snapping.postgres_store
     loaded = (await asyncio.to_thread(store.load_many, [conversation_id]))[conversation_id]
     folded = full_fold(store, conversation_id)
     assert loaded.version == 13 and vars(loaded) == vars(folded)
@@ -144,6 +145,7 @@ async def test_a_load_from_snapshot_and_tail_equals_the_whole_fold(snapping: Chr
         conn.execute("UPDATE chronicle.snapshots SET state = %s WHERE originator_id = %s AND originator_version = 10",
                      (forged.state, conversation_id))
     reloaded = (await asyncio.to_thread(store.load_many, [conversation_id]))[conversation_id]
+    assert isinstance(reloaded, Conversation)
     assert reloaded.title == "from the snapshot" and reloaded.message_count == 12
 
 
@@ -151,7 +153,7 @@ async def test_audit_state_between_two_snapshots(snapping: Chronicle, connect_to
     client = await connect_to()
     conversation_id = await chat(client, 15)  # version 16: snapshots at 5, 10, 15
     await wait_for_snapshots(url_of(snapping), conversation_id, [5, 10, 15])
-    store = snapping.store
+    store = snapping.postgres_store
     audit = Audit(snapping.queries, record_read=None, keys=store.mapper.keys)  # type: ignore[arg-type]
     for version in (3, 5, 7, 10, 12, 15, 16):
         state, at = await audit.state_at(conversation_id, version, None)
@@ -194,7 +196,7 @@ async def test_an_unreadable_snapshot_is_passed_over(snapping: Chronicle, connec
             " '\"schema\":\"', '\"schema\":\"0'), 'UTF8') WHERE originator_id = %s AND originator_version = 5",
             (conversation_id,),
         )
-    store = snapping.store
+    store = snapping.postgres_store
     loaded = (await asyncio.to_thread(store.load_many, [conversation_id]))[conversation_id]
     assert vars(loaded) == vars(full_fold(store, conversation_id))
     audit = Audit(snapping.queries, record_read=None, keys=store.mapper.keys)  # type: ignore[arg-type]
@@ -226,6 +228,6 @@ async def test_after_erasure_a_snapshot_resurrects_nothing(snapping: Chronicle, 
         assert await asyncio.to_thread(fresh.load_many, [conversation_id]) == {}
     finally:
         fresh.close()
-    audit = Audit(snapping.queries, record_read=None, keys=snapping.store.mapper.keys)  # type: ignore[arg-type]
+    audit = Audit(snapping.queries, record_read=None, keys=snapping.postgres_store.mapper.keys)  # type: ignore[arg-type]
     assert await audit.state_at(conversation_id, 11, None) == (None, None)
     assert await audit.state_at(conversation_id, None, None) == (None, None)

@@ -19,6 +19,7 @@ from entrypoints.read_models import PROJECTIONS
 from projections.compare import compare
 from projections.verify import Verification, report, verify
 from tests.integration.test_rebuild import chronicle_cli, fill
+from tests.rows import scalar
 
 
 async def connected(chronicle: Chronicle, authority: TokenAuthority) -> ChronicleClient:
@@ -80,7 +81,7 @@ async def test_verify_passes_while_the_live_read_models_move_and_changes_nothing
         result = await asyncio.to_thread(verify, target, projection_class, batch_size=7, progress=write_meanwhile)
         assert result.ok, "\n".join(report(result))
         with psycopg.connect(url) as conn:
-            live_position = conn.execute("SELECT max(notification_id) FROM chronicle.events").fetchone()[0]
+            live_position = scalar(conn.execute("SELECT max(notification_id) FROM chronicle.events"))
         assert 0 < result.position < live_position  # compared at a position the live side had left
         if projection_class.name == "history":
             assert {t.table for t in result.tables} == {"sessions", "conversations", "messages"}
@@ -110,12 +111,14 @@ async def test_verify_catches_rows_changed_behind_the_projections_back(
     await caught_up(client)
     stray = uuid.uuid4()
     with psycopg.connect(url) as conn:
-        changed_id, original = conn.execute(
+        changed = conn.execute(
             "UPDATE rm_history.messages m SET content = 'tampered by hand' FROM rm_history.messages old"
             " WHERE m.conversation_id = old.conversation_id AND m.seq = old.seq"
             " AND (m.conversation_id, m.seq) = (SELECT conversation_id, seq FROM rm_history.messages LIMIT 1)"
             " RETURNING m.id, old.content"
         ).fetchone()
+        assert changed is not None
+        changed_id, original = changed
         deleted_tag = conn.execute("DELETE FROM rm_stats.tags WHERE tag = 'tag1' RETURNING tag").fetchone()
         assert deleted_tag is not None
         conn.execute(

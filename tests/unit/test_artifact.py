@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -44,7 +45,7 @@ def test_a_child_is_one_generation_below_its_parent_and_must_be_the_owners() -> 
         ({"tags": [f"t{n}" for n in range(11)]}, "tags", "max_items"),
     ],
 )
-def test_invalid_fields_are_refused_naming_the_field(fields: dict[str, object], field: str, rule: str) -> None:
+def test_invalid_fields_are_refused_naming_the_field(fields: dict[str, Any], field: str, rule: str) -> None:
     with pytest.raises(InvalidCommand) as refused:
         store(**fields)
     assert (refused.value.field, refused.value.rule) == (field, rule)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import cast
 
-from projections.engine import share_out
-
-
-def runner(name: str, weight: int) -> SimpleNamespace:
-    return SimpleNamespace(projection=SimpleNamespace(name=name, weight=weight))
+from projections.engine import Runner, share_out
 
 
-def names(groups: list) -> list[list[str]]:
+def runner(name: str, weight: int) -> Runner:
+    # share_out reads only a runner's projection's name and weight: a namespace with those
+    # stands in for a runner, whose batcher would need a database.
+    return cast(Runner, SimpleNamespace(projection=SimpleNamespace(name=name, weight=weight)))
+
+
+def names(groups: list[list[Runner]]) -> list[list[str]]:
     return [[r.projection.name for r in group] for group in groups]
 
 

@@ -8,7 +8,7 @@ from uuid import UUID, uuid4
 
 import pytest
 from chronicle_client.optimizations import Optimizations
-from chronicle_contract.optimizations import HistoryPage, RoundEntry, TrialEntry
+from chronicle_contract.optimizations import HistoryPage, PlannedPage, RoundEntry, TrialEntry
 
 from services.optimizations import queries as optimization_queries
 
@@ -58,7 +58,7 @@ class CannedPages(Optimizations):
 def page(rounds: list[int], next_after_round: int | None, planned: tuple[tuple[int, int], ...] = ()) -> HistoryPage:
     return HistoryPage(
         optimization_id=uuid4(), direction="maximize", rounds=[entry(n) for n in rounds],
-        next_after_round=next_after_round, planned=[{"after_round": a, "until_round": u} for a, u in planned],
+        next_after_round=next_after_round, planned=[PlannedPage(after_round=a, until_round=u) for a, u in planned],
     )
 
 
@@ -77,7 +77,7 @@ async def test_the_client_fetches_planned_pages_and_goes_on_from_what_agrees(cha
 
 
 async def test_a_round_in_parts_is_joined_and_read_as_entries_shapes_it() -> None:
-    trial = {"score": 0.5, "candidate": {"x": 1}, "candidate_id": "c", "metrics": {}, "dataset": None, "extra": {},
+    trial: dict[str, Any] = {"score": 0.5, "candidate": {"x": 1}, "candidate_id": "c", "metrics": {}, "dataset": None, "extra": {},
              "best_so_far": 0.5, "timestamp": datetime(2026, 3, 1, 12, 30, tzinfo=UTC)}
     first_part, last_part = entry(7), entry(7)
     first_part.complete, first_part.trials = False, [TrialEntry(trial_index=0, **trial)]

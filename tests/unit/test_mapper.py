@@ -58,7 +58,9 @@ def test_content_is_sealed_with_the_owners_key_and_metadata_stays_clear() -> Non
         envelope = orjson.loads(record.state)
         assert envelope["timestamp"] and envelope["_owner"] == "alice"
         assert mapper.to_domain_event(record) == event
-    assert orjson.loads(stored[1].state)["message_id"] == str(events[1].message_id), "ids stay clear"
+    added = events[1]
+    assert isinstance(added, Conversation.MessageAdded)
+    assert orjson.loads(stored[1].state)["message_id"] == str(added.message_id), "ids stay clear"
 
     moved = StoredEvent(stored[1].originator_id, 7, stored[1].topic, stored[1].state)
     with pytest.raises(InvalidTag):  # sealed content is bound to its own event
@@ -82,7 +84,7 @@ def test_an_export_payload_is_the_decoded_state_as_orjson_writes_it() -> None:
     for owner in ("alice", None):  # sealed, and written without a key
         for event in events:
             stored = decoder.mapper.to_stored_event(event, owner)
-            timestamp, clear, content, erased = decoder.opened(stored.originator_id, stored.originator_version, stored.state)
+            timestamp, clear, content, erased = decoder.opened(event.originator_id, stored.originator_version, stored.state)
             state = decoder.mapper.decoded_state(stored)
             assert timestamp == state.pop("timestamp") and not erased and (content is not None) == (owner is not None)
             assert orjson.dumps(payload(clear, content)) == orjson.dumps(state)

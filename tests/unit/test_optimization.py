@@ -191,5 +191,7 @@ def test_a_trial_is_invalidated_with_a_reason_once_and_restored_once() -> None:
     trial.restore(at=NOW, by="u")
     events = trial.collect_events()
     assert [type(e).__name__ for e in events] == ["Recorded", "Invalidated", "Restored"]
-    assert (events[1].by, events[1].trial_index, events[1].optimization_id) == ("auditor-1", 0, r.optimization_id)
+    invalidated = events[1]
+    assert isinstance(invalidated, Trial.Invalidated)
+    assert (invalidated.by, invalidated.trial_index, invalidated.optimization_id) == ("auditor-1", 0, r.optimization_id)
     assert trial.invalid_reason is None

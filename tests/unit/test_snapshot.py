@@ -110,6 +110,7 @@ def test_a_conversation_comes_back_as_it_was(steps: list[tuple[str, Any]]) -> No
         assert type(restored) is Conversation
         assert vars(restored) == vars(conversation)
     # ... and goes on exactly like the original.
+    assert isinstance(restored, Conversation)
     message_id = uuid4()
     for c in (conversation, restored):
         c.add_message(message_id=message_id, at=NOW + timedelta(days=1), role="user", content="after")
@@ -147,7 +148,7 @@ def test_an_aggregate_without_a_state_model_or_with_an_undeclared_attribute_is_n
     with pytest.raises(Unsnapshottable):
         capture(run)
     conversation = Conversation.start(id=uuid4(), owner="alice", at=NOW)
-    conversation.surprise = 1
+    conversation.surprise = 1  # type: ignore[attr-defined]  # the undeclared attribute under test
     with pytest.raises(Unsnapshottable, match="surprise"):
         capture(conversation)
 
