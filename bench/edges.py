@@ -17,7 +17,8 @@ import asyncio
 import contextlib
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -96,7 +97,7 @@ async def far_position_forever(port: int, token: str, stop: asyncio.Event, n: in
 
 
 @contextlib.asynccontextmanager
-async def attack(workers: list[Callable[[asyncio.Event], Awaitable[None]]], settle: float) -> AsyncIterator[None]:
+async def attack(workers: Sequence[Callable[[asyncio.Event], Awaitable[None]]], settle: float) -> AsyncIterator[None]:
     stop = asyncio.Event()
     tasks = [asyncio.ensure_future(worker(stop)) for worker in workers]
     await asyncio.sleep(settle)  # (the attack in place: a load, not a negative being proved)
@@ -121,12 +122,12 @@ async def measure(service: ServiceProcess, rest: int, mcp: int, args: argparse.N
         latencies, failed = await victim(send, args.samples)
         report.add_percentiles(f"{name}, idle", latencies, note=f"{failed} not 200")
         port = rest if name.startswith("REST") else mcp
-        flood = [lambda stop, n=n, port=port: half_sent_forever(port, stop, n) for n in range(args.half_sent)]
+        flood = [partial(half_sent_forever, port, n=n) for n in range(args.half_sent)]
         async with attack(flood, args.settle):
             latencies, failed = await victim(send, args.samples)
         report.add_percentiles(f"{name}, {args.half_sent:,} half-sent requests", latencies, note=f"{failed} not 200")
     tokens = [authority.issue("mallory", claims={"n": n}) for n in range(args.tokens)]
-    waiting = [lambda stop, n=n: far_position_forever(rest, tokens[n], stop, n) for n in range(args.tokens)]
+    waiting = [partial(far_position_forever, rest, tokens[n], n=n) for n in range(args.tokens)]
     async with attack(waiting, args.settle):
         latencies, failed = await victim(victims["REST GET /api/conversations"], args.samples)
     report.add_percentiles(f"REST GET /api/conversations, one user's {args.tokens:,} tokens waiting", latencies,

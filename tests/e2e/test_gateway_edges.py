@@ -21,6 +21,7 @@ import orjson
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.types import TextContent
 
 from adapters.auth import TokenAuthority
 from adapters.embedded import free_port
@@ -234,7 +235,8 @@ async def test_stdio_mcp_with_its_bus_unreachable_answers_a_tool_error_in_second
     async with Client(server, read_timeout_seconds=30) as client:
         started = time.monotonic()
         called = await client.call_tool("get_history", {})
-        assert called.is_error and "unavailable" in called.content[0].text
+        message = called.content[0]
+        assert called.is_error and isinstance(message, TextContent) and "unavailable" in message.text
         assert time.monotonic() - started < 5
 
 
