@@ -19,7 +19,7 @@ from adapters.store.keys import KeyRing
 from domain.conversation import Conversation
 from entrypoints.bootstrap import Chronicle, bootstrap
 from services.audit.queries import Audit
-from tests.conftest import make_settings
+from tests.conftest import ClientFactory, make_settings
 from tests.servers import TestServers
 from tests.waiting import eventually
 
@@ -39,7 +39,7 @@ async def snapping(servers: TestServers, tmp_path_factory: pytest.TempPathFactor
 
 
 @pytest.fixture
-async def connect_to(snapping: Chronicle, authority: TokenAuthority) -> AsyncIterator[Any]:
+async def connect_to(snapping: Chronicle, authority: TokenAuthority) -> AsyncIterator[ClientFactory]:
     clients: list[ChronicleClient] = []
 
     async def make(user_id: str | None = None, roles: tuple[str, ...] = ()) -> ChronicleClient:
@@ -103,7 +103,7 @@ def full_fold(store: EventStore, aggregate_id: uuid.UUID, version: int | None = 
     return aggregate
 
 
-async def test_snapshots_are_taken_at_the_threshold_sealed_and_pruned(snapping: Chronicle, connect_to: Any) -> None:
+async def test_snapshots_are_taken_at_the_threshold_sealed_and_pruned(snapping: Chronicle, connect_to: ClientFactory) -> None:
     client = await connect_to()
     conversation_id = await chat(client, 11, title="a private title")  # versions 1..12
     rows = await wait_for_snapshots(url_of(snapping), conversation_id, [5, 10])
@@ -126,7 +126,7 @@ async def test_snapshots_are_taken_at_the_threshold_sealed_and_pruned(snapping: 
     assert [v for v, _ in rows] == [10, versions[2], 20]
 
 
-async def test_a_load_from_snapshot_and_tail_equals_the_whole_fold(snapping: Chronicle, connect_to: Any) -> None:
+async def test_a_load_from_snapshot_and_tail_equals_the_whole_fold(snapping: Chronicle, connect_to: ClientFactory) -> None:
     client = await connect_to()
     conversation_id = await chat(client, 12)  # version 13: snapshots at 5 and 10, tail 11..13
     await wait_for_snapshots(url_of(snapping), conversation_id, [5, 10])
@@ -149,7 +149,7 @@ async def test_a_load_from_snapshot_and_tail_equals_the_whole_fold(snapping: Chr
     assert reloaded.title == "from the snapshot" and reloaded.message_count == 12
 
 
-async def test_audit_state_between_two_snapshots(snapping: Chronicle, connect_to: Any) -> None:
+async def test_audit_state_between_two_snapshots(snapping: Chronicle, connect_to: ClientFactory) -> None:
     client = await connect_to()
     conversation_id = await chat(client, 15)  # version 16: snapshots at 5, 10, 15
     await wait_for_snapshots(url_of(snapping), conversation_id, [5, 10, 15])
@@ -166,7 +166,7 @@ async def test_audit_state_between_two_snapshots(snapping: Chronicle, connect_to
     assert at == expected and vars(state) == vars(full_fold(store, conversation_id, expected))
 
     page = await client.audit.stream(conversation_id, at_version=12, limit=1)
-    assert page.state_version == 12 and page.state["message_count"] == 11 and page.state["version"] == 12
+    assert page.state_version == 12 and page.state is not None and page.state["message_count"] == 11 and page.state["version"] == 12
 
     # The audit really starts from the snapshot: one sealed with another title shows it.
     at_ten = full_fold(store, conversation_id, 10)
@@ -180,7 +180,7 @@ async def test_audit_state_between_two_snapshots(snapping: Chronicle, connect_to
     assert state.title == "snapshotted"
 
 
-async def test_an_unreadable_snapshot_is_passed_over(snapping: Chronicle, connect_to: Any) -> None:
+async def test_an_unreadable_snapshot_is_passed_over(snapping: Chronicle, connect_to: ClientFactory) -> None:
     client = await connect_to()
     conversation_id = await chat(client, 11)  # version 12
     await wait_for_snapshots(url_of(snapping), conversation_id, [5, 10])
@@ -210,7 +210,7 @@ async def test_an_unreadable_snapshot_is_passed_over(snapping: Chronicle, connec
     assert (await client.conversations.get(conversation_id)).message_count == 12
 
 
-async def test_after_erasure_a_snapshot_resurrects_nothing(snapping: Chronicle, connect_to: Any) -> None:
+async def test_after_erasure_a_snapshot_resurrects_nothing(snapping: Chronicle, connect_to: ClientFactory) -> None:
     user = f"erase-{uuid.uuid4().hex[:8]}"
     alice = await connect_to(user)
     conversation_id = await chat(alice, 11, title="tulip allergy")
