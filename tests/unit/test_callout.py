@@ -22,6 +22,8 @@ SERVER_ID = "NB5FCQYBGNXSL27AGZYUX5QZ2KKIFUKVDZCL5R7NIUS4562JT4WEWKQV"
 def verify(token: str) -> tuple[str, float | None]:
     if token.startswith("good:"):
         return token.removeprefix("good:"), NOW + 60
+    if token.startswith("far:"):  # a verifier that lets an expiry through which no JWT can carry
+        return token.removeprefix("far:"), 1e300
     raise ChronicleError("unauthorized", "invalid or expired token")
 
 
@@ -79,3 +81,9 @@ def test_users_scopes_differ_and_need_no_subject_escaping() -> None:
 def test_an_oversized_request_is_not_read() -> None:
     with pytest.raises(ValueError, match="too large"):
         callout(new_account_seed()).respond(b"x" * 100_000)
+
+
+def test_a_token_the_grant_cannot_be_written_for_is_refused_at_once() -> None:
+    """An answer, not silence: a callout that raised left the server waiting out its timeout."""
+    claims = claims_of(callout(new_account_seed()).respond(request("far:alice")))
+    assert claims["nats"]["error"] == "unusable token" and "jwt" not in claims["nats"]
