@@ -13,20 +13,23 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jwt
+from chronicle_contract.bus import DURABLE_NAME, DURABLES_CLAIM, MAX_DURABLES
 from chronicle_contract.errors import ChronicleError
 
 from domain.base import SYSTEM_OWNER
 
 
 class Caller(str):
-    """A caller's user id (the token's `sub`) that also carries the token's `roles`
-    claim; it is the plain user id everywhere a string is expected."""
+    """A caller's user id (the token's `sub`) that also carries the token's `roles` and
+    `durables` claims; it is the plain user id everywhere a string is expected."""
 
     roles: frozenset[str]
+    durables: tuple[str, ...]  # the event feed's durable consumers it may keep (chronicle_contract.bus)
 
-    def __new__(cls, user_id: str, roles: frozenset[str] = frozenset()) -> Caller:
+    def __new__(cls, user_id: str, roles: frozenset[str] = frozenset(), durables: tuple[str, ...] = ()) -> Caller:
         caller = super().__new__(cls, user_id)
         caller.roles = roles
+        caller.durables = durables
         return caller
 
 
@@ -131,4 +134,13 @@ class TokenAuthority:
         roles = claims.get("roles", [])
         if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
             raise ChronicleError("unauthorized", "token's roles claim must be a list of names")
-        return Caller(subject, frozenset(roles)), usable_expiry(claims.get("exp"))
+        durables = claims.get(DURABLES_CLAIM, [])
+        if (
+            not isinstance(durables, list) or len(durables) > MAX_DURABLES
+            or not all(isinstance(name, str) and DURABLE_NAME.fullmatch(name) for name in durables)
+        ):
+            raise ChronicleError(
+                "unauthorized", f"token's {DURABLES_CLAIM} claim must list at most {MAX_DURABLES} names"
+                f" of 1 to 32 letters, digits, '-' or '_'"
+            )
+        return Caller(subject, frozenset(roles), tuple(dict.fromkeys(durables))), usable_expiry(claims.get("exp"))

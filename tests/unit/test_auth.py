@@ -116,3 +116,20 @@ def test_an_expiry_within_reach_is_kept() -> None:
     authority = TokenAuthority(secret=SECRET)
     far = jwt.encode({"sub": "alice", "exp": 253_402_300_799}, SECRET, algorithm="HS256")  # 9999-12-31T23:59:59Z
     assert authority.verify(far)[1] == 253_402_300_799.0
+
+
+@pytest.mark.parametrize(
+    "durables", [["a.b"], ["*"], [""], ["x" * 33], [f"d{n}" for n in range(9)], "warehouse", [1]],
+    ids=["dot", "wildcard", "empty", "long", "nine", "not a list", "not a name"],
+)
+def test_a_durables_claim_names_at_most_eight_plain_names(durables: object) -> None:
+    token = jwt.encode({"sub": "loader", "roles": ["feed"], "durables": durables}, SECRET, algorithm="HS256")
+    with pytest.raises(ChronicleError) as raised:
+        TokenAuthority(secret=SECRET).verify(token)
+    assert raised.value.code == "unauthorized"
+
+
+def test_the_durables_a_token_names_ride_along() -> None:
+    authority = TokenAuthority(secret=SECRET)
+    caller, _ = authority.verify(authority.issue("loader", claims={"roles": ["feed"], "durables": ["warehouse", "n-2"]}))
+    assert caller.durables == ("warehouse", "n-2")
