@@ -2,32 +2,72 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
+import math
+import re
 import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import jwt
+from chronicle_contract.bus import DURABLE_NAME, DURABLES_CLAIM, MAX_DURABLES
 from chronicle_contract.errors import ChronicleError
 
 from domain.base import SYSTEM_OWNER
 
 
 class Caller(str):
-    """A caller's user id (the token's `sub`) that also carries the token's `roles`
-    claim; it is the plain user id everywhere a string is expected."""
+    """A caller's user id (the token's `sub`) that also carries the token's `roles` and
+    `durables` claims; it is the plain user id everywhere a string is expected."""
 
     roles: frozenset[str]
+    durables: tuple[str, ...]  # the event feed's durable consumers it may keep (chronicle_contract.bus)
 
-    def __new__(cls, user_id: str, roles: frozenset[str] = frozenset()) -> Caller:
+    def __new__(cls, user_id: str, roles: frozenset[str] = frozenset(), durables: tuple[str, ...] = ()) -> Caller:
         caller = super().__new__(cls, user_id)
         caller.roles = roles
+        caller.durables = durables
         return caller
 
 
 AUDITOR = "auditor"
 MAX_SUBJECT = 256  # characters of a token's `sub`: the user id everything is scoped by
+MAX_TOKEN = 16 * 1024  # characters of a bearer token (a JWT is a few hundred)
+# The last moment a token may name as its expiry: 9999-12-31T23:59:59Z. Past it a time
+# overflows what dates, NATS user JWTs (int64 seconds) and orjson (64-bit integers) hold.
+MAX_EXPIRY = 253_402_300_799
+COMPACT_JWS = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+
+
+def exact(token: str) -> bool:
+    """Whether `token` is a JWT written the one way its bytes can be written: three
+    unpadded base64url parts with no spare bits set and nothing around them. A JWT library
+    reads padding, whitespace and a last character's spare bits as the same token, and a
+    cache keyed by the string would then hold one token under many keys."""
+    if len(token) > MAX_TOKEN or not COMPACT_JWS.fullmatch(token):
+        return False
+    try:
+        return all(
+            base64.urlsafe_b64encode(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))).rstrip(b"=").decode() == part
+            for part in token.split(".")
+        )
+    except (binascii.Error, ValueError):  # a part of 4n+1 characters is no base64 at all
+        return False
+
+
+def usable_expiry(expires: object) -> float | None:
+    """A token's `exp` as epoch seconds (None: the token has none), or `unauthorized` for one
+    no clock can reach or compare: not a number, a bool, not finite, before 1970 or after 9999."""
+    if expires is None:
+        return None
+    if isinstance(expires, bool) or not isinstance(expires, int | float) or not math.isfinite(expires):
+        raise ChronicleError("unauthorized", "token's exp must be a number of seconds")
+    if not 0 < expires <= MAX_EXPIRY:
+        raise ChronicleError("unauthorized", f"token's exp must lie between 1970 and {MAX_EXPIRY} (the year 9999)")
+    return float(expires)
 
 
 class TokenAuthority:
@@ -70,7 +110,9 @@ class TokenAuthority:
 
     def verify(self, token: str) -> tuple[Caller, float | None]:
         """The token's caller and expiry (epoch seconds, None: never), or `unauthorized`."""
-        caller, expires = self._verified(token.strip())
+        if not exact(token):  # before the cache: a variant of a verified token is no key into it
+            raise ChronicleError("unauthorized", "invalid or expired token")
+        caller, expires = self._verified(token)
         if expires is not None and expires <= self.clock():
             raise ChronicleError("unauthorized", "invalid or expired token")
         return caller, expires
@@ -92,7 +134,13 @@ class TokenAuthority:
         roles = claims.get("roles", [])
         if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
             raise ChronicleError("unauthorized", "token's roles claim must be a list of names")
-        expires = claims.get("exp")
-        if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int | float)):
-            raise ChronicleError("unauthorized", "token's exp must be a number of seconds")
-        return Caller(subject, frozenset(roles)), None if expires is None else float(expires)
+        durables = claims.get(DURABLES_CLAIM, [])
+        if (
+            not isinstance(durables, list) or len(durables) > MAX_DURABLES
+            or not all(isinstance(name, str) and DURABLE_NAME.fullmatch(name) for name in durables)
+        ):
+            raise ChronicleError(
+                "unauthorized", f"token's {DURABLES_CLAIM} claim must list at most {MAX_DURABLES} names"
+                f" of 1 to 32 letters, digits, '-' or '_'"
+            )
+        return Caller(subject, frozenset(roles), tuple(dict.fromkeys(durables))), usable_expiry(claims.get("exp"))

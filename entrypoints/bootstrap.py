@@ -41,7 +41,7 @@ from adapters.messaging.usage_sync import UsageSync
 from adapters.metrics import Metrics
 from adapters.store.blobs import BlobStore
 from adapters.store.event_store import EventStore
-from adapters.store.keys import KeyRing
+from adapters.store.keys import KeyRing, service_key
 from adapters.store.postgres import PostgresTarget, migrate
 from adapters.store.reachability import Reachability, fail_fast
 from entrypoints.projection_process import ProjectionProcess
@@ -66,6 +66,7 @@ from services.jobs.worker import CONSUMER, JobRelay, JobWorkers, ensure_job_stre
 from services.ports.agent import Agent
 from services.ports.generator import Generator
 from services.runtime.command_bus import CommandBus, Store
+from services.runtime.cursors import CursorSeal
 from services.runtime.event_feed import EventFeed, ensure_feed_stream
 from services.runtime.positions import ProjectionPositions
 from services.runtime.read_models import Queries, SemanticSearch, query_pool
@@ -245,9 +246,13 @@ class Chronicle:
             semantic = SemanticSearch(words, settings.semantic_min_similarity)
         names = [p.name for p in self.projections]
         reachability = self.postgres_store.reachability  # (one view of whether the primary answers)
+        # Every instance seals cursors under the one key kept in the primary (not a key of its
+        # own: a client's next page may reach another instance; not one derived from the JWT
+        # secret: a deployment verifying RS256 tokens holds only a public key).
+        cursors = CursorSeal(await asyncio.to_thread(service_key, self.target, "cursors"))
         # With a replica, the primary's pool serves only the service's own reads (sweepers, digests).
         size = settings.query_pool_size if settings.read_database_url is None else BACKGROUND_POOL_SIZE
-        self.queries = await self._queries(self.target.url, reachability, semantic, size)
+        self.queries = await self._queries(self.target.url, reachability, semantic, size, cursors)
         self.positions = await self._positions(ProjectionPositions(self.target, names, reachability=reachability))
         if settings.read_database_url is None:
             self.read_queries, self.read_positions = self.queries, self.positions
@@ -258,19 +263,23 @@ class Chronicle:
         replica_reachability = Reachability(
             replica.url, settings.database_unavailable_after, is_statement_failure=statement_failed
         )
-        self.read_queries = await self._queries(replica.url, replica_reachability, semantic, settings.query_pool_size)
+        self.read_queries = await self._queries(
+            replica.url, replica_reachability, semantic, settings.query_pool_size, cursors
+        )
         self.read_positions = await self._positions(ReplayedPositions(replica, names, reachability=replica_reachability))
         log.info("queries are served by a replica", extra={"replica": replica.describe()})
 
     async def _queries(
-        self, url: str, reachability: Reachability, semantic: SemanticSearch | None, size: int
+        self, url: str, reachability: Reachability, semantic: SemanticSearch | None, size: int, cursors: CursorSeal
     ) -> Queries:
         settings = self.settings
         pool = query_pool(url, min_size=min(2, size), max_size=size, application_name=f"{settings.service_name}-queries")
         fail_fast(pool, settings.database_unavailable_after)  # a read waits no longer for Postgres
         await pool.open()
         self._stack.push_async_callback(pool.close)
-        return Queries(pool, language=settings.search_language, reachability=reachability, semantic=semantic)
+        return Queries(
+            pool, language=settings.search_language, reachability=reachability, semantic=semantic, cursors=cursors
+        )
 
     async def _positions(self, positions: ProjectionPositions) -> ProjectionPositions:
         await positions.start()

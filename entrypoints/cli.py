@@ -10,6 +10,8 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
+from chronicle_contract.bus import DURABLES_CLAIM
+
 from entrypoints import logs
 from entrypoints.settings import Settings
 
@@ -149,10 +151,11 @@ def nats_secrets(url: str) -> None:
         print(f"export {name}='{value}'")
 
 
-def token(settings: Settings, user: str, ttl: int, roles: list[str]) -> None:
+def token(settings: Settings, user: str, ttl: int, roles: list[str], durables: list[str]) -> None:
     from entrypoints.bootstrap import build
 
-    print(build(settings).authority.issue(user, ttl_seconds=ttl, claims={"roles": roles} if roles else None))
+    claims = {**({"roles": roles} if roles else {}), **({DURABLES_CLAIM: durables} if durables else {})}
+    print(build(settings).authority.issue(user, ttl_seconds=ttl, claims=claims or None))
 
 
 @contextlib.contextmanager
@@ -505,6 +508,10 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("user")
     t.add_argument("--ttl", type=int, default=30 * 24 * 3600, help="lifetime in seconds (default 30 days)")
     t.add_argument("--role", action="append", default=[], dest="roles", help="a role claim: auditor, admin, bulk, feed (repeatable)")
+    t.add_argument(
+        "--durable", action="append", default=[], dest="durables",
+        help="an event feed durable the token's holder may keep (with --role feed; repeatable, at most 8)",
+    )
     rp = sub.add_parser("replay", help="an aggregate's events, and its state at a version or time")
     rp.add_argument("aggregate_id", metavar="AGGREGATE_ID")
     point = rp.add_mutually_exclusive_group()
@@ -581,7 +588,7 @@ def main(argv: list[str] | None = None) -> None:
 
         run_stdio(settings)
     elif args.command == "token":
-        token(settings, args.user, args.ttl, args.roles)
+        token(settings, args.user, args.ttl, args.roles, args.durables)
     elif args.command == "replay":
         replay(settings, args.aggregate_id, args.at_version, args.at_time)
     elif args.command == "migrate":

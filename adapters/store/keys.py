@@ -1,4 +1,5 @@
-"""Per-user data keys for crypto-shredding: AES-256-GCM keys in `chronicle.data_keys`.
+"""Per-user data keys for crypto-shredding: AES-256-GCM keys in `chronicle.data_keys`; and
+the service's own keys (`chronicle.service_keys`), shared by its instances.
 
 A user's key is made on their first write. Erasing the user destroys the key (the row
 keeps only the time of erasure), which makes the content of every event they ever wrote
@@ -142,3 +143,17 @@ class KeyRing:
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
+
+
+def service_key(target: PostgresTarget, name: str) -> bytes:
+    """The service's own key `name` (chronicle.service_keys), made by whichever instance
+    asks first: every instance on this database reads the same one."""
+    with target.connect(autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+        conn.execute(
+            "INSERT INTO chronicle.service_keys (name, key) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
+            (name, secrets.token_bytes(KEY_BYTES)),
+        )
+        row = conn.execute("SELECT key FROM chronicle.service_keys WHERE name = %s", (name,)).fetchone()
+    if row is None:
+        raise RuntimeError(f"service key {name!r} is neither stored nor made")
+    return bytes(row[0])

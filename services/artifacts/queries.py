@@ -82,7 +82,7 @@ async def list_artifacts(queries: Queries, user: str, q: ListArtifacts) -> dict[
         "SELECT " + SUMMARY_COLUMNS + ", created_at AS page_key, id AS page_id FROM rm_artifacts.artifacts WHERE {where}"
     ).format(where=SQL(" AND ").join(conditions))
     params = {"user": user, "session": q.session_id, "parent": q.parent_id, "tags": q.tags}
-    return await page_of(queries, NEWEST_ARTIFACTS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return await page_of(queries, user, NEWEST_ARTIFACTS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
 
 
 # Where a hit's snippet comes from: the query, then the start of the draft.
@@ -161,7 +161,7 @@ async def by_example(queries: Queries, user: str, q: ByExample) -> dict[str, Any
         " FROM rm_lineage.rag_links WHERE owner = %(user)s AND example_id = %(example)s"
     )
     params = {"user": user, "example": q.example_id}
-    return await page_of(queries, BEST_INFLUENCED, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return await page_of(queries, user, BEST_INFLUENCED, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
 
 
 async def compare(queries: Queries, user: str, q: CompareArtifacts) -> dict[str, Any]:

@@ -17,8 +17,9 @@ from chronicle_contract.conversations import (
 )
 from psycopg.sql import SQL, Composed, Identifier
 
+from services.runtime.cursors import invalid_cursor
 from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
-from services.runtime.paging import Order, invalid_cursor, page_of, token, untoken
+from services.runtime.paging import Order, page_of
 from services.runtime.read_models import Queries, not_found
 
 CONVERSATION_COLUMNS = (
@@ -37,27 +38,30 @@ async def list_conversations(queries: Queries, user: str, q: ListConversations) 
     order = Order(f"conversations:{q.sort_by}:{q.order}", "text" if q.sort_by == "title" else "timestamptz",
                   descending=q.order == "desc")
     params = {"user": user, "tags": q.tags, "session": q.session_id}
-    return await page_of(queries, order, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return await page_of(queries, user, order, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
 
 
 async def get(queries: Queries, user: str, q: GetConversation) -> dict[str, Any]:
     return await get_conversation(queries, user, q.conversation_id, q.messages)
 
 
-def encode_cursor(seq: int, order: str) -> str:
-    return token(f"{order[0]}{seq}".encode())
+def messages_listing(conversation_id: UUID, order: str) -> str:
+    """What a messages cursor is sealed for: one conversation's messages in one order."""
+    return f"messages:{conversation_id}:{order}"
 
 
-def decode_cursor(cursor: str, order: str, field: str) -> int:
+def encode_cursor(queries: Queries, user: str, conversation_id: UUID, seq: int, order: str) -> str:
+    return queries.cursors.seal(user, messages_listing(conversation_id, order), str(seq).encode())
+
+
+def decode_cursor(queries: Queries, user: str, conversation_id: UUID, cursor: str, order: str, field: str) -> int:
     """A page's next_cursor back to the message seq it continues from (`invalid` naming the
-    field when it is not one, or was made for the other order)."""
+    field when it is not one, or was made for another conversation, order or user)."""
+    sealed = queries.cursors.open(user, messages_listing(conversation_id, order), cursor, field=field)
     try:
-        text = untoken(cursor).decode()
-        if text[:1] != order[0]:
-            raise ValueError(text)
-        return int(text[1:])
-    except ValueError:
-        raise invalid_cursor(field, "not a cursor this service gave for this order") from None
+        return int(sealed)
+    except ValueError:  # (sealed by us, so never)
+        raise invalid_cursor(field, "not a cursor this service gave you for this order") from None
 
 
 async def get_conversation(
@@ -73,7 +77,10 @@ async def get_conversation(
     if conversation is None:
         raise not_found("conversation", conversation_id)
     newest = window.order == "newest"
-    after = decode_cursor(window.cursor, window.order, field) if window.cursor else (2**63 - 1 if newest else -1)
+    after = (
+        decode_cursor(queries, user, conversation_id, window.cursor, window.order, field)
+        if window.cursor else (2**63 - 1 if newest else -1)
+    )
     rows = await queries.fetch_all(
         "SELECT id, role, content, metadata, pinned, message_type, created_at, seq,"
         " length(content) + length(metadata::text) AS size"
@@ -90,7 +97,9 @@ async def get_conversation(
             break
         taken.append(row)
     more = len(taken) < len(rows)
-    conversation["next_cursor"] = encode_cursor(taken[-1]["seq"], window.order) if more else None
+    conversation["next_cursor"] = (
+        encode_cursor(queries, user, conversation_id, taken[-1]["seq"], window.order) if more else None
+    )
     for row in taken:
         del row["seq"], row["size"]
     conversation["messages"] = taken[::-1] if newest else taken

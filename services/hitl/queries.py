@@ -33,7 +33,7 @@ async def list_runs(queries: Queries, user: str, q: ListRuns) -> dict[str, Any]:
         "SELECT " + RUN_COLUMNS + ", 1 AS checkpoints, paused_at AS page_key, run_id AS page_id FROM rm_hitl.checkpoints"
         " WHERE owner = %(user)s AND status = 'paused'"
     )
-    return await page_of(queries, OLDEST_PAUSED, inner, {"user": user}, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return await page_of(queries, user, OLDEST_PAUSED, inner, {"user": user}, limit=q.limit, offset=q.offset, cursor=q.cursor)
 
 
 OLDEST_PAUSED = Order("paused_runs", "timestamptz", id_type="text", descending=False)

@@ -33,7 +33,7 @@ async def list_jobs(queries: Queries, user: str, q: ListJobs) -> dict[str, Any]:
         "SELECT " + COLUMNS + ", created_at AS page_key, id AS page_id FROM rm_jobs.jobs WHERE {where}"
     ).format(where=SQL(" AND ").join(conditions))
     params = {"user": user, "session": q.session_id, "status": q.status}
-    return await page_of(queries, NEWEST_JOBS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return await page_of(queries, user, NEWEST_JOBS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
 
 
 NEWEST_JOBS = Order("jobs", "timestamptz")

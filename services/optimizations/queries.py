@@ -161,7 +161,7 @@ async def list_optimizations(queries: Queries, user: str, q: ListOptimizations) 
         " AND (%(stopped)s::boolean IS NULL OR stopped = %(stopped)s)"
     )
     params = {**q.model_dump(include={"project", "optimizer", "stopped"}), "user": user}
-    return await page_of(queries, NEWEST_OPTIMIZATIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return await page_of(queries, user, NEWEST_OPTIMIZATIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
 
 
 NEWEST_OPTIMIZATIONS = Order("optimizations", "timestamptz")

@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from adapters.store.reachability import Reachability, answers_off_loop
 from services.ports.embedder import Embedder, EmbeddingFailed, vector_literal
+from services.runtime.cursors import CursorSeal
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,13 @@ class Queries:
         language: str = "english",
         reachability: Reachability | None = None,
         semantic: SemanticSearch | None = None,
+        cursors: CursorSeal | None = None,
     ):
         self.pool = pool
         self.language = language
+        # What seals the cursors pages hand out: the service's shared key, so that every
+        # instance opens every other's (a key of this process alone for one-off reports).
+        self.cursors = cursors or CursorSeal.of_this_process()
         self.reachability = reachability  # whether the server read from answers (the event store's, on the primary)
         self.semantic = semantic  # None: the semantic read model is not kept, search is full text only
 

@@ -26,7 +26,7 @@ async def list_sessions(queries: Queries, user: str, q: ListSessions) -> dict[st
         " WHERE s.owner = %(user)s AND (%(kind)s::text IS NULL OR s.kind = %(kind)s)"
     )
     params = {"user": user, "kind": q.kind}
-    return await page_of(queries, NEWEST_SESSIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return await page_of(queries, user, NEWEST_SESSIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
 
 
 NEWEST_SESSIONS = Order("sessions", "timestamptz")

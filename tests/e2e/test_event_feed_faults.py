@@ -57,7 +57,7 @@ async def test_a_follower_sees_no_gap_and_no_duplicate_across_a_kill_9(servers: 
         service = await asyncio.to_thread(serve, env)
         user = await ChronicleClient.connect(servers.nats_url, authority.issue("writer"), prefix=prefix, timeout=3)
         follower = await ChronicleClient.connect(
-            servers.nats_url, authority.issue("loader", claims={"roles": ["feed"]}), prefix=prefix
+            servers.nats_url, authority.issue("loader", claims={"roles": ["feed"], "durables": ["loader"]}), prefix=prefix
         )
         seen: list[int] = []
 

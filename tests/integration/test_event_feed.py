@@ -15,6 +15,8 @@ from adapters.auth import TokenAuthority
 from entrypoints.bootstrap import Chronicle
 from tests.conftest import JWT_SECRET
 
+DURABLE = f"loader-{uuid.uuid4().hex[:8]}"  # the durable the follower's token names
+
 
 async def log_positions(chronicle: Chronicle) -> list[int]:
     def read() -> list[int]:
@@ -38,7 +40,7 @@ async def own(instance: tuple[Chronicle, str]) -> AsyncIterator[tuple[Chronicle,
     authority = TokenAuthority(secret=JWT_SECRET)
     prefix = chronicle.settings.subject_prefix
     user = await ChronicleClient.connect(chronicle.nats_url, authority.issue(f"u-{uuid.uuid4().hex[:8]}"), prefix=prefix)
-    feed_token = authority.issue("warehouse-loader", claims={"roles": ["feed"]})
+    feed_token = authority.issue("warehouse-loader", claims={"roles": ["feed"], "durables": [DURABLE]})
     follower = await ChronicleClient.connect(chronicle.nats_url, feed_token, prefix=prefix)
     yield chronicle, user, follower
     await user.close()
@@ -95,7 +97,7 @@ async def test_a_durable_follower_goes_on_where_it_stopped(own: tuple[Chronicle,
     for n in range(4):
         await user.conversations.add_message(started.conversation_id, "user", f"m{n}")
     logged = await log_positions(chronicle)
-    name = f"loader-{uuid.uuid4().hex[:8]}"
+    name = DURABLE
 
     first = follower.events.follow(0, durable=name)
     taken = await take(first, 3)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import jwt
 import pytest
@@ -48,8 +49,14 @@ def test_an_expired_token_is_refused_even_after_it_was_verified() -> None:
         bearer(jwt.encode({"sub": "a" * 257}, SECRET, algorithm="HS256")),
         bearer(jwt.encode({"sub": "alice", "exp": str(int(time.time()) + 60)}, SECRET, algorithm="HS256")),
         bearer(jwt.encode({"sub": "alice", "exp": True}, SECRET, algorithm="HS256")),
+        bearer(jwt.encode({"sub": "alice", "exp": 1e300}, SECRET, algorithm="HS256")),  # past what orjson and NATS hold
+        bearer(jwt.encode({"sub": "alice", "exp": 10**30}, SECRET, algorithm="HS256")),
+        bearer(jwt.encode({"sub": "alice", "exp": float("inf")}, SECRET, algorithm="HS256")),  # (JSON's Infinity)
+        bearer(jwt.encode({"sub": "alice", "exp": -5}, SECRET, algorithm="HS256")),
+        bearer(jwt.encode({"sub": "alice", "exp": [1]}, SECRET, algorithm="HS256")),
     ],
-    ids=["none", "basic", "other secret", "no subject", "system", "roles", "blank", "nul", "long", "exp text", "exp bool"],
+    ids=["none", "basic", "other secret", "no subject", "system", "roles", "blank", "nul", "long", "exp text", "exp bool",
+         "exp 1e300", "exp 10**30", "exp infinity", "exp negative", "exp list"],
 )
 def test_bad_tokens_are_unauthorized(header: dict[str, str]) -> None:
     with pytest.raises(ChronicleError) as raised:
@@ -78,3 +85,51 @@ def test_rs256_tokens_verify_with_the_public_key() -> None:
     forged = token[:-4] + "AAAA"  # a signature that no longer matches
     with pytest.raises(ChronicleError):
         authority.user_of(bearer(forged))
+
+
+def spare_bits_set(token: str) -> str:
+    """The same token with its signature's last character's unused low bits set: the same
+    bytes to a base64 decoder, another string to a cache."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet.index(token[-1])
+    return token[:-1] + alphabet[last | 0b11]
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [lambda t: t + "=", lambda t: t + "==", lambda t: t + " ", lambda t: " " + t, lambda t: t + "\n",
+     lambda t: t.replace(".", "=.", 1), spare_bits_set],
+    ids=["padded", "padded twice", "trailing space", "leading space", "newline", "padded header", "spare bits"],
+)
+def test_a_token_is_accepted_only_as_it_was_issued(variant: Callable[[str], str]) -> None:
+    authority = TokenAuthority(secret=SECRET)
+    token = authority.issue("alice")
+    while spare_bits_set(token) == token:  # (a signature whose spare bits are set already: issue another)
+        token = authority.issue("alice", claims={"n": token[-1]})
+    assert authority.user_of(bearer(token)) == "alice"  # verified and remembered
+    with pytest.raises(ChronicleError) as raised:
+        authority.verify(variant(token))
+    assert raised.value.code == "unauthorized"
+
+
+def test_an_expiry_within_reach_is_kept() -> None:
+    authority = TokenAuthority(secret=SECRET)
+    far = jwt.encode({"sub": "alice", "exp": 253_402_300_799}, SECRET, algorithm="HS256")  # 9999-12-31T23:59:59Z
+    assert authority.verify(far)[1] == 253_402_300_799.0
+
+
+@pytest.mark.parametrize(
+    "durables", [["a.b"], ["*"], [""], ["x" * 33], [f"d{n}" for n in range(9)], "warehouse", [1]],
+    ids=["dot", "wildcard", "empty", "long", "nine", "not a list", "not a name"],
+)
+def test_a_durables_claim_names_at_most_eight_plain_names(durables: object) -> None:
+    token = jwt.encode({"sub": "loader", "roles": ["feed"], "durables": durables}, SECRET, algorithm="HS256")
+    with pytest.raises(ChronicleError) as raised:
+        TokenAuthority(secret=SECRET).verify(token)
+    assert raised.value.code == "unauthorized"
+
+
+def test_the_durables_a_token_names_ride_along() -> None:
+    authority = TokenAuthority(secret=SECRET)
+    caller, _ = authority.verify(authority.issue("loader", claims={"roles": ["feed"], "durables": ["warehouse", "n-2"]}))
+    assert caller.durables == ("warehouse", "n-2")

@@ -9,7 +9,7 @@ import nacl.signing
 import nkeys
 import orjson
 import pytest
-from chronicle_contract.bus import inbox_prefix, signals_prefix, user_permissions
+from chronicle_contract.bus import feed_consumer, inbox_prefix, signals_prefix, user_permissions
 from chronicle_contract.errors import ChronicleError
 
 from adapters.messaging.callout import AuthCallout, claims_of, encode, new_account_seed, public_key
@@ -22,6 +22,8 @@ SERVER_ID = "NB5FCQYBGNXSL27AGZYUX5QZ2KKIFUKVDZCL5R7NIUS4562JT4WEWKQV"
 def verify(token: str) -> tuple[str, float | None]:
     if token.startswith("good:"):
         return token.removeprefix("good:"), NOW + 60
+    if token.startswith("far:"):  # a verifier that lets an expiry through which no JWT can carry
+        return token.removeprefix("far:"), 1e300
     raise ChronicleError("unauthorized", "invalid or expired token")
 
 
@@ -79,3 +81,22 @@ def test_users_scopes_differ_and_need_no_subject_escaping() -> None:
 def test_an_oversized_request_is_not_read() -> None:
     with pytest.raises(ValueError, match="too large"):
         callout(new_account_seed()).respond(b"x" * 100_000)
+
+
+def test_a_token_the_grant_cannot_be_written_for_is_refused_at_once() -> None:
+    """An answer, not silence: a callout that raised left the server waiting out its timeout."""
+    claims = claims_of(callout(new_account_seed()).respond(request("far:alice")))
+    assert claims["nats"]["error"] == "unusable token" and "jwt" not in claims["nats"]
+
+
+def test_a_feed_tokens_consumer_api_names_its_own_consumers_only() -> None:
+    from adapters.auth import Caller
+
+    loader = Caller("loader-a", frozenset({"feed"}), ("warehouse",))
+    rival = Caller("loader-b", frozenset({"feed"}), ("warehouse",))
+    mine = [s for s in user_permissions("chronicle", loader)["pub"]["allow"] if s.startswith(("$JS.API.CONSUMER", "$JS.ACK"))]
+    theirs = user_permissions("chronicle", rival)["pub"]["allow"]
+    assert mine and not set(mine) & set(theirs)
+    assert all(">" not in s.removesuffix(".>") and "*" not in s for s in mine), "no wildcard over consumer names"
+    assert f"$JS.API.CONSUMER.DELETE.CHRONICLE_EVENTS.{feed_consumer('loader-a', 'warehouse')}" in mine
+    assert not any("$JS.API" in s for s in user_permissions("chronicle", Caller("bob"))["pub"]["allow"])

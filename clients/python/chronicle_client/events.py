@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 import nats.errors
+import nats.js.errors
+from chronicle_contract.bus import DURABLE_NAME, DURABLES_CLAIM, LIVE_CONSUMERS, feed_consumer
+from chronicle_contract.errors import ChronicleError
 from chronicle_contract.events import POSITION_HEADER, FeedEvent, events_stream, feed_filter
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
+
+from chronicle_client.transport import token_claims
 
 if TYPE_CHECKING:
     from chronicle_client.transport import Transport
@@ -36,11 +43,16 @@ class Events:
         allowed ("conversation.*", "job.completed"). With `durable`, the feed remembers
         where this follower got to under that name: a later follow with the same name goes
         on after the last event it took (`from_position` and `filter` then come from the
-        first). An event counts as taken when the loop asks for the next one, so a follower
-        that dies while handling one is given it again, never one after it."""
+        first). A durable's name must be one the token lists in its `durables` claim (a feed
+        token reaches its own consumers only); a token follows at most LIVE_CONSUMERS (4)
+        times at once without one. An event counts as taken when the loop asks for the next
+        one, so a follower that dies while handling one is given it again, never one after it."""
         js = self._client.nc.jetstream()
         stream = events_stream(self._client.prefix)
         subject = feed_filter(self._client.prefix, filter)
+        user = self._client.user or ""
+        if durable is not None:
+            self._check_durable(durable)
         start = await self._sequence_after(from_position)
         config = ConsumerConfig(
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
@@ -49,7 +61,12 @@ class Events:
             max_ack_pending=max(batch, 1000),
             inactive_threshold=None if durable else 60.0,
         )
-        subscription = await js.pull_subscribe(subject, durable=durable, stream=stream, config=config)
+        if durable is not None:
+            name = feed_consumer(user, durable)
+            subscription = await js.pull_subscribe(subject, durable=name, stream=stream, config=config)
+        else:
+            name = await self._live_consumer(js, stream, user, subject, config)
+            subscription = await js.pull_subscribe_bind(stream=stream, name=name)
         last = from_position
         untaken: list[Msg] = []  # fetched, not yet taken: handed back at once when the follower stops
         try:
@@ -69,6 +86,31 @@ class Events:
                 for message in untaken:
                     await message.nak()
                 await subscription.unsubscribe()
+                if durable is None:  # (its slot is free at once, not after the inactivity threshold)
+                    await js.delete_consumer(stream, name)
+
+    def _check_durable(self, durable: str) -> None:
+        named = token_claims(self._client.token).get(DURABLES_CLAIM) or []
+        if not DURABLE_NAME.fullmatch(durable) or durable not in named:
+            message = f"durable {durable!r} is not one the token names in its {DURABLES_CLAIM!r} claim"
+            raise ChronicleError("invalid", message, [{"field": "durable", "rule": "named_by_token", "message": message}])
+
+    async def _live_consumer(
+        self, js: JetStreamContext, stream: str, user: str, subject: str, config: ConsumerConfig
+    ) -> str:
+        """A consumer for a follow without a durable, in the first free one of the user's
+        slots. Each is made with a description of its own, so a slot in use is refused as
+        taken rather than shared (the server hands back an existing consumer made alike)."""
+        for live in range(LIVE_CONSUMERS):
+            name = feed_consumer(user, None, live)
+            wanted = config.evolve(name=name, filter_subject=subject, description=uuid.uuid4().hex)
+            try:
+                await js.add_consumer(stream, config=wanted)
+            except nats.js.errors.BadRequestError:  # (the slot is taken)
+                continue
+            return name
+        message = f"at most {LIVE_CONSUMERS} follows without a durable run at once"
+        raise ChronicleError("conflict", message)
 
     async def _sequence_after(self, position: int) -> int:
         """The stream sequence of the first event after `position` (when there is none yet,

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from chronicle_contract.events import FEED_ROLE, events_stream
 
 INBOX = "_INBOX"
 SCOPE_BYTES = 20
+# A feed token names the durables its holder keeps in this claim: NATS permissions match
+# whole subject tokens, never a prefix of one, so the consumer names a connection may use
+# must be known, and listed, when it connects.
+DURABLES_CLAIM = "durables"
+MAX_DURABLES = 8
+DURABLE_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+LIVE_CONSUMERS = 4  # follows without a durable a feed user may run at once
 
 
 def server_urls(url: str) -> list[str]:
@@ -55,20 +64,40 @@ def user_permissions(prefix: str, user_id: str) -> dict[str, Any]:
     subscribe to the service's subjects (so it cannot answer them), publish a signal, or
     reach the JetStream API (streams, consumers, buckets, object stores). A token with the
     `feed` role (a system following every user's events: a warehouse loader, a notifier)
-    may also read the event feed's stream through consumers of its own; it can publish
-    nothing to the stream and reach no other."""
+    may also read the event feed's stream through consumers of its own (`feed_consumer`);
+    it can publish nothing to the stream and reach no other consumer."""
     publish = [f"{prefix}.cmd.>", f"{prefix}.query.>", "$SRV.>"]
     if FEED_ROLE in getattr(user_id, "roles", ()):  # (the callout passes the Caller, who carries the roles)
-        publish += feed_api(prefix)
+        publish += feed_api(prefix, user_id, getattr(user_id, "durables", ()))
     return {
         "pub": {"allow": publish},
         "sub": {"allow": [f"{inbox_prefix(user_id)}.>", f"{signals_prefix(prefix, user_id)}.>"]},
     }
 
 
-def feed_api(prefix: str) -> list[str]:
+def feed_consumer(user_id: str, durable: str | None, live: int = 0) -> str:
+    """The name of a feed user's consumer: their durable `durable`, or, without one, their
+    `live`-th follow (0 .. LIVE_CONSUMERS - 1). Each carries the user's scope, so no two
+    users' names meet and no feed token reaches another's consumers."""
+    scope = user_scope(user_id)
+    return f"{scope}-d-{durable}" if durable is not None else f"{scope}-l{live}"
+
+
+def feed_api(prefix: str, user_id: str, durables: Iterable[str]) -> list[str]:
     """The JetStream API a feed follower uses: the stream's info and single messages (to find
-    where a position starts), its consumers (create, look up, pull from, delete), its acks."""
+    where a position starts), and its own consumers only (create, look up, pull from,
+    delete, ack): those its token names and its live follows'."""
     stream = events_stream(prefix)
-    consumers = [f"$JS.API.CONSUMER.{verb}.{stream}.>" for verb in ("CREATE", "DURABLE.CREATE", "INFO", "DELETE", "MSG.NEXT")]
-    return [f"$JS.API.STREAM.INFO.{stream}", f"$JS.API.STREAM.MSG.GET.{stream}", *consumers, f"$JS.ACK.{stream}.>"]
+    names = [feed_consumer(user_id, name) for name in durables]
+    names += [feed_consumer(user_id, None, live) for live in range(LIVE_CONSUMERS)]
+    api = f"$JS.API.CONSUMER.{{}}.{stream}.{{}}"
+    consumers = [
+        subject
+        for name in names
+        for subject in (
+            api.format("CREATE", name), api.format("CREATE", name) + ".>",  # (with a filter subject)
+            api.format("INFO", name), api.format("DELETE", name), api.format("MSG.NEXT", name),
+            f"$JS.ACK.{stream}.{name}.>",
+        )
+    ]
+    return [f"$JS.API.STREAM.INFO.{stream}", f"$JS.API.STREAM.MSG.GET.{stream}", *consumers]
