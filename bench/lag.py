@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from psycopg.sql import SQL, Identifier
 
+from adapters.read_side.positions import read_positions
 from adapters.store.postgres import PostgresTarget
 from projections.engine import PROGRESS_CHANNEL
-from services.runtime.positions import read_positions
 
 
 @dataclass

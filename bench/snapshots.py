@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 from uuid import UUID, uuid4
 
+from adapters.read_side.queries import PostgresQueries, query_pool
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget, migrate
@@ -27,7 +28,7 @@ from bench.servers import bench_servers
 from domain.conversation import Conversation
 from entrypoints.settings import Settings
 from services.audit.queries import Audit
-from services.runtime.read_models import Queries, query_pool
+from services.runtime.cursors import CursorSeal
 
 REPLAY_AIM_MS = 50.0
 WRITE_BATCH = 1_000
@@ -61,7 +62,7 @@ def add(report: Report, name: str, times: list[float], aim: bool) -> None:
 
 async def measure_audit(url: str, keys: KeyRing, ids: dict[str, UUID], events: int, runs: int, report: Report) -> None:
     async with query_pool(url, max_size=2) as pool:  # the service's own kind
-        audit = Audit(Queries(pool), record_read=None, keys=keys)  # type: ignore[arg-type]
+        audit = Audit(PostgresQueries(pool, cursors=CursorSeal.of_this_process()), record_read=None, keys=keys)  # type: ignore[arg-type]
         for version in (events - 1, events // 2):
             for label, conversation_id in ids.items():
                 state, at = await audit.state_at(conversation_id, version, None)

@@ -39,6 +39,12 @@ from adapters.messaging.jetstream import remove_stream
 from adapters.messaging.nats_service import NatsService
 from adapters.messaging.usage_sync import UsageSync
 from adapters.metrics import Metrics
+from adapters.read_side.event_feed import EventFeed, ensure_feed_stream
+from adapters.read_side.positions import ProjectionPositions
+from adapters.read_side.queries import PostgresQueries, query_pool
+from adapters.read_side.relay import EventRelay, relay_channels
+from adapters.read_side.replayed_positions import ReplayedPositions
+from adapters.scraped import JobQueue, Scraped, Source, Tracking
 from adapters.store.blobs import BlobStore
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing, service_key
@@ -65,13 +71,9 @@ from services.jobs.retrieval import FullTextRetriever
 from services.jobs.worker import CONSUMER, JobRelay, JobWorkers, ensure_job_streams, streams
 from services.ports.agent import Agent
 from services.ports.generator import Generator
+from services.ports.read_models import Queries, SemanticSearch
 from services.runtime.command_bus import CommandBus, Store
 from services.runtime.cursors import CursorSeal
-from services.runtime.event_feed import EventFeed, ensure_feed_stream
-from services.runtime.positions import ProjectionPositions
-from services.runtime.read_models import Queries, SemanticSearch, query_pool
-from services.runtime.replayed_positions import ReplayedPositions
-from services.runtime.scraped import JobQueue, Scraped, Source, Tracking
 from services.runtime.snapshots import SnapshotTaker
 from services.users.erasure import Erasure
 
@@ -200,9 +202,8 @@ class Chronicle:
         self._stack.callback(self.keys.close)
         self.tracking = Tracking(self.target, [p.name for p in self.projections])
         self._scrape("postgres", self.tracking)
-        relay_channels = {**SignalRelay.topics_by_channel(), **JobRelay.topics_by_channel()}
         store = await asyncio.to_thread(
-            EventStore, self.target, relay_channels=relay_channels, keys=self.keys,
+            EventStore, self.target, relay_channels=relay_channels([SignalRelay, JobRelay]), keys=self.keys,
             unavailable_after=self.settings.database_unavailable_after,
         )
         self._stack.callback(store.close)
@@ -277,7 +278,7 @@ class Chronicle:
         fail_fast(pool, settings.database_unavailable_after)  # a read waits no longer for Postgres
         await pool.open()
         self._stack.push_async_callback(pool.close)
-        return Queries(
+        return PostgresQueries(
             pool, language=settings.search_language, reachability=reachability, semantic=semantic, cursors=cursors
         )
 
@@ -322,7 +323,7 @@ class Chronicle:
         await ensure_upload_bucket(js, prefix, settings.stream_replicas)
         await ensure_job_streams(js, prefix, settings.job_ack_wait, settings.stream_replicas)
         self._scrape("nats", JobQueue(js, streams(prefix)[0], CONSUMER, asyncio.get_running_loop()))
-        job_relay = JobRelay(self.target.url, nc, js, prefix, keys)
+        job_relay = EventRelay(self.target.url, JobRelay(nc, js, prefix), keys)
         await self._run(job_relay)
         bus.commit_listeners.append(job_relay.committed)
         if settings.job_workers > 0:
@@ -344,7 +345,7 @@ class Chronicle:
         # Every instance relays and sweeps: relays serialise on their tracking row (each
         # instance's own commits go out at once by the fast path) and a second expiry of
         # a checkpoint is a no-op.
-        signal_relay = SignalRelay(self.target.url, nc, js, prefix, keys)
+        signal_relay = EventRelay(self.target.url, SignalRelay(nc, prefix), keys)
         await self._run(signal_relay)
         bus.commit_listeners.append(signal_relay.committed)
         await self._run(ExpirySweeper(functools.partial(hitl_queries.due_runs, queries), bus.execute))

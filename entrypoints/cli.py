@@ -8,7 +8,7 @@ import contextlib
 import logging
 import signal
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from chronicle_contract.bus import DURABLES_CLAIM
 
@@ -16,7 +16,7 @@ from entrypoints import logs
 from entrypoints.settings import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Awaitable, Callable, Iterator
 
     from adapters.metrics import GatewayMetrics, MetricsEndpoint
     from adapters.store.postgres import PostgresTarget
@@ -24,8 +24,10 @@ if TYPE_CHECKING:
     from entrypoints.gateways.http_guard import HttpLimits
     from entrypoints.gateways.http_server import HttpServer
     from projections.base import Projection
+    from services.ports.read_models import Queries
 
 log = logging.getLogger("chronicle")
+Report = TypeVar("Report")
 
 
 async def serve(settings: Settings) -> None:
@@ -170,6 +172,18 @@ def database(settings: Settings, through: Stage | None = None) -> Iterator[Chron
         yield chronicle
     finally:
         asyncio.run(chronicle.stop())
+
+
+def read_models(chronicle: Chronicle, read: Callable[[Queries], Awaitable[Report]]) -> Report:
+    """What `read` makes of the read models, read straight from the database (an operator's report)."""
+    from adapters.read_side.queries import opened_queries
+    from services.runtime.cursors import CursorSeal
+
+    async def run() -> Report:
+        async with opened_queries(chronicle.target.url, CursorSeal.of_this_process()) as queries:
+            return await read(queries)
+
+    return asyncio.run(run())
 
 
 def semantic_search(chronicle: Chronicle) -> str:
@@ -378,7 +392,7 @@ def replay(settings: Settings, ident: str, at_version: int | None, at_time: str 
         when = when.replace(tzinfo=UTC)
     with database(settings) as chronicle:
         try:
-            print(asyncio.run(replay_report(chronicle.target.url, chronicle.keys, aggregate_id, at_version, when)))
+            print(read_models(chronicle, lambda queries: replay_report(queries, chronicle.keys, aggregate_id, at_version, when)))
         except ChronicleError as error:
             sys.exit(error.message)
 
@@ -457,7 +471,7 @@ def optimizations_show(settings: Settings, ident: str) -> None:
     except ValueError:
         sys.exit(f"optimizations show: {ident!r} is not an optimization id (a UUID)")
     with database(settings) as chronicle:
-        found = asyncio.run(load(chronicle.target.url, optimization_id))
+        found = read_models(chronicle, lambda queries: load(queries, optimization_id))
     if found is None:
         sys.exit(f"optimization {optimization_id} not found")
     print(render(*found))
@@ -475,10 +489,10 @@ def artifacts_command(settings: Settings, action: str, ident: str, depth: int) -
         sys.exit(f"artifacts {action}: {ident!r} is not an artifact id (a UUID)")
     with database(settings) as chronicle:
         if action == "show":
-            row = asyncio.run(report.load_artifact(chronicle.target.url, artifact_id))
+            row = read_models(chronicle, lambda queries: report.load_artifact(queries, artifact_id))
             text = None if row is None else report.render_artifact(row)
         else:
-            lineage = asyncio.run(report.load_tree(chronicle.target.url, artifact_id, depth))
+            lineage = read_models(chronicle, lambda queries: report.load_tree(queries, artifact_id, depth))
             text = None if lineage is None else report.render_tree(*lineage)
     if text is None:
         sys.exit(f"artifact {artifact_id} not found")

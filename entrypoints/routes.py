@@ -18,9 +18,9 @@ from services.conversations import dispatch as conversations
 from services.hitl import dispatch as hitl
 from services.jobs import dispatch as jobs
 from services.optimizations import dispatch as optimizations
+from services.ports.positions import Positions
 from services.runtime.command_bus import CommandBus
 from services.runtime.dispatch import Decide, Handler, Read, Routes, Serve
-from services.runtime.positions import ProjectionPositions
 from services.sessions import dispatch as sessions
 from services.users import dispatch as users
 
@@ -61,7 +61,7 @@ def subject(prefix: str, request_type: type[Request[Any]]) -> str:
 def routes(
     prefix: str,
     bus: CommandBus,
-    positions: ProjectionPositions,
+    positions: Positions,
     wait_timeout: float,
     services: Mapping[type, object],
     tables: Iterable[Routes] = ROUTES,

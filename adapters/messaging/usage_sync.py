@@ -38,7 +38,7 @@ from adapters.messaging.fair_share import FairShare, Usage
 log = logging.getLogger(__name__)
 
 MAX_REPORT_BYTES = 64 * 1024  # one message's entries (NATS carries up to 1 MiB by default)
-CANCEL_AGAIN = 1.0  # seconds (see services/runtime/background.py: a cancellation can be lost)
+CANCEL_AGAIN = 1.0  # seconds (see services/ports/background.py: a cancellation can be lost)
 Count = Annotated[int, Field(ge=1, le=2**31)]
 
 

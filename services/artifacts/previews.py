@@ -37,8 +37,8 @@ from adapters.store.blobs import CHUNK_BYTES, BlobErased, BlobStore
 from domain.artifact import MAX_PREVIEW_BYTES
 from services.artifacts import queries as queries_artifacts
 from services.artifacts.generation import visible_artifact
+from services.ports.read_models import Queries
 from services.runtime.command_bus import CommandBus
-from services.runtime.read_models import Queries
 
 UPLOAD_TTL = 3600.0  # seconds an upload waits to be claimed before JetStream drops it
 

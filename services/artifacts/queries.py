@@ -17,9 +17,9 @@ from chronicle_contract.artifacts import (
 from psycopg.sql import SQL, Composed
 
 from domain.layout import Shape, component_overlap, similarity
+from services.ports.read_models import Queries, not_found
 from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
 from services.runtime.paging import Order, page_of
-from services.runtime.read_models import Queries, not_found
 
 SUMMARY_COLUMNS = (
     "id, session_id, parent_id, generation, origin, query, model, provider, tags, variation_set_id,"

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from services.artifacts.queries import ANCESTORS, DESCENDANTS, MAX_DESCENDANTS
-from services.runtime.read_models import Queries, query_pool
+from services.ports.read_models import Queries
 
 DRAFT_LINES = 40
 LINE_WIDTH = 160
@@ -24,39 +22,31 @@ LINEAGE_COLUMNS = "id, owner, parent_id, generation, variation_set_id, removed, 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-@asynccontextmanager
-async def read_models(url: str) -> AsyncIterator[Queries]:
-    async with query_pool(url) as pool:
-        yield Queries(pool)
-
-
-async def load_artifact(url: str, artifact_id: UUID) -> dict[str, Any] | None:
+async def load_artifact(queries: Queries, artifact_id: UUID) -> dict[str, Any] | None:
     """Every column of the live artifact, whoever owns it; None when there is none."""
-    async with read_models(url) as queries:
-        return await queries.fetch_one("SELECT * FROM rm_artifacts.artifacts WHERE id = %s", (artifact_id,))
+    return await queries.fetch_one("SELECT * FROM rm_artifacts.artifacts WHERE id = %s", (artifact_id,))
 
 
 async def load_tree(
-    url: str, artifact_id: UUID, depth: int
+    queries: Queries, artifact_id: UUID, depth: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
     """The ancestors root first, and the subtree: the artifact then its descendants nearest
     first (at most MAX_DESCENDANTS + 1 of them, so the renderer can tell some were left out).
     Removed artifacts stay in the lineage read model and come marked; None for an unknown id."""
-    async with read_models(url) as queries:
-        artifact = await queries.fetch_one(
-            "SELECT " + LINEAGE_COLUMNS + " FROM rm_lineage.artifacts WHERE id = %s", (artifact_id,)
-        )
-        if artifact is None:
-            return None
-        # The shared lineage walks stay within one owner: the artifact's.
-        params = {"id": artifact_id, "user": artifact["owner"], "depth": depth, "limit": MAX_DESCENDANTS + 1}
-        ancestors = list(reversed(await queries.fetch_all(ANCESTORS, params)))
-        subtree = [artifact, *await queries.fetch_all(DESCENDANTS, params)]
-        details = await queries.fetch_all(
-            "SELECT id, origin, left(query, 200) AS query, variation_index FROM rm_artifacts.artifacts"
-            " WHERE id = ANY(%s)",
-            ([row["id"] for row in ancestors + subtree],),
-        )
+    artifact = await queries.fetch_one(
+        "SELECT " + LINEAGE_COLUMNS + " FROM rm_lineage.artifacts WHERE id = %s", (artifact_id,)
+    )
+    if artifact is None:
+        return None
+    # The shared lineage walks stay within one owner: the artifact's.
+    params = {"id": artifact_id, "user": artifact["owner"], "depth": depth, "limit": MAX_DESCENDANTS + 1}
+    ancestors = list(reversed(await queries.fetch_all(ANCESTORS, params)))
+    subtree = [artifact, *await queries.fetch_all(DESCENDANTS, params)]
+    details = await queries.fetch_all(
+        "SELECT id, origin, left(query, 200) AS query, variation_index FROM rm_artifacts.artifacts"
+        " WHERE id = ANY(%s)",
+        ([row["id"] for row in ancestors + subtree],),
+    )
     by_id = {row["id"]: row for row in details}
     for row in ancestors + subtree:
         row.update(by_id.get(row["id"], {}))

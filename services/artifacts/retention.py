@@ -12,10 +12,10 @@ import psycopg
 from chronicle_contract.artifacts import RemoveArtifact
 from chronicle_contract.errors import ChronicleError
 
-from services.runtime.background import Background
+from services.ports.background import Background
+from services.ports.positions import Positions
+from services.ports.read_models import Queries
 from services.runtime.command_bus import Execute
-from services.runtime.positions import ProjectionPositions
-from services.runtime.read_models import Queries
 
 log = logging.getLogger(__name__)
 SWEEP_BATCH = 500  # removals per query; a sweep repeats until nothing is due
@@ -42,7 +42,7 @@ class RetentionSweeper(Background):
     def __init__(
         self,
         queries: Queries,
-        positions: ProjectionPositions,
+        positions: Positions,
         execute: Execute,
         *,
         retention_days: float,

@@ -22,9 +22,9 @@ from adapters.store.digest import HEAD_POSITION, StoreDigest, compute_digest
 from adapters.store.mapper import PydanticMapper
 from adapters.store.postgres import PostgresTarget
 from domain.digest import DIGEST_ID, SYSTEM_OWNER, AuditDigest
-from services.runtime.background import Background
+from services.ports.background import Background
+from services.ports.read_models import Queries
 from services.runtime.command_bus import Execute
-from services.runtime.read_models import Queries
 from services.runtime.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)

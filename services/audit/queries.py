@@ -24,7 +24,7 @@ from adapters.auth import AUDITOR
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import ErasedContent, PydanticMapper
 from adapters.store.snapshots import SNAPSHOT_COLUMNS, SnapshotCodec, SnapshotUnreadable, stored_snapshot
-from services.runtime.read_models import Queries
+from services.ports.read_models import Queries
 
 RecordRead = Callable[[str, dict[str, Any]], Awaitable[Any]]
 EVENT_COLUMNS = "originator_id, originator_version, topic, state, notification_id, hash"

@@ -12,30 +12,29 @@ from chronicle_contract.errors import ChronicleError
 
 from adapters.store.keys import KeyRing
 from services.audit.queries import EVENT_COLUMNS, Audit
-from services.runtime.read_models import Queries, query_pool
+from services.ports.read_models import Queries
 
 PAYLOAD_WIDTH = 100
 
 
-async def replay(url: str, keys: KeyRing, aggregate_id: UUID, at_version: int | None, at_time: datetime | None) -> str:
+async def replay(queries: Queries, keys: KeyRing, aggregate_id: UUID, at_version: int | None, at_time: datetime | None) -> str:
     """Every event of the aggregate (an operator at the CLI reads as its owner), then the
     state at the point asked for; raises ChronicleError(not_found) for an unknown id."""
     async def no_record(*_: Any) -> None:  # never called: the owner reads their own stream
         raise AssertionError("an owner's read is not recorded")
 
-    async with query_pool(url) as pool:
-        audit = Audit(Queries(pool), no_record, keys)
-        owner = await owner_of(audit, aggregate_id)
-        pages = []
-        after = 0
-        while True:
-            page = await audit.stream(owner, AuditStream(
-                aggregate_id=aggregate_id, after_version=after, limit=1_000, at_version=at_version, at_time=at_time
-            ))
-            pages.append(page)
-            if page["next_after_version"] is None:
-                break
-            after = page["next_after_version"]
+    audit = Audit(queries, no_record, keys)
+    owner = await owner_of(audit, aggregate_id)
+    pages = []
+    after = 0
+    while True:
+        page = await audit.stream(owner, AuditStream(
+            aggregate_id=aggregate_id, after_version=after, limit=1_000, at_version=at_version, at_time=at_time
+        ))
+        pages.append(page)
+        if page["next_after_version"] is None:
+            break
+        after = page["next_after_version"]
     return render(pages)
 
 

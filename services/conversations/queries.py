@@ -17,10 +17,10 @@ from chronicle_contract.conversations import (
 )
 from psycopg.sql import SQL, Composed, Identifier
 
+from services.ports.read_models import Queries, not_found
 from services.runtime.cursors import invalid_cursor
 from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
 from services.runtime.paging import Order, page_of
-from services.runtime.read_models import Queries, not_found
 
 CONVERSATION_COLUMNS = (
     "id, title, tags, session_id, message_count, first_message, created_at, updated_at"

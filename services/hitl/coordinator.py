@@ -8,7 +8,7 @@ with hitl.get, the orchestrator takes the answer with hitl.take. So a signal nob
 received loses nothing (an orchestrator asks again), and nothing of an erased user stays
 on NATS. Signals are derived from committed events, never sent before the commit:
 published right after it by the command bus's fast path, and again by the relay as the
-backstop (services/runtime/event_relay.py); a waiter takes either.
+backstop (adapters/read_side/relay.py); a waiter takes either.
 """
 
 from __future__ import annotations
@@ -24,13 +24,11 @@ from chronicle_contract.bus import signals_prefix
 from chronicle_contract.errors import ChronicleError
 from chronicle_contract.hitl import ExpireRun, run_signals
 from nats.aio.client import Client as NATS
-from nats.js import JetStreamContext
 
-from adapters.store.keys import KeyRing
 from domain.hitl import HitlExpired, HitlPaused, HitlResumed
-from services.runtime.background import Background
+from services.ports.background import Background
+from services.ports.relays import Relay
 from services.runtime.command_bus import Execute
-from services.runtime.event_relay import EventRelay
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +36,15 @@ SIGNAL_EVENTS = (HitlPaused, HitlResumed, HitlExpired)
 EVENT_NAMES: dict[type, str] = {HitlPaused: "paused", HitlResumed: "resumed", HitlExpired: "expired"}
 
 
-class SignalRelay(EventRelay):
+class SignalRelay(Relay):
     name = "hitl_signals"
     relayed = SIGNAL_EVENTS
 
-    def __init__(self, url: str, nc: NATS, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
-        super().__init__(url, js, prefix, keys)
+    def __init__(self, nc: NATS, prefix: str):
         self.nc = nc
+        self.prefix = prefix
 
-    async def publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
-        owner = await self.owner_of(conn, event.originator_id)
+    async def publish(self, position: int, event: Any, owner: str) -> None:
         name = EVENT_NAMES[type(event)]
         signal = {
             "event": name, "run_id": event.run_id, "conversation_id": event.originator_id,

@@ -8,8 +8,8 @@ from chronicle_contract.errors import ChronicleError
 from chronicle_contract.hitl import GetRun, ListRuns
 from psycopg.sql import SQL
 
+from services.ports.read_models import Queries
 from services.runtime.paging import Order, page_of
-from services.runtime.read_models import Queries
 
 RUN_COLUMNS = (
     "run_id, conversation_id, status, step, checkpoint_type, prompt, data, conversation_mode, paused_at,"

@@ -7,8 +7,8 @@ from typing import Any
 from chronicle_contract.jobs import GetJob, ListJobs
 from psycopg.sql import SQL
 
+from services.ports.read_models import Queries, not_found
 from services.runtime.paging import Order, page_of
-from services.runtime.read_models import Queries, not_found
 
 COLUMNS = (
     "id AS job_id, session_id, artifact_type, status, progress, attempt, plan, result, error, artifact_id,"

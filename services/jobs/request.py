@@ -10,9 +10,9 @@ from chronicle_contract.jobs import OPTIONS, JobOptions, RecordJob, RequestJob
 from chronicle_contract.values import Chunk as WireChunk
 from pydantic import ValidationError
 
+from services.ports.positions import Positions
 from services.ports.retriever import Retriever
 from services.runtime.command_bus import CommandBus
-from services.runtime.positions import ProjectionPositions
 
 
 def checked_options(cmd: RequestJob) -> JobOptions:
@@ -29,7 +29,7 @@ def checked_options(cmd: RequestJob) -> JobOptions:
 
 
 class Jobs:
-    def __init__(self, bus: CommandBus, retriever: Retriever, positions: ProjectionPositions, wait_timeout: float):
+    def __init__(self, bus: CommandBus, retriever: Retriever, positions: Positions, wait_timeout: float):
         self.bus = bus
         self.retriever = retriever
         self.positions = positions

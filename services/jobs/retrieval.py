@@ -10,7 +10,7 @@ import psycopg
 from chronicle_contract.errors import ChronicleError
 
 from domain.job import Chunk
-from services.runtime.read_models import Queries
+from services.ports.read_models import Queries
 
 MAX_CHUNK_TEXT = 4_000
 

@@ -1,6 +1,6 @@
 """Job workers and the job relay: the JetStream side of the three-phase pipeline.
 
-The relay (with the command bus's fast path, services/runtime/event_relay.py) turns committed Job
+The relay (with the command bus's fast path, adapters/read_side/relay.py) turns committed Job
 events into messages: a requested job goes on the work
 queue `<prefix>.jobs.work` (once: its message id is the job id), and every progress
 change is published on the job owner's own subject (clients/python/chronicle_contract/jobs.py
@@ -22,7 +22,6 @@ from typing import Any
 from uuid import UUID
 
 import orjson
-import psycopg
 from chronicle_contract.bus import signals_prefix
 from chronicle_contract.errors import ChronicleError
 from chronicle_contract.jobs import DescribeJob, FailJob, RecordOutcomes, StartPhase, job_progress
@@ -32,12 +31,11 @@ from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy
 from nats.js.errors import NotFoundError
 
 from adapters.messaging.jetstream import ensure_stream, remove_stream
-from adapters.store.keys import KeyRing
 from domain.job import Chunk, Job
 from services.ports.agent import Agent, AgentFailed, JobSpec
-from services.runtime.background import Background
+from services.ports.background import Background
+from services.ports.relays import Relay
 from services.runtime.command_bus import CommandBus
-from services.runtime.event_relay import EventRelay
 
 log = logging.getLogger(__name__)
 
@@ -93,16 +91,17 @@ def progress_of(event: Any) -> dict[str, Any]:
     }
 
 
-class JobRelay(EventRelay):
+class JobRelay(Relay):
     name = "job_signals"
     relayed = JOB_EVENTS
 
-    def __init__(self, url: str, nc: NATS, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
-        super().__init__(url, js, prefix, keys)
+    def __init__(self, nc: NATS, js: JetStreamContext, prefix: str):
         self.nc = nc
+        self.js = js
+        self.prefix = prefix
         self.work_stream, _ = streams(prefix)
 
-    async def publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
+    async def publish(self, position: int, event: Any, owner: str) -> None:
         if isinstance(event, Job.Requested):
             await self.js.publish(
                 f"{self.prefix}.jobs.work",
@@ -110,7 +109,6 @@ class JobRelay(EventRelay):
                 stream=self.work_stream,
                 headers={"Nats-Msg-Id": f"job:{event.originator_id}"},
             )
-        owner = await self.owner_of(conn, event.originator_id)
         await self.nc.publish(
             job_progress(signals_prefix(self.prefix, owner), event.originator_id),
             orjson.dumps({**progress_of(event), "position": position}),

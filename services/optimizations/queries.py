@@ -19,8 +19,8 @@ from chronicle_contract.optimizations import (
 from psycopg.sql import SQL
 
 from domain.optimization import pareto_front
+from services.ports.read_models import Queries, not_found
 from services.runtime.paging import Order, page_of
-from services.runtime.read_models import Queries, not_found
 
 SUMMARY = (
     "SELECT id AS optimization_id, name, project, dataset, optimizer, direction, round_count AS rounds,"

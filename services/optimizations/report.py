@@ -11,40 +11,38 @@ import orjson
 from chronicle_contract.optimizations import OptimizationHistory
 
 from services.optimizations import queries as optimization_queries
-from services.runtime.read_models import Queries, query_pool
+from services.ports.read_models import Queries
 
 CURVE_WIDTH = 64
 CURVE_HEIGHT = 12
 
 
-async def load(url: str, optimization_id: UUID) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+async def load(queries: Queries, optimization_id: UUID) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
     """The summary and every round; None when there is no such optimization. An operator
     at the CLI reads as the optimization's owner, through the same scoped queries."""
-    async with query_pool(url) as pool:
-        queries = Queries(pool)
-        row = await queries.fetch_one(
-            "SELECT owner FROM rm_optimizations.optimizations WHERE id = %s AND direction IS NOT NULL",
-            (optimization_id,),
-        )
-        if row is None:
-            return None
-        owner = row["owner"]
-        summary = await optimization_queries.summary(queries, owner, optimization_id)
-        rounds: list[dict[str, Any]] = []
-        after = None
-        after_trial = None
-        while True:
-            request = OptimizationHistory(optimization_id=optimization_id, after_round=after, after_trial=after_trial)
-            page = orjson.loads(orjson.dumps(await optimization_queries.history(queries, owner, request)))  # rounds come as JSON text
-            for entry in page["rounds"]:
-                if rounds and rounds[-1]["round_index"] == entry["round_index"]:  # the rest of a split round
-                    entry["trials"] = rounds[-1]["trials"] + entry["trials"]
-                    rounds[-1] = entry
-                else:
-                    rounds.append(entry)
-            if page["next_after_round"] is None:
-                return summary, rounds
-            after, after_trial = page["next_after_round"], page["next_after_trial"]
+    row = await queries.fetch_one(
+        "SELECT owner FROM rm_optimizations.optimizations WHERE id = %s AND direction IS NOT NULL",
+        (optimization_id,),
+    )
+    if row is None:
+        return None
+    owner = row["owner"]
+    summary = await optimization_queries.summary(queries, owner, optimization_id)
+    rounds: list[dict[str, Any]] = []
+    after = None
+    after_trial = None
+    while True:
+        request = OptimizationHistory(optimization_id=optimization_id, after_round=after, after_trial=after_trial)
+        page = orjson.loads(orjson.dumps(await optimization_queries.history(queries, owner, request)))  # rounds come as JSON text
+        for entry in page["rounds"]:
+            if rounds and rounds[-1]["round_index"] == entry["round_index"]:  # the rest of a split round
+                entry["trials"] = rounds[-1]["trials"] + entry["trials"]
+                rounds[-1] = entry
+            else:
+                rounds.append(entry)
+        if page["next_after_round"] is None:
+            return summary, rounds
+        after, after_trial = page["next_after_round"], page["next_after_trial"]
 
 
 def number(value: float | None) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 from chronicle_contract.base import Command, Request
 
-from services.runtime.read_models import Queries
+from services.ports.read_models import Queries
 from services.runtime.unit_of_work import UnitOfWork
 
 Reply = dict[str, Any]

@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 from psycopg.sql import SQL, Composable, Composed, Identifier
 
-from services.runtime.read_models import Queries
+from services.ports.read_models import Queries
 
 log = logging.getLogger(__name__)
 

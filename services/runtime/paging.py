@@ -17,8 +17,8 @@ from typing import Any
 
 from psycopg.sql import SQL, Composable
 
+from services.ports.read_models import Queries
 from services.runtime.cursors import invalid_cursor
-from services.runtime.read_models import Queries
 
 
 @dataclass(frozen=True)

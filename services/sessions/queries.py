@@ -7,8 +7,8 @@ from typing import Any
 from chronicle_contract.sessions import GetSession, ListSessions
 from psycopg.sql import SQL
 
+from services.ports.read_models import Queries, not_found
 from services.runtime.paging import Order, page_of
-from services.runtime.read_models import Queries, not_found
 
 SESSION_COLUMNS = (
     "s.id, s.name, s.description, s.kind, s.tags, s.status, s.conversation_count,"

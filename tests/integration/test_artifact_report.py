@@ -38,7 +38,7 @@ async def test_show_summarises_an_artifact(chronicle: Chronicle, client: Chronic
     await client.artifacts.cache_preview(root.artifact_id, preview, style="thumb", format="png")
     await client.artifacts.get(root.artifact_id)  # the read models have caught up with every write
 
-    row = await report.load_artifact(chronicle.target.url, root.artifact_id)
+    row = await report.load_artifact(chronicle.queries, root.artifact_id)
     assert row is not None
     text = report.render_artifact(row)
     assert text.splitlines()[0].startswith(f"artifact {root.artifact_id} (owner user-")
@@ -66,16 +66,15 @@ async def test_show_summarises_an_artifact(chronicle: Chronicle, client: Chronic
 async def test_show_draws_the_layout_when_there_is_no_draft(chronicle: Chronicle, client: ChronicleClient) -> None:
     stored = await client.artifacts.store(layout("hero", "about"), query="no draft")
     await client.artifacts.get(stored.artifact_id)
-    row = await report.load_artifact(chronicle.target.url, stored.artifact_id)
+    row = await report.load_artifact(chronicle.queries, stored.artifact_id)
     assert row is not None
     text = report.render_artifact(row)
     assert "previews: none" in text and "RAG examples: none" in text
     assert text.endswith("layout (no draft):\n  page #home\n    section  'hero'\n    section  'about'")
-    assert await report.load_artifact(chronicle.target.url, uuid.uuid4()) is None
+    assert await report.load_artifact(chronicle.queries, uuid.uuid4()) is None
 
 
 async def test_tree_draws_the_path_and_the_descendants(chronicle: Chronicle, client: ChronicleClient) -> None:
-    url = chronicle.target.url
     root = await client.artifacts.store(layout("a"), query="the root")
     middle = await client.artifacts.store(layout("b"), query="the middle", parent_id=root.artifact_id)
     made = await client.artifacts.variations("three takes", count=3, base_artifact_id=middle.artifact_id)
@@ -86,7 +85,7 @@ async def test_tree_draws_the_path_and_the_descendants(chronicle: Chronicle, cli
     set_id = made.variation_set_id
     assert set_id is not None
 
-    found = await report.load_tree(url, middle.artifact_id, 50)
+    found = await report.load_tree(chronicle.queries, middle.artifact_id, 50)
     assert found is not None
     lines = report.render_tree(*found).splitlines()
     short = {i: i.hex[:8] for i in (root.artifact_id, middle.artifact_id, leaf.artifact_id)}
@@ -100,12 +99,12 @@ async def test_tree_draws_the_path_and_the_descendants(chronicle: Chronicle, cli
     assert lines[6] == f"└── {take[third[1]]}"
     assert lines[7] == "1 ancestors, 4 descendants"
 
-    found = await report.load_tree(url, middle.artifact_id, 1)
+    found = await report.load_tree(chronicle.queries, middle.artifact_id, 1)
     assert found is not None
     lines = report.render_tree(*found).splitlines()
     assert [line[4:12] for line in lines[3:6]] == [i.hex[:8] for i, _ in (first, second, third)]
     assert lines[-1] == "1 ancestors, 3 descendants"
-    assert await report.load_tree(url, uuid.uuid4(), 50) is None
+    assert await report.load_tree(chronicle.queries, uuid.uuid4(), 50) is None
 
 
 async def test_tree_keeps_long_chains_and_wide_trees_readable(chronicle: Chronicle, client: ChronicleClient) -> None:
@@ -120,7 +119,7 @@ async def test_tree_keeps_long_chains_and_wide_trees_readable(chronicle: Chronic
     )
     await client.artifacts.get(children[-1].artifact_id)
 
-    found = await report.load_tree(chronicle.target.url, chain[-1], 50)
+    found = await report.load_tree(chronicle.queries, chain[-1], 50)
     assert found is not None
     lines = report.render_tree(*found).splitlines()
     assert [line.split()[0] for line in lines[1:6]] == [i.hex[:8] for i in chain[:5]]
@@ -130,7 +129,7 @@ async def test_tree_keeps_long_chains_and_wide_trees_readable(chronicle: Chronic
     assert sum(line.startswith("├── ") for line in lines) == report.PRINTED_DESCENDANTS
     assert lines[-2:] == ["└── … 7 more", f"13 ancestors, {report.PRINTED_DESCENDANTS + 7} descendants (500 shown)"]
 
-    shallow = await report.load_tree(chronicle.target.url, chain[-2], 2)
+    shallow = await report.load_tree(chronicle.queries, chain[-2], 2)
     assert shallow is not None
     shown = report.render_tree(*shallow).splitlines()
     assert shown[1] == "… older ancestors beyond --depth" and shown[2].split()[0] == chain[-4].hex[:8]

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import nats
 import psycopg
 import pytest
 from chronicle_client.connection import ChronicleClient
@@ -20,6 +19,7 @@ from chronicle_contract.bus import signals_prefix
 from chronicle_contract.hitl import run_signals
 
 from adapters.auth import TokenAuthority
+from adapters.read_side.relay import EventRelay
 from adapters.store.postgres import PostgresTarget
 from domain.conversation import Conversation
 from entrypoints.bootstrap import Chronicle, bootstrap
@@ -27,7 +27,7 @@ from projections.base import Projection, handles
 from projections.batch import Batch
 from projections.engine import ProjectionEngine, parked, rebuild
 from projections.history import HistoryProjection
-from services.runtime.event_relay import EventRelay
+from services.ports.relays import Relay
 from tests.conftest import make_settings
 from tests.servers import TestServers
 from tests.waiting import eventually, wait_until
@@ -57,17 +57,16 @@ class Fixed(Picky):
         batch.execute(self.sql("INSERT INTO {schema}.messages (id, content) VALUES (%s, %s)"), (e.message_id, e.content))
 
 
-class PickyRelay(EventRelay):
+class PickyRelay(Relay):
     """A relay that cannot publish a message saying POISON; keeps what it published."""
 
     name = "picky_relay"
     relayed = (Conversation.MessageAdded,)
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self) -> None:
         self.published: list[str] = []
 
-    async def publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
+    async def publish(self, position: int, event: Any, owner: str) -> None:
         if POISON in event.content:
             raise ValueError("cannot publish this one")
         self.published.append(event.content)
@@ -135,23 +134,22 @@ async def test_an_event_a_read_model_cannot_apply_is_parked_and_the_rest_goes_on
 
 
 async def test_an_event_a_relay_cannot_publish_is_parked_after_a_few_tries_and_the_rest_is_published(
-    writer: tuple[Chronicle, str, ChronicleClient], servers: TestServers,
+    writer: tuple[Chronicle, str, ChronicleClient],
 ) -> None:
     instance, url, client = writer
     head = await write_messages(client, "first", f"a {POISON}", "last")
-    nc = await nats.connect(servers.nats_url)
-    relay = PickyRelay(url, nc.jetstream(), instance.settings.subject_prefix, instance.keys)
+    picky = PickyRelay()
+    relay = EventRelay(url, picky, instance.keys)
     relay.backstop_delay = 0.0
     await relay.start()
     try:
         await eventually(lambda: tracked(url, "picky_relay") >= head, "the relay to pass the poison")
     finally:
         await relay.stop()
-        await nc.close()
     # Each failed try publishes the batch's earlier events again (JetStream drops them by
     # their message id); the poison never, everything after it once it is parked.
-    assert list(dict.fromkeys(relay.published)) == ["first", "last"]
-    assert relay.published.count("first") == 3  # the tries: parked on the third
+    assert list(dict.fromkeys(picky.published)) == ["first", "last"]
+    assert picky.published.count("first") == 3  # the tries: parked on the third
     [row] = rows(url, "SELECT consumer, error FROM chronicle.parked")
     assert row == ("picky_relay", "ValueError")
 

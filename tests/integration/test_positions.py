@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from chronicle_contract.errors import ChronicleError
 
+from adapters.read_side.positions import ProjectionPositions
 from adapters.store.postgres import PostgresTarget
 from projections.engine import PROGRESS_CHANNEL
-from services.runtime.positions import ProjectionPositions
 from tests.waiting import eventually
 
 NAME = "history"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from adapters.scraped import Scraped, Tracking
 from adapters.store.postgres import PostgresTarget
-from services.runtime.scraped import Scraped, Tracking
 
 
 def scraped_from(*sources: tuple[str, Tracking]) -> CollectorRegistry:

@@ -12,9 +12,9 @@ from prometheus_client.core import GaugeMetricFamily
 
 from adapters.messaging.fair_share import FairShare, Limits
 from adapters.metrics import Metrics
+from adapters.scraped import Scraped
 from adapters.store.memory import InMemoryEventStore
 from entrypoints.bootstrap import Overrides, Stage, build
-from services.runtime.scraped import Scraped
 from tests.unit.test_bootstrap import unreachable_settings
 
 

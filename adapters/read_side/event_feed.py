@@ -1,7 +1,7 @@
 """EventFeed: every committed event published once, in log order, to the event feed's stream
 (clients/python/chronicle_contract/events.py).
 
-It is a relay without a fast path: each batch is read after the tracked position with the
+It is a log follower like the relays (adapters/read_side/relay.py), without a fast path: each batch is read after the tracked position with the
 tracking row locked (so one instance of the fleet publishes at a time, in order), published
 in that order, and the position moves in the same transaction. Each message's id is its
 position, which JetStream de-duplicates; and after a (re)connection the feed first asks the
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 from uuid import UUID
 
 import orjson
@@ -25,10 +24,10 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from adapters.messaging.jetstream import ensure_stream
+from adapters.read_side.follower import LogFollower
 from adapters.store.event_store import EVENTS_CHANNEL
 from adapters.store.mapper import OWNER_FIELD, SEALED_FIELD
 from projections.engine import NEXT_EVENTS
-from services.runtime.event_relay import EventRelay
 
 log = logging.getLogger(__name__)
 
@@ -46,28 +45,19 @@ async def ensure_feed_stream(js: JetStreamContext, prefix: str, max_age: float, 
     )
 
 
-class EventFeed(EventRelay):
+class EventFeed(LogFollower):
     name = "event_feed"
-    relayed = ()
     backstop_delay = 0.01  # followers wait on it: gather a moment's commits, no more
-
-    @classmethod
-    def channel(cls) -> str:
-        return EVENTS_CHANNEL  # every commit notifies it
-
-    @classmethod
-    def topics_by_channel(cls) -> dict[str, list[str]]:
-        return {}
+    batch_size = FEED_BATCH
 
     def __init__(self, url: str, nc: NATS, js: JetStreamContext, prefix: str):
-        super().__init__(url, js, prefix)
-        self.name = f"{EventFeed.name}:{prefix}"  # a stream per prefix, so a position per prefix
+        # Woken by every commit (EVENTS_CHANNEL); a stream per prefix, so a position per prefix.
+        super().__init__(url, f"{EventFeed.name}:{prefix}", EVENTS_CHANNEL)
         self.nc = nc
+        self.js = js
+        self.prefix = prefix
         self.stream = events_stream(prefix)
         self.published_up_to = 0  # the last position the stream is known to hold
-
-    def committed(self, events: Any) -> None:
-        """No fast path: publishing in order takes the tracking row's lock."""
 
     async def resume(self, conn: psycopg.AsyncConnection) -> None:
         info = await self.js.stream_info(self.stream)

@@ -1,13 +1,12 @@
-"""The read-model reader every query handler uses: a pool of autocommit connections, rows as dicts."""
+"""The read-model reader every query handler uses (services/ports/read_models.py), on Postgres: a pool of autocommit connections, rows as dicts."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from typing import Any
-from uuid import UUID
 
 import orjson
 import psycopg
@@ -17,8 +16,8 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from adapters.store.reachability import Reachability, answers_off_loop
-from services.ports.embedder import Embedder, EmbeddingFailed, vector_literal
-from services.runtime.cursors import CursorSeal
+from services.ports.embedder import EmbeddingFailed, vector_literal
+from services.ports.read_models import Cursors, Queries, SemanticSearch
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +26,13 @@ async def read_json_with_orjson(conn: psycopg.AsyncConnection) -> None:
     # jsonb turns a float like 1e20 into the integer 100000000000000000000, which the
     # orjson reply encoder refuses; orjson's own parser reads it back as the float it was.
     set_json_loads(orjson.loads, conn)
+
+
+@contextlib.asynccontextmanager
+async def opened_queries(url: str, cursors: Cursors) -> AsyncIterator[PostgresQueries]:
+    """A reader of its own, on a pool of one connection (an operator's report)."""
+    async with query_pool(url) as pool:
+        yield PostgresQueries(pool, cursors=cursors)
 
 
 def query_pool(
@@ -42,39 +48,26 @@ def query_pool(
     )
 
 
-def not_found(kind: str, ident: UUID) -> ChronicleError:
-    return ChronicleError("not_found", f"{kind} {ident} not found")
-
-
-@dataclass(frozen=True)
-class SemanticSearch:
-    """What a hybrid search needs: the embedder the semantic read model was built with."""
-
-    embedder: Embedder
-    min_similarity: float
-
-
-class Queries:
+class PostgresQueries(Queries):
     def __init__(
         self,
         pool: AsyncConnectionPool,
         *,
+        cursors: Cursors,
         language: str = "english",
         reachability: Reachability | None = None,
         semantic: SemanticSearch | None = None,
-        cursors: CursorSeal | None = None,
     ):
         self.pool = pool
         self.language = language
         # What seals the cursors pages hand out: the service's shared key, so that every
         # instance opens every other's (a key of this process alone for one-off reports).
-        self.cursors = cursors or CursorSeal.of_this_process()
+        self.cursors = cursors
         self.reachability = reachability  # whether the server read from answers (the event store's, on the primary)
         self.semantic = semantic  # None: the semantic read model is not kept, search is full text only
 
     async def embed(self, words: str) -> str | None:
-        """The words as a pgvector literal, embedded off the event loop; None without an
-        embedder or when it fails (the search then ranks by full text alone)."""
+        """Embedded off the event loop; a failure leaves the search ranking by full text alone."""
         if self.semantic is None or not words.strip():
             return None
         try:
@@ -122,9 +115,8 @@ class Queries:
     async def fetch_all_within(
         self, query: Any, params: Any, *, seconds: float, too_long: ChronicleError
     ) -> list[dict[str, Any]]:
-        """As fetch_all, for a query whose work grows with the data (a graph walk): Postgres
-        cancels it after `seconds`, and the caller hears `too_long` (which names the input
-        to ask less of) rather than holding a pooled connection for as long as it takes."""
+        """Postgres cancels it after `seconds`, rather than a pooled connection being held for
+        as long as it takes."""
         await self._check_reachable()
         async with self.pool.connection() as conn, conn.transaction():
             with self._guarding(conn):
@@ -136,6 +128,3 @@ class Queries:
                     raise too_long from None
                 return await cur.fetchall()
 
-    async def fetch_one(self, query: Any, params: Any) -> dict[str, Any] | None:
-        rows = await self.fetch_all(query, params)
-        return rows[0] if rows else None

@@ -1,4 +1,4 @@
-"""A coroutine the service runs beside its requests, started and cancelled with it."""
+"""A coroutine the service runs beside its requests (a sweeper, a worker, a relay), started and cancelled with it."""
 
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ import contextlib
 
 import psycopg
 
+from adapters.read_side.positions import ProjectionPositions
 from adapters.store.postgres import PostgresTarget
 from adapters.store.reachability import Reachability
-from services.runtime.positions import ProjectionPositions
 
 # The event log itself, as a position a wait can name: the highest notification id the
 # replica has replayed. (Not a projection's name: those never hold a dot.)

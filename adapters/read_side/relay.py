@@ -1,4 +1,4 @@
-"""EventRelay: publishes messages derived from committed events to JetStream, at least once.
+"""EventRelay: publishes what a capability makes of its committed events (services/ports/relays.py), at least once.
 
 Two paths publish the same messages under the same `Nats-Msg-Id`, which JetStream
 de-duplicates:
@@ -17,28 +17,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
-from uuid import UUID
 
 import nats.errors
 import nats.js.errors
 import psycopg
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
-from nats.js import JetStreamContext
-from psycopg.sql import SQL, Identifier
 
+from adapters.read_side.follower import BATCH, LogFollower
 from adapters.store.keys import KeyRing
-from adapters.store.mapper import OWNER_FIELD, ErasedContent, PydanticMapper
-from adapters.store.reachability import RECONNECT_WAIT_MAX
-from projections.engine import ATTEMPTS, NEXT_EVENTS, PARK, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY, failure_kind
-from services.runtime.background import Background
+from adapters.store.mapper import ErasedContent
+from projections.engine import (
+    ATTEMPTS,
+    NEXT_EVENTS,
+    PARK,
+    PROGRESS_CHANNEL,
+    SET_TRACKING_AND_NOTIFY,
+    failure_kind,
+)
+from services.ports.relays import Relay
 
 log = logging.getLogger(__name__)
 
-BATCH = 100
 # Failures of the servers, not of an event: never a reason to park one.
 TRANSIENT: tuple[type[BaseException], ...] = (
     TimeoutError, psycopg.OperationalError, psycopg.InterfaceError,
@@ -47,86 +49,36 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     nats.errors.FlushTimeoutError, nats.errors.ConnectionDrainingError,
     nats.js.errors.ServiceUnavailableError, nats.js.errors.NoStreamResponseError,
 )
-OWNERS_KEPT = 10_000  # aggregates whose owner a relay remembers
-# The relay is the backstop: it lets the fast path publish a commit's events first, and
-# then takes what gathered meanwhile in one batch.
-BACKSTOP_DELAY = 0.25  # seconds
+def relay_channel(relay: type[Relay]) -> str:
+    """What a statement saving one of the relay's events notifies (EventStore's relay_channels)."""
+    return f"chronicle_{relay.name}"
 
 
-class EventRelay(Background):
-    """Subclasses set `name` (the tracking row) and `relayed` (the event classes they
-    publish), and implement `publish`."""
+def relay_channels(relays: Sequence[type[Relay]]) -> dict[str, list[str]]:
+    return {relay_channel(relay): [get_topic(event_class) for event_class in relay.relayed] for relay in relays}
 
-    relayed: tuple[type, ...]
-    backstop_delay = BACKSTOP_DELAY
 
-    @classmethod
-    def channel(cls) -> str:
-        """What a statement saving one of the relayed events notifies (EventStore's relay_channels)."""
-        return f"chronicle_{cls.name}"
+class EventRelay(LogFollower):
+    """Publishes what a capability's Relay makes of its committed events: on the fast path
+    and as the backstop."""
 
-    @classmethod
-    def relayed_topics(cls) -> list[str]:
-        return [get_topic(event_class) for event_class in cls.relayed]
-
-    @classmethod
-    def topics_by_channel(cls) -> dict[str, list[str]]:
-        return {cls.channel(): cls.relayed_topics()}
-
-    def __init__(self, url: str, js: JetStreamContext, prefix: str, keys: KeyRing | None = None):
-        super().__init__()
-        self.url = url
-        self.js = js
-        self.prefix = prefix
-        self.mapper = PydanticMapper(keys=keys)
-        self.topics = self.relayed_topics()
+    def __init__(self, url: str, relay: Relay, keys: KeyRing | None = None):
+        super().__init__(url, relay.name, relay_channel(type(relay)), keys)
+        self.relay = relay
+        self.relayed = relay.relayed
+        self.topics = relay_channels([type(relay)])[self.channel]
         self.loop: asyncio.AbstractEventLoop | None = None
         self._published: set[int] = set()  # positions the fast path has published
         self._publishing: dict[int, asyncio.Task[None]] = {}  # positions it is publishing
         self._fast_conn: psycopg.AsyncConnection | None = None
         self._connecting = asyncio.Lock()
         self._fast_tasks: set[asyncio.Task[None]] = set()
-        self._owners: OrderedDict[UUID, str] = OrderedDict()  # aggregate id -> owner (owner_of)
         self._failures: dict[int, int] = {}  # position -> failed tries of an event (see _parked)
 
-    async def publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
-        """Publish what this committed event at this log position becomes."""
-        raise NotImplementedError
-
-    async def owner_of(self, conn: psycopg.AsyncConnection, aggregate_id: UUID) -> str:
-        """Whose the aggregate is: its first event says (in the clear, kept after erasure)."""
-        owner = self._owners.get(aggregate_id)
-        if owner is None:
-            cur = await conn.execute(
-                "SELECT state FROM chronicle.events WHERE originator_id = %s AND originator_version = 1",
-                (aggregate_id,),
-                prepare=True,
-            )
-            row = await cur.fetchone()
-            if row is None:
-                raise LookupError(f"{aggregate_id} has no first event")
-            stored = self.mapper.stored_json(bytes(row[0]))
-            owner = str(stored.get(OWNER_FIELD) or stored["owner"])
-            self._owners[aggregate_id] = owner
-            while len(self._owners) > OWNERS_KEPT:
-                self._owners.popitem(last=False)
-        return owner
-
-    def observe(self, event: Any) -> None:
-        """A committed event `select` passed on that is not relayed (default: ignored)."""
-
-    def select(self, events: Sequence[tuple[int, Any]]) -> list[tuple[int, Any]]:
-        """The committed events the fast path wants (default: those relayed). Runs on the
-        writer thread: keep it cheap."""
-        return [(position, event) for position, event in events if isinstance(event, self.relayed)]
+    async def _publish(self, conn: psycopg.AsyncConnection, position: int, event: Any) -> None:
+        await self.relay.publish(position, event, await self.owner_of(conn, event.originator_id))
 
     async def start(self) -> None:
-        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-            await conn.execute(
-                "INSERT INTO chronicle.projections (name, position, version) VALUES (%s, 0, 1)"
-                " ON CONFLICT (name) DO NOTHING",
-                (self.name,),
-            )
         self.loop = asyncio.get_running_loop()
         await super().start()
 
@@ -144,7 +96,7 @@ class EventRelay(Background):
     def committed(self, events: Sequence[tuple[int, Any]]) -> None:
         """The command bus's writer thread, right after a commit: (position, event) pairs."""
         loop = self.loop
-        wanted = self.select(events)
+        wanted = [(position, event) for position, event in events if isinstance(event, self.relayed)]
         if loop is not None and wanted:
             loop.call_soon_threadsafe(self._spawn, wanted)
 
@@ -167,11 +119,8 @@ class EventRelay(Background):
         try:
             conn = await self._connection()
             for position, event in events:
-                if isinstance(event, self.relayed):
-                    await self.publish(conn, position, event)
-                    self._published.add(position)
-                else:
-                    self.observe(event)
+                await self._publish(conn, position, event)
+                self._published.add(position)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # NATS or Postgres away: the relay publishes them later
@@ -185,33 +134,6 @@ class EventRelay(Background):
             return self._fast_conn
 
     # --- the relay ------------------------------------------------------------------------
-
-    async def _run(self) -> None:
-        backoff = 0.1
-        while True:
-            try:
-                async with (
-                    await psycopg.AsyncConnection.connect(self.url, autocommit=True) as listener,
-                    await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn,
-                ):
-                    await listener.execute(SQL("LISTEN {}").format(Identifier(self.channel())))
-                    await self.resume(conn)
-                    while True:
-                        while await self.relay_batch(conn) == BATCH:
-                            pass
-                        backoff = 0.1
-                        async for _ in listener.notifies(timeout=1.0, stop_after=1):
-                            pass
-                        await asyncio.sleep(self.backstop_delay)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # Postgres or NATS away: retry, the position was not moved
-                log.warning("relay interrupted; retrying", extra={"relay": self.name, "error_type": type(error).__name__})
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, RECONNECT_WAIT_MAX)  # back within moments of the server
-
-    async def resume(self, conn: psycopg.AsyncConnection) -> None:
-        """Before relaying again after a (re)connection (default: nothing to learn first)."""
 
     async def relay_batch(self, conn: psycopg.AsyncConnection) -> int:
         # The projection engine's two statements: batch input (tracking row locked, no
@@ -234,7 +156,7 @@ class EventRelay(Background):
                     continue
                 try:
                     event = self.mapper.to_domain_event(StoredEvent(originator_id, version, topic, bytes(state)))
-                    await self.publish(conn, notification_id, event)
+                    await self._publish(conn, notification_id, event)
                 except ErasedContent:
                     continue  # its owner was erased: it signals nothing more
                 except TRANSIENT:

@@ -1,4 +1,4 @@
-"""Read-your-writes: lets a query wait until the read models include a given log position."""
+"""Read-your-writes on the primary: a query waits until the read models include a given log position."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from psycopg.sql import SQL, Identifier
 from adapters.store.postgres import PostgresTarget
 from adapters.store.reachability import CONNECT_TIMEOUT, RECONNECT_WAIT_MAX, Reachability, answers_off_loop
 from projections.engine import PROGRESS_CHANNEL
-from services.runtime.background import Background
+from services.ports.background import Background
+from services.ports.positions import Positions
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ RECHECK_AWAY = 0.25  # seconds a waiter waits before asking again whether Postgr
 QUIET_BEFORE_PROBE = 1.0  # seconds of a wait without the position before Postgres is probed (again)
 
 
-class ProjectionPositions(Background):
+class ProjectionPositions(Background, Positions):
     """Tracks each projection's committed position from NOTIFY, with a polling fallback,
     while some request waits for one, and for `linger` seconds after. With nobody waiting
     (a load of writes alone: trials recorded, HITL signals) it does not listen, since

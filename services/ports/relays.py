@@ -1,0 +1,23 @@
+"""The relay port: what a capability publishes when some of its events commit.
+
+The capability says which event classes it relays and what each becomes on the bus; the
+adapter (adapters/read_side/relay.py) reads them from the log after the commit, at least
+once, and learns whose aggregate each event is.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+
+class Relay(ABC):
+    """Subclasses set `name` (their position in the log is tracked under it) and `relayed`
+    (the event classes they publish)."""
+
+    name: ClassVar[str]
+    relayed: ClassVar[tuple[type, ...]]
+
+    @abstractmethod
+    async def publish(self, position: int, event: Any, owner: str) -> None:
+        """Publish what this committed event, at this log position, of this owner's aggregate becomes."""
