@@ -23,8 +23,9 @@ from nats.js import JetStreamContext
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from adapters.read_side.parking import parked_on
+from adapters.read_side.tracking import tracking
 from adapters.store.postgres import PostgresTarget
-from projections.engine import parked_on, tracking
 
 log = logging.getLogger(__name__)
 

@@ -33,6 +33,7 @@ from eventsourcing.persistence import StoredEvent
 from nats.aio.client import Client as NATS
 
 from adapters.generation.generator_offline import OfflineGenerator
+from adapters.read_side.views.semantic import semantic_support
 from adapters.store.mapper import PydanticMapper
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.corpus import Corpus
@@ -45,7 +46,6 @@ from bench.service import ServiceProcess, add_service_setting_option, service_se
 from domain.artifact import Artifact, GenerationStats, RagExample
 from domain.layout import shape_of
 from domain.session import Session
-from projections.semantic import semantic_support
 from services.ports.generator import GenerationRequest
 
 GET_AIM_MS = 10.0  # the old design asked for 100 ms

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from psycopg.sql import SQL, Identifier
 
 from adapters.read_side.positions import read_positions
+from adapters.read_side.tracking import PROGRESS_CHANNEL
 from adapters.store.postgres import PostgresTarget
-from projections.engine import PROGRESS_CHANNEL
 
 
 @dataclass

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from adapters.read_side.rebuild import rebuild, rebuild_all
 from adapters.store.postgres import PostgresTarget
-from entrypoints.read_models import PROJECTIONS, projection_options
+from entrypoints.read_models import PROJECTIONS, postgres_read_model, postgres_read_models
 from entrypoints.settings import Settings
-from projections.engine import rebuild, rebuild_all
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def rebuild_side_by_side(target: PostgresTarget, settings: Settings) -> float:
     started = time.perf_counter()
     rebuild_all(
         target,
-        [(p, projection_options(settings, p)) for p in PROJECTIONS],
+        postgres_read_models(settings, PROJECTIONS),
         batch_size=settings.projection_batch_size,
     )
     return time.perf_counter() - started
@@ -45,9 +45,8 @@ def rebuild_each(target: PostgresTarget, settings: Settings, log_events: int) ->
         started = time.perf_counter()
         applied = rebuild(
             target,
-            projection_class,
+            postgres_read_model(settings, projection_class),
             batch_size=settings.projection_batch_size,
-            **projection_options(settings, projection_class),
         )
         results.append(Rebuilt(projection_class.name, log_events, applied, time.perf_counter() - started))
     return results

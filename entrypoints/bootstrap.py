@@ -39,11 +39,13 @@ from adapters.messaging.jetstream import remove_stream
 from adapters.messaging.nats_service import NatsService
 from adapters.messaging.usage_sync import UsageSync
 from adapters.metrics import Metrics
+from adapters.read_side.engine import ProjectionEngine
 from adapters.read_side.event_feed import EventFeed, ensure_feed_stream
 from adapters.read_side.positions import ProjectionPositions
 from adapters.read_side.queries import PostgresQueries, query_pool
 from adapters.read_side.relay import EventRelay, relay_channels
 from adapters.read_side.replayed_positions import ReplayedPositions
+from adapters.read_side.tracking import tracked_version
 from adapters.scraped import JobQueue, Scraped, Source, Tracking
 from adapters.store.blobs import BlobStore
 from adapters.store.event_store import EventStore
@@ -51,13 +53,12 @@ from adapters.store.keys import KeyRing, service_key
 from adapters.store.postgres import PostgresTarget, migrate
 from adapters.store.reachability import Reachability, fail_fast
 from entrypoints.projection_process import ProjectionProcess
-from entrypoints.read_models import ReadModels, build_projections, embedder, kept, projection_engine
+from entrypoints.read_models import ReadModels, embedder, kept, postgres_read_models, projection_engine
 from entrypoints.routes import command_handlers, routes
 from entrypoints.servers import Callout, Servers
 from entrypoints.settings import Settings
-from projections.base import Projection
-from projections.engine import ProjectionEngine, tracked_version
 from projections.semantic import SemanticProjection
+from projections.view import Projection
 from services.artifacts.generation import Generating
 from services.artifacts.previews import Previews, ensure_upload_bucket
 from services.artifacts.retention import RetentionSweeper
@@ -143,7 +144,7 @@ class Chronicle:
     scraped: Scraped  # in metrics' registry: what a scrape reads from Postgres and NATS, once they are started
     target: PostgresTarget = field(init=False)
     read_models: ReadModels = field(init=False)  # which ones this deployment keeps, once Postgres is known
-    projections: list[Projection] = field(init=False)
+    projections: list[Projection[Any]] = field(init=False)
     keys: KeyRing = field(init=False)
     store: Store = field(init=False)
     postgres_store: EventStore = field(init=False)  # the same store, when it is the Postgres one
@@ -197,7 +198,7 @@ class Chronicle:
         self.target = PostgresTarget(servers.database_url)
         await asyncio.to_thread(migrate, self.target)
         self.read_models = await asyncio.to_thread(kept, self.settings, self.target)
-        self.projections = build_projections(self.settings, self.read_models.classes)
+        self.projections = [r.build() for r in postgres_read_models(self.settings, self.read_models.classes)]
         self.keys = KeyRing(self.target)
         self._stack.callback(self.keys.close)
         self.tracking = Tracking(self.target, [p.name for p in self.projections])

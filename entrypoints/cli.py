@@ -8,7 +8,7 @@ import contextlib
 import logging
 import signal
 import sys
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from chronicle_contract.bus import DURABLES_CLAIM
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from entrypoints.bootstrap import Chronicle, Stage
     from entrypoints.gateways.http_guard import HttpLimits
     from entrypoints.gateways.http_server import HttpServer
-    from projections.base import Projection
+    from projections.view import Projection
     from services.ports.read_models import Queries
 
 log = logging.getLogger("chronicle")
@@ -196,7 +196,8 @@ def semantic_search(chronicle: Chronicle) -> str:
 
 
 def projections_status(settings: Settings) -> None:
-    from projections.engine import parked, status
+    from adapters.read_side.parking import parked
+    from adapters.read_side.tracking import status
 
     with database(settings) as chronicle:
         rows = status(chronicle.target, chronicle.projections)
@@ -210,7 +211,7 @@ def projections_status(settings: Settings) -> None:
     print(f"search: {semantic_search(chronicle)}")
 
 
-def chosen_projections(chronicle: Chronicle, names: list[str]) -> list[type[Projection]]:
+def chosen_projections(chronicle: Chronicle, names: list[str]) -> list[type[Projection[Any]]]:
     """The read models NAMES names ('all' for every one kept); exits on an unknown name, or
     on one this deployment does not keep (semantic without pgvector), saying why."""
     from entrypoints.read_models import OPTIONAL, PROJECTIONS
@@ -230,12 +231,12 @@ def projections_rebuild(settings: Settings, names: list[str]) -> None:
         rebuild_read_models(settings, chronicle.target, chosen_projections(chronicle, names))
 
 
-def rebuild_read_models(settings: Settings, target: PostgresTarget, chosen: list[type[Projection]]) -> None:
+def rebuild_read_models(settings: Settings, target: PostgresTarget, chosen: list[type[Projection[Any]]]) -> None:
     """Rebuild these read models from the first event, one progress bar each."""
     from tqdm import tqdm
 
-    from entrypoints.read_models import projection_options
-    from projections.engine import rebuild_all
+    from adapters.read_side.rebuild import rebuild_all
+    from entrypoints.read_models import postgres_read_models
 
     bars = {
         p.name: tqdm(desc=f"rebuild {p.name}", unit="pos", total=0, position=i, file=sys.stderr)
@@ -249,7 +250,7 @@ def rebuild_read_models(settings: Settings, target: PostgresTarget, chosen: list
 
     applied = rebuild_all(
         target,
-        [(p, projection_options(settings, p)) for p in chosen],
+        postgres_read_models(settings, chosen),
         batch_size=settings.projection_batch_size,
         progress=progress,
     )
@@ -263,8 +264,8 @@ def projections_verify(settings: Settings, names: list[str]) -> None:
     """Rebuild each read model aside and compare it with the live one; exit 1 on any difference."""
     from tqdm import tqdm
 
-    from entrypoints.read_models import projection_options
-    from projections.verify import report, verify
+    from adapters.read_side.verify import report, verify
+    from entrypoints.read_models import postgres_read_model
 
     results = []
     with database(settings) as chronicle:
@@ -279,10 +280,9 @@ def projections_verify(settings: Settings, names: list[str]) -> None:
                 results.append(
                     verify(
                         chronicle.target,
-                        projection_class,
+                        postgres_read_model(settings, projection_class),
                         batch_size=settings.projection_batch_size,
                         progress=progress,
-                        **projection_options(settings, projection_class),
                     )
                 )
     for result in results:

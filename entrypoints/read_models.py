@@ -1,4 +1,4 @@
-"""The read models Chronicle keeps, and the projection engine that keeps them, as settings configure them."""
+"""The read models Chronicle keeps (each projection over its Postgres view), and the projection engine that keeps them, as settings configure them."""
 
 from __future__ import annotations
 
@@ -7,24 +7,27 @@ from typing import Any
 
 from adapters.embedding.hashed import HashedNgramEmbedder
 from adapters.embedding.openai import OpenAIEmbeddings
+from adapters.read_side.engine import ProjectionEngine
+from adapters.read_side.view import ReadModel
+from adapters.read_side.views import read_model_of
+from adapters.read_side.views.semantic import semantic_support
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget
 from entrypoints.settings import Settings
 from projections.artifacts import ArtifactsProjection
 from projections.audit import AuditProjection
-from projections.base import Projection
-from projections.engine import ProjectionEngine
 from projections.history import HistoryProjection
 from projections.hitl import HitlProjection
 from projections.jobs import JobsProjection
 from projections.lineage import LineageProjection
 from projections.optimizations import OptimizationsProjection
 from projections.search import SearchProjection
-from projections.semantic import SemanticProjection, semantic_support
+from projections.semantic import SemanticProjection
 from projections.stats import StatsProjection
+from projections.view import Projection
 from services.ports.embedder import Embedder
 
-PROJECTIONS: list[type[Projection]] = [
+PROJECTIONS: list[type[Projection[Any]]] = [
     HistoryProjection,
     StatsProjection,
     SearchProjection,
@@ -38,14 +41,14 @@ PROJECTIONS: list[type[Projection]] = [
 
 
 # Kept where the server can hold vectors and an embedder is configured (see `kept`).
-OPTIONAL: list[type[Projection]] = [SemanticProjection]
+OPTIONAL: list[type[Projection[Any]]] = [SemanticProjection]
 
 
 @dataclass(frozen=True)
 class ReadModels:
     """The read models this deployment keeps, and why semantic search is off when it is."""
 
-    classes: list[type[Projection]]
+    classes: list[type[Projection[Any]]]
     semantic_off: str | None
 
     @property
@@ -73,7 +76,7 @@ def embedder(settings: Settings, timeout: float = 30.0) -> Embedder:
     return HashedNgramEmbedder(settings.embedding_dimensions or 256)
 
 
-def projection_options(settings: Settings, projection_class: type[Projection]) -> dict[str, Any]:
+def projection_options(settings: Settings, projection_class: type[Projection[Any]]) -> dict[str, Any]:
     if projection_class is SearchProjection:
         return {"language": settings.search_language}
     if projection_class is SemanticProjection:
@@ -84,7 +87,7 @@ def projection_options(settings: Settings, projection_class: type[Projection]) -
 def projection_engine(settings: Settings, target: PostgresTarget, keys: KeyRing | None = None) -> ProjectionEngine:
     return ProjectionEngine(
         target,
-        build_projections(settings, kept(settings, target).classes),
+        postgres_read_models(settings, kept(settings, target).classes),
         settings.projection_batch_size,
         settings.read_model_vacuum_every,
         settings.projection_threads,
@@ -92,5 +95,9 @@ def projection_engine(settings: Settings, target: PostgresTarget, keys: KeyRing 
     )
 
 
-def build_projections(settings: Settings, classes: list[type[Projection]]) -> list[Projection]:
-    return [p(**projection_options(settings, p)) for p in classes]
+def postgres_read_model(settings: Settings, projection_class: type[Projection[Any]]) -> ReadModel:
+    return read_model_of(projection_class, **projection_options(settings, projection_class))
+
+
+def postgres_read_models(settings: Settings, classes: list[type[Projection[Any]]]) -> list[ReadModel]:
+    return [postgres_read_model(settings, p) for p in classes]

@@ -2,140 +2,112 @@
 
 from __future__ import annotations
 
-from typing import Any
+from abc import abstractmethod
+from datetime import datetime
+from typing import Any, NamedTuple
+from uuid import UUID
 
 import orjson
-from psycopg.types.json import Jsonb
 
 from domain.artifact import Artifact
 from domain.layout import shape_of
 from domain.variation_set import VariationSet
-from projections.base import Projection, handles
-from projections.batch import Batch, Rows
+from projections.view import Projection, View, handles
 
 
-class ArtifactsProjection(Projection):
+class ArtifactRow(NamedTuple):
+    """A stored artifact as the read model keeps it (its previews come later)."""
+
+    id: UUID
+    owner: str
+    session_id: UUID
+    parent_id: UUID | None
+    generation: int
+    origin: str
+    query: str
+    draft: str
+    layout: str  # as JSON
+    model: str | None
+    temperature: float | None
+    provider: str | None
+    stats: dict[str, Any]
+    tokens: int
+    rag_examples: list[dict[str, Any]]
+    refinement: str | None
+    variation_set_id: UUID | None
+    variation_index: int | None
+    tags: list[str]
+    node_count: int
+    depth: int
+    size_bytes: int  # of the layout's JSON
+    component_types: dict[str, int]
+    created_at: datetime
+    updated_at: datetime
+
+
+class VariationSetRow(NamedTuple):
+    id: UUID
+    owner: str
+    session_id: UUID
+    base_artifact_id: UUID | None
+    query: str
+    model: str | None
+    style_variety: float
+    diversity: float
+    rankings: dict[str, list[int]]
+    members: list[dict[str, Any]]
+    created_at: datetime
+
+
+class ArtifactsView(View):
+    @abstractmethod
+    def add_artifact(self, row: ArtifactRow) -> None: ...
+
+    @abstractmethod
+    def tag_artifact(self, artifact_id: UUID, tags: list[str], at: datetime) -> None: ...
+
+    @abstractmethod
+    def cache_preview(self, artifact_id: UUID, preview: dict[str, Any], at: datetime) -> None:
+        """The preview last among the artifact's, replacing one of the same style and format."""
+
+    @abstractmethod
+    def remove_artifact(self, artifact_id: UUID) -> None: ...
+
+    @abstractmethod
+    def add_variation_set(self, row: VariationSetRow) -> None: ...
+
+
+class ArtifactsProjection(Projection[ArtifactsView]):
     name = "artifacts"
     version = 1
     weight = 2
-    tables = """
-    CREATE TABLE {schema}.artifacts (
-        id uuid PRIMARY KEY,
-        owner text NOT NULL,
-        session_id uuid NOT NULL,
-        parent_id uuid,
-        generation integer NOT NULL,
-        origin text NOT NULL,
-        query text NOT NULL,
-        draft text NOT NULL,
-        layout jsonb NOT NULL,
-        model text,
-        temperature double precision,
-        provider text,
-        stats jsonb NOT NULL,
-        tokens bigint NOT NULL,
-        rag_examples jsonb NOT NULL,
-        refinement text,
-        variation_set_id uuid,
-        variation_index integer,
-        tags text[] NOT NULL,
-        node_count integer NOT NULL,
-        depth integer NOT NULL,
-        size_bytes integer NOT NULL,
-        component_types jsonb NOT NULL,
-        previews jsonb NOT NULL DEFAULT '[]',
-        created_at timestamptz NOT NULL,
-        updated_at timestamptz NOT NULL
-    );
-    CREATE INDEX ON {schema}.artifacts (owner, created_at DESC, id);
-    CREATE INDEX ON {schema}.artifacts (session_id, created_at DESC, id);
-    CREATE INDEX ON {schema}.artifacts (parent_id, created_at DESC, id) WHERE parent_id IS NOT NULL;
-    CREATE INDEX ON {schema}.artifacts USING gin (tags);
-    CREATE TABLE {schema}.variation_sets (
-        id uuid PRIMARY KEY,
-        owner text NOT NULL,
-        session_id uuid NOT NULL,
-        base_artifact_id uuid,
-        query text NOT NULL,
-        model text,
-        style_variety double precision NOT NULL,
-        diversity double precision NOT NULL,
-        rankings jsonb NOT NULL,
-        members jsonb NOT NULL,
-        created_at timestamptz NOT NULL
-    )
-    """
-
-    erasure = """
-    DELETE FROM {schema}.variation_sets WHERE owner = %(owner)s;
-    DELETE FROM {schema}.artifacts WHERE owner = %(owner)s
-    """
-
-    def __init__(self, schema: str | None = None, **options: Any):
-        super().__init__(schema, **options)
-        self.new_artifacts = Rows(self.copier("{schema}.artifacts", self.COLUMNS))
-        self.sinks = [self.new_artifacts]
-
-    COLUMNS = (
-        "id, owner, session_id, parent_id, generation, origin, query, draft, layout, model, temperature, provider,"
-        " stats, tokens, rag_examples, refinement, variation_set_id, variation_index, tags, node_count, depth,"
-        " size_bytes, component_types, created_at, updated_at"
-    )
 
     @handles(Artifact.Stored)
-    def stored(self, batch: Batch, e: Artifact.Stored, _: int) -> None:
+    def stored(self, e: Artifact.Stored) -> None:
         shape = shape_of(e.layout)
         layout = orjson.dumps(e.layout)
-        batch.append(
-            self.new_artifacts,
-            (
-                e.originator_id, e.owner, e.session_id, e.parent_id, e.generation, e.origin, e.query, e.draft,
-                layout.decode(), e.model, e.temperature, e.provider, Jsonb(e.stats.model_dump()), e.stats.tokens,
-                Jsonb([x.model_dump() for x in e.rag_examples]), e.refinement, e.variation_set_id,
-                e.variation_index, list(e.tags), shape.node_count, shape.depth, len(layout),
-                Jsonb(shape.type_counts), e.timestamp, e.timestamp,
-            ),
-        )
+        self.view.add_artifact(ArtifactRow(
+            e.originator_id, e.owner, e.session_id, e.parent_id, e.generation, e.origin, e.query, e.draft,
+            layout.decode(), e.model, e.temperature, e.provider, e.stats.model_dump(), e.stats.tokens,
+            [x.model_dump() for x in e.rag_examples], e.refinement, e.variation_set_id, e.variation_index,
+            list(e.tags), shape.node_count, shape.depth, len(layout), shape.type_counts, e.timestamp, e.timestamp,
+        ))
 
     @handles(Artifact.Tagged)
-    def tagged(self, batch: Batch, e: Artifact.Tagged, _: int) -> None:
-        batch.execute(
-            self.sql("UPDATE {schema}.artifacts SET tags = %s, updated_at = %s WHERE id = %s"),
-            (list(e.tags), e.timestamp, e.originator_id),
-        )
+    def tagged(self, e: Artifact.Tagged) -> None:
+        self.view.tag_artifact(e.originator_id, list(e.tags), e.timestamp)
 
     @handles(Artifact.PreviewCached)
-    def preview_cached(self, batch: Batch, e: Artifact.PreviewCached, _: int) -> None:
-        # One preview per (style, format): a newer one replaces it, at the end of the list.
-        batch.execute(
-            self.sql(
-                "UPDATE {schema}.artifacts SET updated_at = %(at)s, previews = coalesce((SELECT jsonb_agg(p)"
-                " FROM jsonb_array_elements(previews) p WHERE (p->>'style', p->>'format') <> (%(style)s::text, %(format)s::text)),"
-                " '[]') || jsonb_build_array(%(preview)s::jsonb) WHERE id = %(id)s"
-            ),
-            {
-                "at": e.timestamp,
-                "style": e.preview.style,
-                "format": e.preview.format,
-                "preview": Jsonb(e.preview.model_dump()),
-                "id": e.originator_id,
-            },
-        )
+    def preview_cached(self, e: Artifact.PreviewCached) -> None:
+        self.view.cache_preview(e.originator_id, e.preview.model_dump(), e.timestamp)
 
     @handles(Artifact.Removed)
-    def removed(self, batch: Batch, e: Artifact.Removed, _: int) -> None:
-        batch.execute(self.sql("DELETE FROM {schema}.artifacts WHERE id = %s"), (e.originator_id,))
+    def removed(self, e: Artifact.Removed) -> None:
+        self.view.remove_artifact(e.originator_id)
 
     @handles(VariationSet.Created)
-    def variation_set_created(self, batch: Batch, e: VariationSet.Created, _: int) -> None:
-        batch.execute(
-            self.sql(
-                "INSERT INTO {schema}.variation_sets (id, owner, session_id, base_artifact_id, query, model,"
-                " style_variety, diversity, rankings, members, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            ),
-            (
-                e.originator_id, e.owner, e.session_id, e.base_artifact_id, e.query, e.model, e.style_variety,
-                e.diversity, Jsonb(e.rankings), Jsonb([m.model_dump(mode="json") for m in e.members]), e.timestamp,
-            ),
-        )
+    def variation_set_created(self, e: VariationSet.Created) -> None:
+        self.view.add_variation_set(VariationSetRow(
+            e.originator_id, e.owner, e.session_id, e.base_artifact_id, e.query, e.model, e.style_variety,
+            e.diversity, e.rankings, [m.model_dump(mode="json") for m in e.members], e.timestamp,
+        ))

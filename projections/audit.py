@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from abc import abstractmethod
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -18,8 +20,7 @@ from eventsourcing.utils import get_topic
 
 import domain
 from domain.base import Aggregate
-from projections.base import Projection
-from projections.batch import Batch, Rows
+from projections.view import Projection, View
 
 
 def creation_events() -> list[type]:
@@ -41,44 +42,28 @@ def creation_events() -> list[type]:
     return sorted(found, key=get_topic)
 
 
-class AuditProjection(Projection):
+class AuditView(View):
+    @abstractmethod
+    def add_aggregate(self, aggregate_id: UUID, aggregate_type: str, owner: str, at: datetime) -> None: ...
+
+    @abstractmethod
+    def link(self, aggregate_id: UUID, scope_id: UUID, field: str) -> None:
+        """The aggregate names `scope_id` in its creation event's `field`."""
+
+
+class AuditProjection(Projection[AuditView]):
     name = "audit"
     version = 1
-    tables = """
-    CREATE TABLE {schema}.aggregates (
-        id uuid PRIMARY KEY,
-        type text NOT NULL,
-        owner text NOT NULL,
-        created_at timestamptz NOT NULL
-    );
-    CREATE TABLE {schema}.links (
-        aggregate_id uuid NOT NULL,
-        scope_id uuid NOT NULL,
-        field text NOT NULL,
-        PRIMARY KEY (scope_id, aggregate_id, field)
-    )
-    """
-
-    erasure = """
-    DELETE FROM {schema}.links WHERE aggregate_id IN (SELECT id FROM {schema}.aggregates WHERE owner = %(owner)s);
-    DELETE FROM {schema}.aggregates WHERE owner = %(owner)s
-    """
-
-    def __init__(self, schema: str | None = None, **options: Any):
-        super().__init__(schema, **options)
-        self.aggregates = Rows(self.copier("{schema}.aggregates", "id, type, owner, created_at"))
-        self.links = Rows(self.copier("{schema}.links", "aggregate_id, scope_id, field"))
-        self.sinks = [self.aggregates, self.links]
 
     @classmethod
     def topics(cls) -> list[str]:
         return [get_topic(event_class) for event_class in creation_events()] + cls.erasure_topics()
 
-    def apply(self, batch: Batch, event: Any, position: int) -> None:
-        if self.erase(batch, event) or not isinstance(event, Aggregate.Created):
+    def apply(self, event: Any, position: int) -> None:
+        if self.erase(event) or not isinstance(event, Aggregate.Created):
             return
         aggregate_type = event.originator_topic.rpartition(":")[2]
-        batch.append(self.aggregates, (event.originator_id, aggregate_type, event.owner, event.timestamp))
+        self.view.add_aggregate(event.originator_id, aggregate_type, event.owner, event.timestamp)
         for field, value in event:
             if field.endswith("_id") and field != "originator_id" and isinstance(value, UUID):
-                batch.append(self.links, (event.originator_id, value, field))
+                self.view.link(event.originator_id, value, field)

@@ -2,86 +2,70 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
+from datetime import datetime
 from typing import Any
-
-from psycopg.types.json import Jsonb
+from uuid import UUID
 
 from domain.job import Job
-from projections.base import Projection, handles
-from projections.batch import Batch
+from projections.view import Projection, View, handles
+
+# What a job's row holds beside its identity (update_job's changes name these).
+JOB_FIELDS = ("status", "progress", "attempt", "worker", "plan", "result", "error", "artifact_id")
 
 
-class JobsProjection(Projection):
+class JobsView(View):
+    @abstractmethod
+    def add_job(
+        self, job_id: UUID, owner: str, session_id: UUID, artifact_type: str, snapshot_chunks: int, at: datetime
+    ) -> None:
+        """A pending job, its first attempt, at progress 0."""
+
+    @abstractmethod
+    def update_job(self, job_id: UUID, at: datetime, changes: dict[str, Any]) -> None:
+        """Some of JOB_FIELDS changed, at `at`."""
+
+
+class JobsProjection(Projection[JobsView]):
     name = "jobs"
     version = 2  # v2: quiz results say `correct_answer` (their events are upcast; the table is rebuilt)
-    tables = """
-    CREATE TABLE {schema}.jobs (
-        id uuid PRIMARY KEY,
-        owner text NOT NULL,
-        session_id uuid NOT NULL,
-        artifact_type text NOT NULL,
-        status text NOT NULL,
-        progress integer NOT NULL,
-        attempt integer NOT NULL,
-        worker text,
-        plan jsonb,
-        result jsonb,
-        error text,
-        artifact_id uuid,
-        snapshot_chunks integer NOT NULL,
-        created_at timestamptz NOT NULL,
-        updated_at timestamptz NOT NULL
-    );
-    CREATE INDEX ON {schema}.jobs (owner, created_at DESC, id);
-    CREATE INDEX ON {schema}.jobs (session_id, created_at DESC, id);
-    CREATE INDEX ON {schema}.jobs (owner, status, created_at DESC)
-    """
-
-    erasure = """
-    DELETE FROM {schema}.jobs WHERE owner = %(owner)s
-    """
-
-    def _update(self, batch: Batch, e: Any, **columns: Any) -> None:
-        assignments = ", ".join(f"{name} = %({name})s" for name in columns)  # names are this module's own
-        batch.execute(
-            self.sql("UPDATE {schema}.jobs SET " + assignments + ", updated_at = %(at)s WHERE id = %(id)s"),
-            {**columns, "at": e.timestamp, "id": e.originator_id},
-        )
 
     @handles(Job.Requested)
-    def requested(self, batch: Batch, e: Job.Requested, _: int) -> None:
-        batch.execute(
-            self.sql(
-                "INSERT INTO {schema}.jobs (id, owner, session_id, artifact_type, status, progress, attempt,"
-                " snapshot_chunks, created_at, updated_at) VALUES (%s, %s, %s, %s, 'pending', 0, 1, %s, %s, %s)"
-            ),
-            (e.originator_id, e.owner, e.session_id, e.artifact_type, len(e.snapshot), e.timestamp, e.timestamp),
-        )
+    def requested(self, e: Job.Requested) -> None:
+        self.view.add_job(e.originator_id, e.owner, e.session_id, e.artifact_type, len(e.snapshot), e.timestamp)
 
     @handles(Job.PhaseStarted)
-    def phase_started(self, batch: Batch, e: Job.PhaseStarted, _: int) -> None:
-        self._update(batch, e, status=e.phase, worker=e.worker, progress=e.progress, attempt=e.attempt)
+    def phase_started(self, e: Job.PhaseStarted) -> None:
+        self.view.update_job(
+            e.originator_id, e.timestamp, {"status": e.phase, "worker": e.worker, "progress": e.progress, "attempt": e.attempt}
+        )
 
     @handles(Job.PlanStored)
-    def plan_stored(self, batch: Batch, e: Job.PlanStored, _: int) -> None:
-        self._update(batch, e, plan=Jsonb(e.plan), progress=e.progress)
+    def plan_stored(self, e: Job.PlanStored) -> None:
+        self.view.update_job(e.originator_id, e.timestamp, {"plan": e.plan, "progress": e.progress})
 
     @handles(Job.Generated)
-    def generated(self, batch: Batch, e: Job.Generated, _: int) -> None:
-        self._update(batch, e, result=Jsonb(e.result), progress=e.progress)
+    def generated(self, e: Job.Generated) -> None:
+        self.view.update_job(e.originator_id, e.timestamp, {"result": e.result, "progress": e.progress})
 
     @handles(Job.RetryQueued)
-    def retry_queued(self, batch: Batch, e: Job.RetryQueued, _: int) -> None:
-        self._update(batch, e, status="generating", attempt=e.attempt, result=None, progress=e.progress, worker=None)
+    def retry_queued(self, e: Job.RetryQueued) -> None:
+        self.view.update_job(
+            e.originator_id, e.timestamp,
+            {"status": "generating", "attempt": e.attempt, "result": None, "progress": e.progress, "worker": None},
+        )
 
     @handles(Job.Validated)
-    def validated(self, batch: Batch, e: Job.Validated, _: int) -> None:
-        self._update(batch, e, progress=e.progress)
+    def validated(self, e: Job.Validated) -> None:
+        self.view.update_job(e.originator_id, e.timestamp, {"progress": e.progress})
 
     @handles(Job.Completed)
-    def completed(self, batch: Batch, e: Job.Completed, _: int) -> None:
-        self._update(batch, e, status="completed", artifact_id=e.artifact_id, progress=e.progress, worker=None)
+    def completed(self, e: Job.Completed) -> None:
+        self.view.update_job(
+            e.originator_id, e.timestamp,
+            {"status": "completed", "artifact_id": e.artifact_id, "progress": e.progress, "worker": None},
+        )
 
     @handles(Job.Failed)
-    def failed(self, batch: Batch, e: Job.Failed, _: int) -> None:
-        self._update(batch, e, status="failed", error=e.reason, worker=None)
+    def failed(self, e: Job.Failed) -> None:
+        self.view.update_job(e.originator_id, e.timestamp, {"status": "failed", "error": e.reason, "worker": None})

@@ -3,132 +3,69 @@ which retrieval (RAG) examples influenced which artifacts."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
+from datetime import datetime
 from typing import Any
-
-from psycopg import Cursor
-from psycopg.types.json import Jsonb
+from uuid import UUID
 
 from domain.artifact import Artifact
 from domain.trial import Trial
-from projections.base import Projection, handles
-from projections.batch import Batch, Rows, columns
+from projections.view import Projection, View, handles
 
 
-class LineageProjection(Projection):
+class LineageView(View):
+    @abstractmethod
+    def add_artifact(
+        self, artifact_id: UUID, owner: str, parent_id: UUID | None, generation: int, variation_set_id: UUID | None,
+        at: datetime,
+    ) -> None: ...
+
+    @abstractmethod
+    def link_example(
+        self, artifact_id: UUID, example_id: str, owner: str, session_id: UUID, position: int, score: float,
+        text: str | None, at: datetime,
+    ) -> None:
+        """A retrieval example that influenced the artifact, at `position` in its list."""
+
+    @abstractmethod
+    def remove_artifact(self, artifact_id: UUID) -> None:
+        """Marked removed (its descendants still trace back through it); its example links gone."""
+
+    @abstractmethod
+    def add_candidate(
+        self, optimization_id: UUID, candidate_id: str, owner: str, origin: str | None, ops: list[Any] | None,
+        round_index: int, trial_index: int,
+    ) -> None:
+        """A candidate tried again keeps where it first came from."""
+
+    @abstractmethod
+    def add_candidate_parent(self, optimization_id: UUID, candidate_id: str, parent_id: str) -> None:
+        """Parents named later are added; one named again is kept once."""
+
+
+class LineageProjection(Projection[LineageView]):
     name = "lineage"
     version = 2
-    tables = """
-    CREATE TABLE {schema}.candidates (
-        optimization_id uuid NOT NULL,
-        candidate_id text NOT NULL,
-        owner text NOT NULL,
-        origin text,
-        ops jsonb,
-        first_round_index integer NOT NULL,
-        first_trial_index integer NOT NULL,
-        PRIMARY KEY (optimization_id, candidate_id)
-    );
-    CREATE TABLE {schema}.candidate_parents (
-        optimization_id uuid NOT NULL,
-        candidate_id text NOT NULL,
-        parent_id text NOT NULL,
-        PRIMARY KEY (optimization_id, candidate_id, parent_id)
-    );
-    -- A removed artifact stays, marked: its descendants still trace back through it.
-    CREATE TABLE {schema}.artifacts (
-        id uuid PRIMARY KEY,
-        owner text NOT NULL,
-        parent_id uuid,
-        generation integer NOT NULL,
-        variation_set_id uuid,
-        removed boolean NOT NULL DEFAULT false,
-        created_at timestamptz NOT NULL
-    );
-    CREATE INDEX ON {schema}.artifacts (parent_id, created_at, id) WHERE parent_id IS NOT NULL;
-    CREATE TABLE {schema}.rag_links (
-        artifact_id uuid NOT NULL,
-        example_id text NOT NULL,
-        owner text NOT NULL,
-        session_id uuid NOT NULL,
-        position integer NOT NULL,  -- the example's place in the artifact's list
-        score double precision NOT NULL,
-        text text,
-        created_at timestamptz NOT NULL,
-        PRIMARY KEY (artifact_id, example_id)
-    );
-    CREATE INDEX ON {schema}.rag_links (owner, example_id, score DESC, artifact_id)
-    """
-
-    erasure = """
-    DELETE FROM {schema}.candidate_parents p USING {schema}.candidates c
-     WHERE c.owner = %(owner)s AND p.optimization_id = c.optimization_id AND p.candidate_id = c.candidate_id;
-    DELETE FROM {schema}.candidates WHERE owner = %(owner)s;
-    DELETE FROM {schema}.rag_links WHERE owner = %(owner)s;
-    DELETE FROM {schema}.artifacts WHERE owner = %(owner)s
-    """
-
-    def __init__(self, schema: str | None = None, **options: Any):
-        super().__init__(schema, **options)
-        self.candidates = Rows(self._insert_candidates)
-        self.parents = Rows(self._insert_parents)
-        self.artifacts = Rows(
-            self.copier("{schema}.artifacts", "id, owner, parent_id, generation, variation_set_id, created_at")
-        )
-        self.rag_links = Rows(
-            self.copier(
-                "{schema}.rag_links", "artifact_id, example_id, owner, session_id, position, score, text, created_at"
-            )
-        )
-        self.sinks = [self.candidates, self.parents, self.artifacts, self.rag_links]
 
     @handles(Artifact.Stored)
-    def artifact_stored(self, batch: Batch, e: Artifact.Stored, _: int) -> None:
-        batch.append(
-            self.artifacts, (e.originator_id, e.owner, e.parent_id, e.generation, e.variation_set_id, e.timestamp)
-        )
+    def artifact_stored(self, e: Artifact.Stored) -> None:
+        self.view.add_artifact(e.originator_id, e.owner, e.parent_id, e.generation, e.variation_set_id, e.timestamp)
         for position, example in enumerate(e.rag_examples):
-            batch.append(
-                self.rag_links,
-                (e.originator_id, example.id, e.owner, e.session_id, position, example.score, example.text, e.timestamp),
+            self.view.link_example(
+                e.originator_id, example.id, e.owner, e.session_id, position, example.score, example.text, e.timestamp
             )
 
     @handles(Artifact.Removed)
-    def artifact_removed(self, batch: Batch, e: Artifact.Removed, _: int) -> None:
-        batch.execute(self.sql("UPDATE {schema}.artifacts SET removed = true WHERE id = %s"), (e.originator_id,))
-        batch.execute(self.sql("DELETE FROM {schema}.rag_links WHERE artifact_id = %s"), (e.originator_id,))
+    def artifact_removed(self, e: Artifact.Removed) -> None:
+        self.view.remove_artifact(e.originator_id)
 
     @handles(Trial.Recorded)
-    def trial_recorded(self, batch: Batch, e: Trial.Recorded, _: int) -> None:
+    def trial_recorded(self, e: Trial.Recorded) -> None:
         candidate = e.candidate
         if candidate is None:
             return
-        ops = Jsonb(candidate.ops) if candidate.ops is not None else None
-        batch.append(
-            self.candidates,
-            (e.optimization_id, candidate.id, e.owner, candidate.origin, ops, e.round_index, e.trial_index),
+        self.view.add_candidate(
+            e.optimization_id, candidate.id, e.owner, candidate.origin, candidate.ops, e.round_index, e.trial_index
         )
         for parent in candidate.parents:
-            batch.append(self.parents, (e.optimization_id, candidate.id, parent))
-
-    # A candidate tried again keeps where it first came from; parents named later are added.
-    def _insert_candidates(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
-        cur.execute(
-            self.sql(
-                "INSERT INTO {schema}.candidates (optimization_id, candidate_id, owner, origin, ops,"
-                " first_round_index, first_trial_index)"
-                " SELECT * FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::text[], %b::jsonb[], %b::int[], %b::int[])"
-                " ON CONFLICT DO NOTHING"
-            ),
-            columns(rows, 7),
-            prepare=True,
-        )
-
-    def _insert_parents(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
-        cur.execute(
-            self.sql(
-                "INSERT INTO {schema}.candidate_parents (optimization_id, candidate_id, parent_id)"
-                " SELECT * FROM unnest(%b::uuid[], %b::text[], %b::text[]) ON CONFLICT DO NOTHING"
-            ),
-            columns(rows, 3),
-            prepare=True,
-        )
+            self.view.add_candidate_parent(e.optimization_id, candidate.id, parent)

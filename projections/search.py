@@ -1,158 +1,80 @@
-"""Search read model: Postgres full text over message content, conversation titles, and
-artifacts' queries (weighted higher) and drafts.
-
-Every document's tsvector also holds one lexeme naming its owner ('OWNER ' || md5(owner)),
-so a query ANDs it in and the GIN index yields only the caller's matches: no extension
-needed, and a common word never makes Postgres look at every user's rows. The lexeme has
-an upper-case word and a space, which to_tsvector never produces, so no text a user
-writes can forge another user's lexeme (queries also filter on the owner column).
-"""
+"""Search read model: full text over message content, conversation titles, and artifacts'
+queries (weighted higher) and drafts; and what it shares with the semantic read model."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from psycopg import Cursor
+from abc import abstractmethod
+from datetime import datetime
+from typing import TypeVar
+from uuid import UUID
 
 from domain.artifact import Artifact
 from domain.conversation import Conversation
-from projections.base import Projection, handles
-from projections.batch import Batch, Rows, Totals, columns
+from projections.view import Projection, View, handles
 
-OWNER_LEXEME_SQL = "array_to_tsvector(ARRAY['OWNER ' || md5({owner})])"
-# A tsvector holds at most 1 MB; a draft is indexed up to this many characters.
+# A document is indexed up to this many characters of a draft (a tsvector holds at most 1 MB).
 MAX_INDEXED_DRAFT = 200_000
 
 
-class Documents(Projection):
+class DocumentsView(View):
     """What the search read model and the semantic one (projections/semantic.py) share:
-    tables `conversations`, `messages` and `artifacts`, each row with its owner, gone when
-    its conversation is deleted, its artifact removed or its owner erased."""
+    conversations, messages and artifacts, each with its owner, gone when its conversation
+    is deleted, its artifact removed or its owner erased."""
 
-    erasure = """
-    DELETE FROM {schema}.messages WHERE owner = %(owner)s;
-    DELETE FROM {schema}.conversations WHERE owner = %(owner)s;
-    DELETE FROM {schema}.artifacts WHERE owner = %(owner)s
-    """
+    @abstractmethod
+    def remove_artifact(self, artifact_id: UUID) -> None: ...
 
+    @abstractmethod
+    def delete_conversation(self, conversation_id: UUID) -> None:
+        """The conversation and its messages gone."""
+
+
+Documents = TypeVar("Documents", bound=DocumentsView)
+
+
+class DocumentsProjection(Projection[Documents]):
     @handles(Artifact.Removed)
-    def artifact_removed(self, batch: Batch, e: Artifact.Removed, _: int) -> None:
-        batch.execute(self.sql("DELETE FROM {schema}.artifacts WHERE id = %s"), (e.originator_id,))
+    def artifact_removed(self, e: Artifact.Removed) -> None:
+        self.view.remove_artifact(e.originator_id)
 
     @handles(Conversation.Deleted)
-    def deleted(self, batch: Batch, e: Conversation.Deleted, _: int) -> None:
-        batch.execute(self.sql("DELETE FROM {schema}.messages WHERE conversation_id = %s"), (e.originator_id,))
-        batch.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (e.originator_id,))
+    def deleted(self, e: Conversation.Deleted) -> None:
+        self.view.delete_conversation(e.originator_id)
 
 
-class SearchProjection(Documents):
+class SearchView(DocumentsView):
+    @abstractmethod
+    def index_conversation(self, conversation_id: UUID, owner: str, title: str, at: datetime) -> None: ...
+
+    @abstractmethod
+    def retitle_conversation(self, conversation_id: UUID, title: str) -> None: ...
+
+    @abstractmethod
+    def index_message(self, message_id: UUID, conversation_id: UUID, content: str, at: datetime) -> None:
+        """A message of a conversation indexed before it, under that conversation's owner."""
+
+    @abstractmethod
+    def index_artifact(self, artifact_id: UUID, owner: str, query: str, draft: str, at: datetime) -> None:
+        """The query ranks above the draft."""
+
+
+class SearchProjection(DocumentsProjection[SearchView]):
     name = "search"
     version = 6
     weight = 3
-    tables = """
-    CREATE TABLE {schema}.conversations (
-        id uuid PRIMARY KEY,
-        owner text NOT NULL,
-        title text NOT NULL,
-        tsv tsvector NOT NULL,
-        created_at timestamptz NOT NULL
-    );
-    CREATE INDEX ON {schema}.conversations USING gin (tsv);
-    CREATE INDEX ON {schema}.conversations (owner);
-    CREATE TABLE {schema}.messages (
-        id uuid NOT NULL,  -- no index: found only through tsv and conversation_id
-        conversation_id uuid NOT NULL,
-        owner text NOT NULL,
-        content text NOT NULL,
-        tsv tsvector NOT NULL,
-        created_at timestamptz NOT NULL
-    );
-    -- A small pending list: new entries are merged into the index in short, frequent
-    -- steps instead of a quarter-second stall every 4 MB.
-    CREATE INDEX ON {schema}.messages USING gin (tsv) WITH (gin_pending_list_limit = 256);
-    CREATE INDEX ON {schema}.messages (conversation_id, id);  -- (a semantic hit's snippet finds its message)
-    CREATE TABLE {schema}.artifacts (
-        id uuid PRIMARY KEY,
-        owner text NOT NULL,
-        query text NOT NULL,
-        tsv tsvector NOT NULL,
-        created_at timestamptz NOT NULL
-    );
-    CREATE INDEX ON {schema}.artifacts USING gin (tsv) WITH (gin_pending_list_limit = 256)
-    """
-
-    def __init__(self, schema: str | None = None, **options: Any):
-        super().__init__(schema, **options)
-        self.language = str(options.get("language", "english"))
-        self.new_conversations = Rows(self._index_conversations)
-        self.titles = Totals(lambda earlier, later: later, self._retitle)
-        self.new_messages = Rows(self._index_messages)
-        self.new_artifacts = Rows(self._index_artifacts)
-        self.sinks = [self.new_conversations, self.titles, self.new_messages, self.new_artifacts]
-
-    def _index_artifacts(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
-        cur.execute(
-            self.sql(
-                "INSERT INTO {schema}.artifacts (id, owner, query, tsv, created_at)"
-                " SELECT a.id, a.owner, a.query, setweight(to_tsvector(%s::regconfig, a.query), 'A')"
-                " || setweight(to_tsvector(%s::regconfig, a.draft), 'B') || "
-                + OWNER_LEXEME_SQL.format(owner="a.owner")
-                + ", a.at FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::text[], %b::timestamptz[])"
-                " AS a(id, owner, query, draft, at)"
-            ),
-            [self.language, self.language, *columns(rows, 5)],
-            prepare=True,
-        )
-
-    def _retitle(self, cur: Cursor, items: list[tuple[Any, str]]) -> None:
-        cur.execute(
-            self.sql(
-                "UPDATE {schema}.conversations c SET title = d.title,"
-                " tsv = to_tsvector(%s::regconfig, d.title) || "
-                + OWNER_LEXEME_SQL.format(owner="c.owner")
-                + " FROM unnest(%b::uuid[], %b::text[]) AS d(id, title) WHERE c.id = d.id"
-            ),
-            [self.language, *columns(items, 2)],
-            prepare=True,
-        )
-
-    def _index_conversations(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
-        cur.execute(
-            self.sql(
-                "INSERT INTO {schema}.conversations (id, owner, title, tsv, created_at)"
-                " SELECT c.id, c.owner, c.title, to_tsvector(%s::regconfig, c.title) || "
-                + OWNER_LEXEME_SQL.format(owner="c.owner")
-                + ", c.at FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::timestamptz[]) AS c(id, owner, title, at)"
-            ),
-            [self.language, *columns(rows, 4)],
-            prepare=True,
-        )
-
-    def _index_messages(self, cur: Cursor, rows: list[tuple[Any, ...]]) -> None:
-        cur.execute(
-            self.sql(
-                "INSERT INTO {schema}.messages (id, conversation_id, owner, content, tsv, created_at)"
-                " SELECT m.id, c.id, c.owner, m.content, to_tsvector(%s::regconfig, m.content) || "
-                + OWNER_LEXEME_SQL.format(owner="c.owner")
-                + ", m.at FROM unnest(%b::uuid[], %b::uuid[], %b::text[], %b::timestamptz[])"
-                " AS m(id, conversation_id, content, at) JOIN {schema}.conversations c ON c.id = m.conversation_id"
-            ),
-            [self.language, *columns(rows, 4)],
-            prepare=True,
-        )
 
     @handles(Conversation.Started)
-    def started(self, batch: Batch, e: Conversation.Started, _: int) -> None:
-        batch.append(self.new_conversations, (e.originator_id, e.owner, e.title, e.timestamp))
+    def started(self, e: Conversation.Started) -> None:
+        self.view.index_conversation(e.originator_id, e.owner, e.title, e.timestamp)
 
     @handles(Conversation.Retitled)
-    def retitled(self, batch: Batch, e: Conversation.Retitled, _: int) -> None:
-        batch.accumulate(self.titles, e.originator_id, e.title)
+    def retitled(self, e: Conversation.Retitled) -> None:
+        self.view.retitle_conversation(e.originator_id, e.title)
 
     @handles(Conversation.MessageAdded)
-    def message_added(self, batch: Batch, e: Conversation.MessageAdded, _: int) -> None:
-        batch.append(self.new_messages, (e.message_id, e.originator_id, e.content, e.timestamp))
+    def message_added(self, e: Conversation.MessageAdded) -> None:
+        self.view.index_message(e.message_id, e.originator_id, e.content, e.timestamp)
 
     @handles(Artifact.Stored)
-    def artifact_stored(self, batch: Batch, e: Artifact.Stored, _: int) -> None:
-        batch.append(self.new_artifacts, (e.originator_id, e.owner, e.query, e.draft[:MAX_INDEXED_DRAFT], e.timestamp))
+    def artifact_stored(self, e: Artifact.Stored) -> None:
+        self.view.index_artifact(e.originator_id, e.owner, e.query, e.draft[:MAX_INDEXED_DRAFT], e.timestamp)

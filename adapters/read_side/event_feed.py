@@ -25,9 +25,9 @@ from nats.js.errors import NotFoundError
 
 from adapters.messaging.jetstream import ensure_stream
 from adapters.read_side.follower import LogFollower
+from adapters.read_side.tracking import NEXT_EVENTS
 from adapters.store.event_store import EVENTS_CHANNEL
 from adapters.store.mapper import OWNER_FIELD, SEALED_FIELD
-from projections.engine import NEXT_EVENTS
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from uuid import UUID
 import psycopg
 from psycopg.sql import SQL, Identifier
 
+from adapters.read_side.tracking import ADD_TRACKING
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import OWNER_FIELD, PydanticMapper
 from adapters.store.reachability import RECONNECT_WAIT_MAX
-from projections.engine import ADD_TRACKING
 from services.ports.background import Background
 
 log = logging.getLogger(__name__)

@@ -10,9 +10,9 @@ import psycopg
 from chronicle_contract.errors import ChronicleError
 from psycopg.sql import SQL, Identifier
 
+from adapters.read_side.tracking import PROGRESS_CHANNEL
 from adapters.store.postgres import PostgresTarget
 from adapters.store.reachability import CONNECT_TIMEOUT, RECONNECT_WAIT_MAX, Reachability, answers_off_loop
-from projections.engine import PROGRESS_CHANNEL
 from services.ports.background import Background
 from services.ports.positions import Positions
 

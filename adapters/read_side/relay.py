@@ -27,16 +27,10 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
 from adapters.read_side.follower import BATCH, LogFollower
+from adapters.read_side.parking import ATTEMPTS, PARK, failure_kind
+from adapters.read_side.tracking import NEXT_EVENTS, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import ErasedContent
-from projections.engine import (
-    ATTEMPTS,
-    NEXT_EVENTS,
-    PARK,
-    PROGRESS_CHANNEL,
-    SET_TRACKING_AND_NOTIFY,
-    failure_kind,
-)
 from services.ports.relays import Relay
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,9 @@ from chronicle_client import ChronicleClient, ChronicleError
 from chronicle_client import optimizations as client_optimization
 from chronicle_contract.optimizations import TrialEntry
 
+from adapters.read_side.rebuild import rebuild
+from adapters.read_side.views import read_model_of
 from entrypoints.bootstrap import Chronicle
-from projections.engine import rebuild
 from projections.lineage import LineageProjection
 from projections.optimizations import OptimizationsProjection
 from services.optimizations import queries as queries_optimization
@@ -317,7 +318,7 @@ async def test_replaying_the_events_gives_the_same_history(chronicle: Chronicle,
     lineage_before = await client.optimizations.lineage(id_of(state), parent)
 
     for projection in (OptimizationsProjection, LineageProjection):  # tiny batches: other boundaries
-        await asyncio.to_thread(rebuild, chronicle.target, projection, batch_size=3)
+        await asyncio.to_thread(rebuild, chronicle.target, read_model_of(projection), batch_size=3)
     assert await state.history() == before
     assert await client.optimizations.lineage(id_of(state), parent) == lineage_before
     assert before == state.entries(), "the client's own record agrees with the service's"
@@ -653,5 +654,5 @@ async def test_an_invalidated_trial_stays_marked_and_bests_fronts_and_curves_lea
 
     client.observed((await client.optimizations.invalidate_trial(leaky.trial_id, "leaked after all")).position)
     before = await state.history()
-    await asyncio.to_thread(rebuild, chronicle.target, OptimizationsProjection)  # the same from the events
+    await asyncio.to_thread(rebuild, chronicle.target, read_model_of(OptimizationsProjection))  # the same from the events
     assert await state.history() == before and before[0]["corrected_best_score"] == 0.6

@@ -8,9 +8,11 @@ import random
 import subprocess
 import sys
 import uuid
+from abc import abstractmethod
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import psycopg
 import pytest
@@ -19,14 +21,17 @@ from chronicle_contract.bus import signals_prefix
 from chronicle_contract.hitl import run_signals
 
 from adapters.auth import TokenAuthority
+from adapters.read_side.engine import ProjectionEngine
+from adapters.read_side.parking import parked
+from adapters.read_side.rebuild import rebuild
 from adapters.read_side.relay import EventRelay
+from adapters.read_side.view import PostgresView, ReadModel
+from adapters.read_side.views.history import PostgresHistoryView
 from adapters.store.postgres import PostgresTarget
 from domain.conversation import Conversation
 from entrypoints.bootstrap import Chronicle, bootstrap
-from projections.base import Projection, handles
-from projections.batch import Batch
-from projections.engine import ProjectionEngine, parked, rebuild
 from projections.history import HistoryProjection
+from projections.view import Projection, View, handles
 from services.ports.relays import Relay
 from tests.conftest import make_settings
 from tests.servers import TestServers
@@ -35,26 +40,38 @@ from tests.waiting import eventually, wait_until
 POISON = "poison pill"
 
 
-class Picky(Projection):
-    """A read model that cannot apply a message saying POISON (as a bug or a limit might)."""
+class MessagesView(View):
+    @abstractmethod
+    def add_message(self, message_id: UUID, content: str) -> None: ...
+
+
+class PostgresMessagesView(PostgresView, MessagesView):
+    tables = "CREATE TABLE {schema}.messages (id uuid PRIMARY KEY, content text NOT NULL)"
+
+    def add_message(self, message_id: UUID, content: str) -> None:
+        self.batch.execute(self.sql("INSERT INTO {schema}.messages (id, content) VALUES (%s, %s)"), (message_id, content))
+
+
+class Fixed(Projection[MessagesView]):
+    """Picky once its bug is fixed."""
 
     name = "picky"
     version = 1
-    tables = "CREATE TABLE {schema}.messages (id uuid PRIMARY KEY, content text NOT NULL)"
+    erases = False
 
     @handles(Conversation.MessageAdded)
-    def message_added(self, batch: Batch, e: Conversation.MessageAdded, _: int) -> None:
+    def message_added(self, e: Conversation.MessageAdded) -> None:
+        self.view.add_message(e.message_id, e.content)
+
+
+class Picky(Fixed):
+    """A read model that cannot apply a message saying POISON (as a bug or a limit might)."""
+
+    @handles(Conversation.MessageAdded)
+    def message_added(self, e: Conversation.MessageAdded) -> None:
         if POISON in e.content:
             raise ValueError("cannot take this one")
-        batch.execute(self.sql("INSERT INTO {schema}.messages (id, content) VALUES (%s, %s)"), (e.message_id, e.content))
-
-
-class Fixed(Picky):
-    """Picky once its bug is fixed."""
-
-    @handles(Conversation.MessageAdded)
-    def message_added(self, batch: Batch, e: Conversation.MessageAdded, _: int) -> None:
-        batch.execute(self.sql("INSERT INTO {schema}.messages (id, content) VALUES (%s, %s)"), (e.message_id, e.content))
+        super().message_added(e)
 
 
 class PickyRelay(Relay):
@@ -110,7 +127,9 @@ async def test_an_event_a_read_model_cannot_apply_is_parked_and_the_rest_goes_on
     _, url, client = writer
     head = await write_messages(client, "first", f"a {POISON}", "last")
     target = PostgresTarget(url)
-    engine = ProjectionEngine(target, [HistoryProjection(), Picky()], batch_size=50)
+    engine = ProjectionEngine(
+        target, [ReadModel(HistoryProjection, PostgresHistoryView), ReadModel(Picky, PostgresMessagesView)], batch_size=50
+    )
     engine.start()
     try:
         await asyncio.to_thread(wait_until, lambda: tracked(url, "picky") >= head, "the picky read model to pass the poison")
@@ -125,10 +144,10 @@ async def test_an_event_a_read_model_cannot_apply_is_parked_and_the_rest_goes_on
 
     # A rebuild meets it again, parks it again (once), and ends; once the read model can
     # take it, a rebuild applies it and its record goes.
-    await asyncio.to_thread(rebuild, target, Picky)
+    await asyncio.to_thread(rebuild, target, ReadModel(Picky, PostgresMessagesView))
     assert sorted(c for (c,) in rows(url, "SELECT content FROM rm_picky.messages")) == ["first", "last"]
     assert len(rows(url, "SELECT 1 FROM chronicle.parked")) == 1
-    await asyncio.to_thread(rebuild, target, Fixed)
+    await asyncio.to_thread(rebuild, target, ReadModel(Fixed, PostgresMessagesView))
     assert len(rows(url, "SELECT content FROM rm_picky.messages")) == 3
     assert rows(url, "SELECT 1 FROM chronicle.parked") == []
 

@@ -8,8 +8,8 @@ import pytest
 from chronicle_contract.errors import ChronicleError
 
 from adapters.read_side.positions import ProjectionPositions
+from adapters.read_side.tracking import PROGRESS_CHANNEL
 from adapters.store.postgres import PostgresTarget
-from projections.engine import PROGRESS_CHANNEL
 from tests.waiting import eventually
 
 NAME = "history"

@@ -4,57 +4,84 @@ that cannot apply an event holds back only itself, whether its Python or its SQL
 from __future__ import annotations
 
 import uuid
+from abc import abstractmethod
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 import pytest
 
+from adapters.read_side.batch import Rows
+from adapters.read_side.engine import ProjectionEngine
+from adapters.read_side.view import PostgresView, ReadModel
 from adapters.store.event_store import EventStore
 from adapters.store.mapper import PydanticMapper
 from adapters.store.postgres import PostgresTarget
 from domain.session import Session
-from projections.base import Projection, handles
-from projections.batch import Batch, Rows
-from projections.engine import ProjectionEngine
+from projections.view import Projection, View, handles
 from tests.waiting import wait_until
 
 OWNER = "engine-test"
 
 
-class Names(Projection):
-    """Each session's name, stored through a copier."""
+class NamesView(View):
+    @abstractmethod
+    def add_name(self, session_id: UUID, name: str, at: datetime) -> None: ...
+
+
+class Names(Projection[NamesView]):
+    """Each session's name."""
 
     name = "test_names"
     version = 1
+    erases = False
+
+    @handles(Session.Created)
+    def created(self, e: Session.Created) -> None:
+        self.view.add_name(e.originator_id, e.name, e.timestamp)
+
+
+class PostgresNamesView(PostgresView, NamesView):
+    """Stored through a copier."""
+
     tables = "CREATE TABLE {schema}.names (id uuid PRIMARY KEY, name text NOT NULL, at timestamptz NOT NULL)"
 
-    def __init__(self, schema: str | None = None, **options: Any):
+    def __init__(self, schema: str, **options: Any):
         super().__init__(schema, **options)
         self.names = Rows(self.copier("{schema}.names", "id, name, at"))
         self.sinks = [self.names]
 
-    @handles(Session.Created)
-    def created(self, batch: Batch, e: Session.Created, _: int) -> None:
-        batch.append(self.names, (e.originator_id, e.name, e.timestamp))
+    def add_name(self, session_id: UUID, name: str, at: datetime) -> None:
+        self.batch.append(self.names, (session_id, name, at))
 
 
 class NamesFailingInPython(Names):
     name = "test_names_python"
 
     @handles(Session.Created)
-    def created(self, batch: Batch, e: Session.Created, position: int) -> None:
+    def created(self, e: Session.Created) -> None:
         if e.name == "refused":
             raise ValueError("this projection cannot apply this event")
-        super().created(batch, e, position)
+        super().created(e)
 
 
 class NamesFailingInSql(Names):
     name = "test_names_sql"
+
+
+class RefusingNamesView(PostgresNamesView):
     tables = (
         "CREATE TABLE {schema}.names (id uuid PRIMARY KEY, name text NOT NULL CHECK (name <> 'refused'),"
         " at timestamptz NOT NULL)"
     )
+
+
+READ_MODELS = [
+    ReadModel(Names, PostgresNamesView),
+    ReadModel(NamesFailingInPython, PostgresNamesView),
+    ReadModel(NamesFailingInSql, RefusingNamesView),
+]
 
 
 def record_session(store: EventStore, name: str) -> int:
@@ -68,7 +95,7 @@ def record_session(store: EventStore, name: str) -> int:
 @pytest.fixture
 def engine(target: PostgresTarget) -> Iterator[ProjectionEngine]:
     running = ProjectionEngine(
-        target, [Names(), NamesFailingInPython(), NamesFailingInSql()], batch_size=500, vacuum_every=0, threads=1
+        target, READ_MODELS, batch_size=500, vacuum_every=0, threads=1
     )
     running.start()
     assert running.wait_prepared(30)
@@ -76,13 +103,13 @@ def engine(target: PostgresTarget) -> Iterator[ProjectionEngine]:
     running.stop()
 
 
-def names_in(target: PostgresTarget, projection: type[Projection]) -> list[str]:
+def names_in(target: PostgresTarget, projection: type[Projection[Any]]) -> list[str]:
     with target.connect() as conn:
-        rows = conn.execute(f"SELECT name FROM {projection.live_schema()}.names ORDER BY at").fetchall()
+        rows = conn.execute(f"SELECT name FROM rm_{projection.name}.names ORDER BY at").fetchall()
     return [row[0] for row in rows]
 
 
-def position_of(target: PostgresTarget, projection: type[Projection]) -> int:
+def position_of(target: PostgresTarget, projection: type[Projection[Any]]) -> int:
     with target.connect() as conn:
         row = conn.execute("SELECT position FROM chronicle.projections WHERE name = %s", (projection.name,)).fetchone()
     return row[0] if row else -1
@@ -119,7 +146,7 @@ def test_a_tail_behind_catches_up_in_long_batches_and_then_follows_live(
     target: PostgresTarget, store: EventStore
 ) -> None:
     def engine() -> ProjectionEngine:
-        return ProjectionEngine(target, [Names()], batch_size=500, vacuum_every=0, threads=1)
+        return ProjectionEngine(target, READ_MODELS[:1], batch_size=500, vacuum_every=0, threads=1)
 
     first = engine()  # builds the read model, then stops
     first.start()

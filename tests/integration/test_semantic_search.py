@@ -24,13 +24,13 @@ from mcp.client.streamable_http import streamable_http_client
 from adapters.auth import TokenAuthority
 from adapters.embedded import EmbeddedPostgres, free_port
 from adapters.embedding.hashed import HashedNgramEmbedder
+from adapters.read_side.tracking import head_position, tracked_version
+from adapters.read_side.verify import verify
 from adapters.store.postgres import PostgresTarget
 from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.gateways.http_server import HttpServer
 from entrypoints.gateways.mcp import streamable_http_app
-from entrypoints.read_models import kept, projection_options
-from projections.engine import head_position, tracked_version
-from projections.verify import verify
+from entrypoints.read_models import kept, postgres_read_model
 from tests.conftest import ClientFactory, make_settings, new_prefix
 from tests.rows import scalar
 from tests.servers import TestServers
@@ -164,7 +164,7 @@ async def test_a_rebuild_gives_the_live_read_model(hybrid: Chronicle, user: Chro
     await hybrid.positions.wait_for(["semantic"], user.last_position, 10)
     [semantic] = [p for p in hybrid.read_models.classes if p.name == "semantic"]
     result = await asyncio.to_thread(
-        verify, hybrid.target, semantic, batch_size=3, **projection_options(hybrid.settings, semantic)
+        verify, hybrid.target, postgres_read_model(hybrid.settings, semantic), batch_size=3
     )
     assert result.ok, result
 

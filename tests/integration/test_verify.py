@@ -12,12 +12,13 @@ from chronicle_client.connection import ChronicleClient
 from psycopg.sql import SQL, Identifier
 
 from adapters.auth import TokenAuthority
+from adapters.read_side.compare import compare
+from adapters.read_side.verify import Verification, report, verify
+from adapters.read_side.views import read_model_of
 from adapters.store.postgres import PostgresTarget
 from entrypoints import cli
 from entrypoints.bootstrap import Chronicle
 from entrypoints.read_models import PROJECTIONS
-from projections.compare import compare
-from projections.verify import Verification, report, verify
 from tests.integration.test_rebuild import chronicle_cli, fill
 from tests.rows import scalar
 
@@ -30,7 +31,7 @@ async def connected(chronicle: Chronicle, authority: TokenAuthority) -> Chronicl
 
 def verify_all(url: str) -> dict[str, Verification]:
     target = PostgresTarget(url)
-    return {p.name: verify(target, p, batch_size=7) for p in PROJECTIONS}  # small batches: many commits
+    return {p.name: verify(target, read_model_of(p), batch_size=7) for p in PROJECTIONS}  # small batches: many commits
 
 
 def live_state(url: str) -> dict[str, list[tuple[object, ...]]]:
@@ -78,7 +79,7 @@ async def test_verify_passes_while_the_live_read_models_move_and_changes_nothing
 
     target = PostgresTarget(url)
     for projection_class in PROJECTIONS:
-        result = await asyncio.to_thread(verify, target, projection_class, batch_size=7, progress=write_meanwhile)
+        result = await asyncio.to_thread(verify, target, read_model_of(projection_class), batch_size=7, progress=write_meanwhile)
         assert result.ok, "\n".join(report(result))
         with psycopg.connect(url) as conn:
             live_position = scalar(conn.execute("SELECT max(notification_id) FROM chronicle.events"))

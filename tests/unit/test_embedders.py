@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from adapters.embedding.hashed import HashedNgramEmbedder
 from adapters.embedding.openai import BATCH, OpenAIEmbeddings
+from adapters.read_side.views.semantic import PostgresSemanticView
 from projections.semantic import SemanticProjection
-from services.ports.embedder import MAX_EMBEDDED_CHARS, EmbeddingFailed, vector_literal
+from services.ports.embedder import MAX_EMBEDDED_CHARS, Embedder, EmbeddingFailed, vector_literal
 from tests.unit.chat_endpoint import HANG, ScriptedEndpoint
 from tests.unit.chat_endpoint import scripted_endpoint as scripted_endpoint  # the `endpoint` fixture
 
@@ -49,14 +50,17 @@ def test_only_the_beginning_of_a_long_text_is_embedded() -> None:
 
 
 def test_the_embedder_is_part_of_the_read_models_version() -> None:
+    def read_model(embedder: Embedder) -> SemanticProjection:
+        return SemanticProjection(PostgresSemanticView("rm_semantic", embedder=embedder), embedder=embedder)
+
     versions = {
-        SemanticProjection(embedder=HashedNgramEmbedder(256)).version,
-        SemanticProjection(embedder=HashedNgramEmbedder(64)).version,
-        SemanticProjection(embedder=OpenAIEmbeddings("http://x/v1", "m", "k", 256)).version,
+        read_model(HashedNgramEmbedder(256)).version,
+        read_model(HashedNgramEmbedder(64)).version,
+        read_model(OpenAIEmbeddings("http://x/v1", "m", "k", 256)).version,
     }
     assert len(versions) == 3
-    assert SemanticProjection(embedder=HashedNgramEmbedder(64)).version in versions  # the same one again: same version
-    assert "vector(64)" in SemanticProjection(embedder=HashedNgramEmbedder(64)).tables
+    assert read_model(HashedNgramEmbedder(64)).version in versions  # the same one again: same version
+    assert "vector(64)" in PostgresSemanticView("rm_semantic", embedder=HashedNgramEmbedder(64)).tables
 
 
 def test_a_vector_literal_is_pgvectors_text_form() -> None:

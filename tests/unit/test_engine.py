@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import cast
 
-from projections.engine import Runner, share_out
+from adapters.read_side.engine import share_out
+from adapters.read_side.tail import Runner
 
 
 def runner(name: str, weight: int) -> Runner:

@@ -18,11 +18,12 @@ from uuid import UUID
 import psycopg
 from psycopg.sql import SQL, Identifier
 
+from adapters.read_side.batcher import Batcher
+from adapters.read_side.compare import TableComparison, compare
+from adapters.read_side.view import PostgresView, ReadModel, create_schema, postgres_view
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget
-from projections.base import Projection
-from projections.compare import TableComparison, compare
-from projections.engine import Batcher, create_schema
+from projections.view import Projection
 
 log = logging.getLogger(__name__)
 
@@ -50,37 +51,36 @@ class Verification:
 
 def verify(
     target: PostgresTarget,
-    projection_class: type[Projection],
+    read_model: ReadModel,
     *,
     batch_size: int = 2000,
     progress: Callable[[int, int], None] = lambda done, total: None,
-    **options: Any,
 ) -> Verification:
     """Rebuild a read model into scratch tables up to the live read model's position and
     compare; the scratch tables are dropped afterwards, whatever happens."""
-    live = projection_class(**options)
-    scratch = projection_class(schema=f"{live.schema}__verify", **options)
+    live = read_model.build()
+    scratch = read_model.build(f"{read_model.live_schema}__verify")
     keys = KeyRing(target)
-    batcher = Batcher(scratch, f"{projection_class.name}__verify", batch_size, keys)
+    batcher = Batcher(scratch, f"{read_model.name}__verify", batch_size, keys)
     with contextlib.closing(keys), target.connect(autocommit=True) as conn:
-        conn.execute(LOCK_READ_MODEL, (projection_class.name,))
+        conn.execute(LOCK_READ_MODEL, (read_model.name,))
         try:
             return _build_and_compare(conn, live, scratch, batcher, progress)
         finally:
-            _drop_scratch(conn, scratch, batcher)
+            _drop_scratch(conn, postgres_view(scratch), batcher)
 
 
 def _build_and_compare(
     conn: psycopg.Connection,
-    live: Projection,
-    scratch: Projection,
+    live: Projection[Any],
+    scratch: Projection[Any],
     batcher: Batcher,
     progress: Callable[[int, int], None],
 ) -> Verification:
     result = Verification(live.name)
     with conn.transaction():
         # Bulk (GIN) indexes only serve queries; the comparison does not need them.
-        create_schema(conn, scratch, defer_bulk_indexes=True)
+        create_schema(conn, postgres_view(scratch), defer_bulk_indexes=True)
         conn.execute(DELETE_TRACKING, (batcher.tracking_name,))
         batcher.ensure_tracking(conn)
     tracked = conn.execute(TRACKING, (live.name,)).fetchone()
@@ -110,7 +110,7 @@ def _build_and_compare(
             result.problem = f"the live position went back from {position} to {live_position}"
             return result
         result.position = _apply_up_to(batcher.apply_batch_in, conn, live_position, progress)
-        result.tables = compare(conn, live.schema, scratch.schema)
+        result.tables = compare(conn, postgres_view(live).schema, postgres_view(scratch).schema)
     return result
 
 
@@ -127,7 +127,7 @@ def _apply_up_to(
             return position
 
 
-def _drop_scratch(conn: psycopg.Connection, scratch: Projection, batcher: Batcher) -> None:
+def _drop_scratch(conn: psycopg.Connection, scratch: PostgresView, batcher: Batcher) -> None:
     try:
         conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(scratch.schema)))
         conn.execute(DELETE_TRACKING, (batcher.tracking_name,))

@@ -1,0 +1,138 @@
+"""The Postgres view: a read model's schema, its DDL, its erasure and the batch its writes go through.
+
+Each read model's Postgres view (adapters/read_side/views/) subclasses this and the view
+interface its projection declares (projections/<name>.py). The engine binds a batch to
+the transaction's cursor (`begin`) before it applies events, and flushes it before it
+moves the tracking position in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, ClassVar
+
+import psycopg
+from psycopg import Cursor
+from psycopg.sql import SQL, Composed, Identifier
+from psycopg.types.json import Jsonb
+
+from adapters.read_side.batch import Batch, Rows, Totals
+from projections.view import Projection, View
+
+
+class PostgresView(View):
+    """Subclasses set `tables` (DDL with a {schema} placeholder) and `erasure` (";"-separated
+    statements, parameter %(owner)s, that drop one user's rows), list their sinks in write
+    order, and write through `self.batch`."""
+
+    tables: str
+    erasure: ClassVar[str] = ""
+
+    def __init__(self, schema: str, **options: Any):
+        self.schema = schema
+        self.options = options
+        self.sinks: list[Rows | Totals] = []  # subclasses list theirs in write order
+        self.batch: Batch  # set by `begin`, for a transaction's cursor
+
+    def begin(self, cursor: Cursor[Any]) -> Batch:
+        """A new batch on this cursor: the writes until the next `begin` go through it."""
+        self.batch = Batch(cursor, self.sinks)
+        return self.batch
+
+    def erase_owner(self, owner: str) -> None:
+        for statement in self.erasure.split(";"):
+            if statement.strip():
+                self.batch.execute(self.sql(statement), {"owner": owner})
+
+    def sql(self, text: str, **names: str) -> Composed:
+        """A statement with its schema (and any other named identifiers) filled in, cached."""
+        return _compose(text, self.schema, tuple(sorted(names.items())))
+
+    def copier(self, table: str, columns: str) -> Callable[[Cursor[Any], list[Any]], None]:
+        """A Rows writer that COPYs a batch's rows into `table` ("{schema}.name")."""
+        statement = f"COPY {table} ({columns}) FROM STDIN"
+
+        def copy_rows(cursor: Cursor[Any], rows: list[Any]) -> None:
+            with cursor.copy(self.sql(statement)) as copy:
+                for row in rows:
+                    copy.write_row(row)
+
+        return copy_rows
+
+    def create_statements(self, deferred: bool | None = None) -> list[Composed]:
+        """The DDL; `deferred=False` leaves out the bulk (GIN) indexes, `True` gives only
+        those, so a rebuild can build them once after loading instead of row by row."""
+        statements = [s for s in self.tables.split(";") if s.strip()]
+        if deferred is not None:
+            statements = [s for s in statements if ("USING gin" in s) == deferred]
+        return [self.sql(statement) for statement in statements]
+
+
+def with_json(row: tuple[Any, ...], positions: tuple[int, ...]) -> tuple[Any, ...]:
+    """The row with its values at `positions` sent as jsonb (a None stays NULL)."""
+    values = list(row)
+    for i in positions:
+        if values[i] is not None:
+            values[i] = Jsonb(values[i])
+    return tuple(values)
+
+
+def json_positions(fields: tuple[str, ...], *names: str) -> tuple[int, ...]:
+    return tuple(fields.index(name) for name in names)
+
+
+@cache
+def _compose(text: str, schema: str, names: tuple[tuple[str, str], ...]) -> Composed:
+    identifiers = {key: Identifier(value) for key, value in names}
+    return SQL(text).format(schema=Identifier(schema), **identifiers)
+
+
+def postgres_view(projection: Projection[Any]) -> PostgresView:
+    """The projection's view, which the engine writes through Postgres."""
+    view = projection.view
+    if not isinstance(view, PostgresView):
+        raise TypeError(f"{projection.name}: the engine needs a Postgres view, not {type(view).__name__}")
+    return view
+
+
+@dataclass(frozen=True)
+class ReadModel:
+    """A read model as Postgres keeps it: its projection over its Postgres view, with the
+    options both are made with (a search language, an embedder)."""
+
+    projection: type[Projection[Any]]
+    view: type[PostgresView]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.projection.name
+
+    @property
+    def live_schema(self) -> str:
+        return f"rm_{self.projection.name}"
+
+    def build(self, schema: str | None = None) -> Projection[Any]:
+        """The projection writing into `schema` (else the live one)."""
+        return self.projection(self.view(schema or self.live_schema, **self.options), **self.options)
+
+
+def create_schema(conn: psycopg.Connection[Any], view: PostgresView, *, defer_bulk_indexes: bool = False) -> None:
+    conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(view.schema)))
+    conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(view.schema)))
+    for statement in view.create_statements(deferred=False if defer_bulk_indexes else None):
+        conn.execute(statement)
+
+
+def vacuum_analyze(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Fresh statistics and a clean visibility map for every table of a read model."""
+    vacuum(conn, schema, SQL("VACUUM (ANALYZE) {}.{}"))
+
+
+def vacuum(conn: psycopg.Connection[Any], schema: str, statement: SQL = SQL("VACUUM {}.{}")) -> None:
+    """Every table of a read model vacuumed: dead row versions gone, their space free."""
+    tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()
+    for (table,) in tables:
+        conn.execute(statement.format(Identifier(schema), Identifier(table)))

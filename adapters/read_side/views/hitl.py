@@ -1,0 +1,99 @@
+"""The HITL read model's Postgres view (projections/hitl.py): conversations' owners and every checkpoint."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from adapters.read_side.view import PostgresView
+from projections.hitl import HitlView
+
+LATEST = (
+    "(SELECT max(seq) FROM {schema}.checkpoints WHERE conversation_id = %(conversation_id)s AND run_id = %(run_id)s)"
+)
+
+
+class PostgresHitlView(PostgresView, HitlView):
+    tables = """
+    CREATE TABLE {schema}.conversations (
+        id uuid PRIMARY KEY,
+        owner text NOT NULL
+    );
+    CREATE TABLE {schema}.checkpoints (
+        run_id text NOT NULL,
+        seq bigint NOT NULL,
+        owner text NOT NULL,
+        conversation_id uuid NOT NULL,
+        step text NOT NULL,
+        checkpoint_type text NOT NULL,
+        prompt text NOT NULL,
+        data jsonb NOT NULL,
+        conversation_mode boolean NOT NULL,
+        status text NOT NULL,
+        paused_at timestamptz NOT NULL,
+        expires_at timestamptz,
+        resumed_at timestamptz,
+        expired_at timestamptz,
+        approved boolean,
+        edits jsonb,
+        feedback text,
+        PRIMARY KEY (conversation_id, run_id, seq)
+    );
+    CREATE INDEX ON {schema}.checkpoints (owner, run_id, seq);
+    CREATE INDEX ON {schema}.checkpoints (owner, status, paused_at);
+    CREATE INDEX ON {schema}.checkpoints (conversation_id);
+    CREATE INDEX ON {schema}.checkpoints (expires_at) WHERE status = 'paused' AND expires_at IS NOT NULL
+    """
+
+    erasure = """
+    DELETE FROM {schema}.checkpoints WHERE owner = %(owner)s;
+    DELETE FROM {schema}.conversations WHERE owner = %(owner)s
+    """
+
+    def add_conversation(self, conversation_id: UUID, owner: str) -> None:
+        self.batch.execute(
+            self.sql("INSERT INTO {schema}.conversations (id, owner) VALUES (%s, %s)"), (conversation_id, owner)
+        )
+
+    def pause(
+        self, conversation_id: UUID, run_id: str, seq: int, step: str, checkpoint_type: str, prompt: str,
+        data: dict[str, Any], conversation_mode: bool, at: datetime, expires_at: datetime | None,
+    ) -> None:
+        self.batch.execute(
+            self.sql(
+                "INSERT INTO {schema}.checkpoints (run_id, seq, owner, conversation_id, step, checkpoint_type,"
+                " prompt, data, conversation_mode, status, paused_at, expires_at)"
+                " SELECT %s, %s, c.owner, c.id, %s, %s, %s, %s, %s, 'paused', %s, %s"
+                " FROM {schema}.conversations c WHERE c.id = %s"
+            ),
+            (run_id, seq, step, checkpoint_type, prompt, Jsonb(data), conversation_mode, at, expires_at, conversation_id),
+        )
+
+    def resume(
+        self, conversation_id: UUID, run_id: str, approved: bool, edits: Any, feedback: str | None, at: datetime
+    ) -> None:
+        self.batch.execute(
+            self.sql(
+                "UPDATE {schema}.checkpoints SET status = 'resumed', resumed_at = %(at)s, approved = %(approved)s,"
+                " edits = %(edits)s, feedback = %(feedback)s"
+                " WHERE conversation_id = %(conversation_id)s AND run_id = %(run_id)s AND seq = " + LATEST
+            ),
+            {"at": at, "approved": approved, "edits": Jsonb(edits), "feedback": feedback,
+             "run_id": run_id, "conversation_id": conversation_id},
+        )
+
+    def expire(self, conversation_id: UUID, run_id: str, at: datetime) -> None:
+        self.batch.execute(
+            self.sql(
+                "UPDATE {schema}.checkpoints SET status = 'expired', expired_at = %(at)s"
+                " WHERE conversation_id = %(conversation_id)s AND run_id = %(run_id)s AND seq = " + LATEST
+            ),
+            {"at": at, "run_id": run_id, "conversation_id": conversation_id},
+        )
+
+    def delete_conversation(self, conversation_id: UUID) -> None:
+        self.batch.execute(self.sql("DELETE FROM {schema}.checkpoints WHERE conversation_id = %s"), (conversation_id,))
+        self.batch.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (conversation_id,))
