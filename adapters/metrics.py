@@ -6,7 +6,7 @@ records nothing. Recording sits on the command path, so each figure is one cache
 child's `inc` or `observe` (`labels()` once per subject and code, not per request).
 Labels come from fixed sets only: a route table's subjects, the error codes, the
 budgets; never a user id or anything else a request carries. Figures read from Postgres or NATS are not recorded
-but read when scraped (services/runtime/scraped.py).
+but read when scraped (adapters/scraped.py).
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class GatewayMetrics:
 
 class MetricsEndpoint:
     """/metrics in Prometheus's text format on its own port, served by prometheus_client's
-    threaded server: a scrape's reads (services/runtime/scraped.py) run in its thread,
+    threaded server: a scrape's reads (adapters/scraped.py) run in its thread,
     never on the event loop. A port already taken is logged and the endpoint left off:
     the process's work does not depend on being watched."""
 
