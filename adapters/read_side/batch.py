@@ -1,9 +1,9 @@
-"""What projection handlers write through: statements in event order, bulk rows held back.
+"""What a Postgres view's writes go through: statements in event order, bulk rows held back.
 
-A handler either runs a statement now (`execute`) or hands over a row (`append`) or a
+A write either runs a statement now (`execute`) or hands over a row (`append`) or a
 per-key value (`accumulate`) for a sink that writes the whole batch's worth in one
 statement. Running a statement first writes everything held back, and sinks are written
-in the order the projection declares them (rows a later sink's statement relies on come
+in the order the view declares them (rows a later sink's statement relies on come
 first), so the outcome is exactly that of running each event's statements one by one,
 in far fewer round trips.
 """
@@ -59,7 +59,7 @@ class Batch:
                 sink.write(self.cursor, self._rows.pop(sink))
             elif isinstance(sink, Totals) and sink in self._totals:
                 sink.write(self.cursor, list(self._totals.pop(sink).items()))
-        assert not self._rows and not self._totals, "a sink the projection did not declare"
+        assert not self._rows and not self._totals, "a sink the view did not declare"
 
 
 def columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
