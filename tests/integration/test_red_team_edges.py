@@ -194,7 +194,8 @@ async def test_a_message_cursor_is_sealed_to_its_conversation(connect: ClientFac
         await alice.conversations.add_message(first.conversation_id, "user", f"m{n}")
         await alice.conversations.add_message(other.conversation_id, "user", f"m{n}")
     page = await alice.request("query.conversations.get", {"conversation_id": str(first.conversation_id),
-                                                            "messages": {"limit": 1}})
+                                                            "messages": {"limit": 1},
+                                                            "min_position": alice.last_position})  # its own writes
     cursor = page["next_cursor"]
     assert cursor and readable(cursor) != b"o1"  # was the order's letter and the message's seq
     with pytest.raises(ChronicleError) as refused:
