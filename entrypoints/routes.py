@@ -1,7 +1,7 @@
 """The subject table: every capability's dispatch table turned into NATS endpoints.
 
-A request model names its action and reply (services/contract); its capability's
-dispatch.py names what serves it. Nothing here lists a subject by hand.
+A request model names its action and reply (chronicle_contract); its capability's
+dispatch.py binds it to what serves it. Nothing here lists a subject by hand.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from services.jobs import dispatch as jobs
 from services.optimizations import dispatch as optimizations
 from services.ports.positions import Positions
 from services.runtime.command_bus import CommandBus
-from services.runtime.dispatch import Decide, Handler, Read, Routes, Serve
+from services.runtime.dispatch import Decide, Entry, Internal, Read, Routes, Serve
+from services.runtime.replies import wire
 from services.sessions import dispatch as sessions
 from services.users import dispatch as users
 
@@ -35,22 +36,13 @@ ROUTES: tuple[Routes, ...] = (
     audit.ROUTES,
     users.ROUTES,
 )
-INTERNAL = (hitl.INTERNAL, artifacts.INTERNAL, jobs.INTERNAL, audit.INTERNAL, users.INTERNAL)
+INTERNAL: tuple[Internal, ...] = (hitl.INTERNAL, artifacts.INTERNAL, jobs.INTERNAL, audit.INTERNAL, users.INTERNAL)
 
 
-def command_handlers() -> dict[type[Command[Any]], Decide]:
+def command_handlers() -> dict[type[Command[Any]], Decide[Any, Any]]:
     """Every command the bus decides, by request type: those NATS sends straight to it and
     those the service issues itself."""
-    handlers: dict[type[Command[Any]], Decide] = {}
-    tables: list[Mapping[Any, Handler]] = [*ROUTES, *INTERNAL]
-    for table in tables:
-        for request_type, handler in table.items():
-            if isinstance(handler, Read | Serve):
-                continue
-            if not issubclass(request_type, Command):
-                raise TypeError(f"{request_type.__name__} is decided by the bus but is not a Command")
-            handlers[request_type] = handler
-    return handlers
+    return {entry.request: entry for table in (*ROUTES, *INTERNAL) for entry in table if isinstance(entry, Decide)}
 
 
 def subject(prefix: str, request_type: type[Request[Any]]) -> str:
@@ -66,23 +58,23 @@ def routes(
     services: Mapping[type, object],
     tables: Iterable[Routes] = ROUTES,
 ) -> list[Route]:
-    """One route per request type of the tables; `services` holds the instances that Read
-    and Serve handlers are methods of (or take first), by type."""
+    """One route per entry of the tables; `services` holds the instances that Read and
+    Serve handlers are methods of (or take first), by type."""
 
-    def action(handler: Handler) -> Action:
-        if isinstance(handler, Read):
-            reader, read, reads = services[handler.on], handler.handler, list(handler.reads)
+    def action(entry: Entry) -> Action:
+        if isinstance(entry, Read):
+            reader, read, reads = services[entry.on], entry.handler, list(entry.reads)
 
             async def run_read(user: str, request: Any, _: str | None) -> dict[str, Any]:
                 await positions.wait_for(reads, request.min_position, wait_timeout)
-                return await read(reader, user, request)
+                return wire(await read(reader, user, request))
 
             return run_read
-        if isinstance(handler, Serve):
-            service, serve = services[handler.on], handler.handler
+        if isinstance(entry, Serve):
+            service, serve = services[entry.on], entry.handler
 
             async def run_served(user: str, request: Any, key: str | None) -> dict[str, Any]:
-                return await serve(service, user, request, key)
+                return wire(await serve(service, user, request, key))
 
             return run_served
 
@@ -92,7 +84,7 @@ def routes(
         return run_command
 
     return [
-        Route(subject(prefix, request_type), request_type, request_type.reply, action(handler))
+        Route(subject(prefix, entry.request), entry.request, entry.request.reply, action(entry))
         for table in tables
-        for request_type, handler in table.items()
+        for entry in table
     ]

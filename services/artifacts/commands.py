@@ -6,13 +6,20 @@ from typing import Any
 from uuid import UUID
 
 from chronicle_contract.artifacts import (
+    ArtifactRemoved,
+    ArtifactStored,
+    Generated,
+    MemberView,
+    PreviewCached,
     RecordPreview,
     RemoveArtifact,
     StoreArtifact,
     StoreGenerated,
     StoreVariations,
     TagArtifact,
+    VariationSetCreated,
 )
+from chronicle_contract.base import Written
 from chronicle_contract.sessions import CreateSession
 
 from domain.artifact import Artifact, GenerationStats, RagExample
@@ -24,6 +31,14 @@ from services.runtime.unit_of_work import UnitOfWork
 from services.sessions.commands import open_session
 
 CURRENT_SESSION_NAME = "Generated artifacts"
+
+
+class ArtifactTagged(Written):
+    """What artifact.tag sends: the contract promises its position; the artifact's id and
+    tags have always come with it."""
+
+    artifact_id: UUID
+    tags: list[str]
 
 
 def session_for(session_id: UUID | None, uow: UnitOfWork) -> Session:
@@ -91,24 +106,23 @@ def store_in(
 
 def stored(artifact: Artifact) -> dict[str, Any]:
     return {
-        "artifact_id": str(artifact.id),
-        "session_id": str(artifact.session_id),
-        "parent_id": str(artifact.parent_id) if artifact.parent_id else None,
+        "artifact_id": artifact.id,
+        "session_id": artifact.session_id,
+        "parent_id": artifact.parent_id,
         "generation": artifact.generation,
     }
 
 
-def store_artifact(cmd: StoreArtifact, uow: UnitOfWork) -> dict[str, Any]:
-    return stored(store_in(cmd, uow))
+def store_artifact(cmd: StoreArtifact, uow: UnitOfWork) -> ArtifactStored:
+    return ArtifactStored(**stored(store_in(cmd, uow)))
 
 
-def store_generated(cmd: StoreGenerated, uow: UnitOfWork) -> dict[str, Any]:
+def store_generated(cmd: StoreGenerated, uow: UnitOfWork) -> Generated:
     artifact = store_in(cmd, uow)
-    generated = cmd.model_dump(mode="json", include={"layout", "draft", "model", "provider", "stats"})
-    return {**stored(artifact), **generated}
+    return Generated(**stored(artifact), **cmd.model_dump(include={"layout", "draft", "model", "provider", "stats"}))
 
 
-def store_variations(cmd: StoreVariations, uow: UnitOfWork) -> dict[str, Any]:
+def store_variations(cmd: StoreVariations, uow: UnitOfWork) -> VariationSetCreated:
     session = session_for(cmd.session_id, uow)
     set_id = uow.new_id()
     outcomes: dict[int, Artifact | str] = {}
@@ -133,27 +147,27 @@ def store_variations(cmd: StoreVariations, uow: UnitOfWork) -> dict[str, Any]:
             outcomes=outcomes,
         )
     )
-    return {
-        "variation_set_id": str(set_id),
-        "session_id": str(session.id),
-        "members": [m.model_dump(mode="json") for m in variation_set.members],
-        "diversity": variation_set.diversity,
-        "rankings": variation_set.rankings,
-    }
+    return VariationSetCreated(
+        variation_set_id=set_id,
+        session_id=session.id,
+        members=[MemberView(**m.model_dump()) for m in variation_set.members],
+        diversity=variation_set.diversity,
+        rankings=variation_set.rankings,
+    )
 
 
-def tag_artifact(cmd: TagArtifact, uow: UnitOfWork) -> dict[str, Any]:
+def tag_artifact(cmd: TagArtifact, uow: UnitOfWork) -> ArtifactTagged:
     artifact = uow.get(Artifact, cmd.artifact_id)
     artifact.tag(at=uow.now, tags=cmd.tags)
-    return {"artifact_id": str(artifact.id), "tags": list(artifact.tags)}
+    return ArtifactTagged(artifact_id=artifact.id, tags=list(artifact.tags))
 
 
-def record_preview(cmd: RecordPreview, uow: UnitOfWork) -> dict[str, Any]:
+def record_preview(cmd: RecordPreview, uow: UnitOfWork) -> PreviewCached:
     artifact = uow.get(Artifact, cmd.artifact_id)
     artifact.cache_preview(at=uow.now, style=cmd.style, format=cmd.format, sha256=cmd.sha256, size=cmd.size)
-    return {"artifact_id": str(artifact.id), "sha256": cmd.sha256, "size": cmd.size}
+    return PreviewCached(artifact_id=artifact.id, sha256=cmd.sha256, size=cmd.size)
 
 
-def remove_artifact(cmd: RemoveArtifact, uow: UnitOfWork) -> dict[str, Any]:
+def remove_artifact(cmd: RemoveArtifact, uow: UnitOfWork) -> ArtifactRemoved:
     artifact = uow.get(Artifact, cmd.artifact_id)
-    return {"artifact_id": str(artifact.id), "removed": artifact.remove(at=uow.now, reason=cmd.reason)}
+    return ArtifactRemoved(artifact_id=artifact.id, removed=artifact.remove(at=uow.now, reason=cmd.reason))

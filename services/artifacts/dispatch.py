@@ -29,33 +29,33 @@ from chronicle_contract.artifacts import (
 from services.artifacts import commands, queries
 from services.artifacts.generation import Generating
 from services.artifacts.previews import Previews
-from services.runtime.dispatch import Internal, Read, Routes, Serve
+from services.runtime.dispatch import Decide, Read, Serve
 
-ROUTES: Routes = {
-    StoreArtifact: commands.store_artifact,
-    TagArtifact: commands.tag_artifact,
+ROUTES = (
+    Decide(StoreArtifact, commands.store_artifact),
+    Decide(TagArtifact, commands.tag_artifact),
     # A generator call or a 20 MiB upload first, then the bus stores the outcome.
-    GenerateArtifact: Serve(Generating.generate, on=Generating),
-    DraftArtifact: Serve(Generating.draft, on=Generating),
-    RefineArtifact: Serve(Generating.refine, on=Generating),
-    CreateVariations: Serve(Generating.variations, on=Generating),
-    UploadPart: Serve(Previews.upload_part, on=Previews),
-    CachePreview: Serve(Previews.cache, on=Previews),
-    GetArtifact: Read(Previews.get, reads=("artifacts",), on=Previews),
-    PreviewChunk: Read(Previews.chunk, reads=("artifacts",), on=Previews),
-    ListArtifacts: Read(queries.list_artifacts, reads=("artifacts",)),
-    SearchArtifacts: Read(queries.search, reads=("search", "artifacts")),
-    ArtifactLineage: Read(queries.lineage, reads=("lineage",)),
-    RagInfluence: Read(queries.rag_influence, reads=("artifacts",)),
-    ByExample: Read(queries.by_example, reads=("lineage",)),
-    CompareArtifacts: Read(queries.compare, reads=("artifacts",)),
-    GetVariations: Read(queries.variations, reads=("artifacts",)),
-}
+    Serve(GenerateArtifact, Generating.generate, on=Generating),
+    Serve(DraftArtifact, Generating.draft, on=Generating),
+    Serve(RefineArtifact, Generating.refine, on=Generating),
+    Serve(CreateVariations, Generating.variations, on=Generating),
+    Serve(UploadPart, Previews.upload_part, on=Previews),
+    Serve(CachePreview, Previews.cache, on=Previews),
+    Read(GetArtifact, Previews.get, reads=("artifacts",), on=Previews),
+    Read(PreviewChunk, Previews.chunk, reads=("artifacts",), on=Previews),
+    Read(ListArtifacts, queries.list_artifacts, reads=("artifacts",)),
+    Read(SearchArtifacts, queries.search, reads=("search", "artifacts")),
+    Read(ArtifactLineage, queries.lineage, reads=("lineage",)),
+    Read(RagInfluence, queries.rag_influence, reads=("artifacts",)),
+    Read(ByExample, queries.by_example, reads=("lineage",)),
+    Read(CompareArtifacts, queries.compare, reads=("artifacts",)),
+    Read(GetVariations, queries.variations, reads=("artifacts",)),
+)
 
 # Run by generation, previews and retention, never straight from NATS.
-INTERNAL: Internal = {
-    StoreGenerated: commands.store_generated,
-    StoreVariations: commands.store_variations,
-    RecordPreview: commands.record_preview,
-    RemoveArtifact: commands.remove_artifact,
-}
+INTERNAL = (
+    Decide(StoreGenerated, commands.store_generated),
+    Decide(StoreVariations, commands.store_variations),
+    Decide(RecordPreview, commands.record_preview),
+    Decide(RemoveArtifact, commands.remove_artifact),
+)

@@ -16,11 +16,14 @@ from uuid import UUID
 from chronicle_contract.artifacts import (
     CreateVariations,
     DraftArtifact,
+    Drafted,
     GenerateArtifact,
+    Generated,
     RefineArtifact,
     StoreGenerated,
     StoreVariations,
     VariationOutcome,
+    VariationSetCreated,
 )
 from chronicle_contract.base import Command
 from chronicle_contract.errors import ChronicleError
@@ -29,6 +32,7 @@ from chronicle_contract.values import GenerationStats as WireStats
 from domain.artifact import Artifact
 from services.ports.generator import Generation, GenerationFailed, GenerationRequest, Generator
 from services.runtime.command_bus import CommandBus, Store
+from services.runtime.replies import Wire
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +76,7 @@ class Generating:
     async def _artifact(self, user: str, artifact_id: UUID, field: str) -> Artifact:
         return await visible_artifact(self.bus.store, user, artifact_id, field)
 
-    async def generate(self, user: str, cmd: GenerateArtifact, key: str | None) -> dict[str, Any]:
+    async def generate(self, user: str, cmd: GenerateArtifact, key: str | None) -> Wire[Generated]:
         async def work() -> Command[Any]:
             request = GenerationRequest(query=cmd.query, model=cmd.model, temperature=cmd.temperature)
             generation = await self._call(request)
@@ -81,15 +85,15 @@ class Generating:
 
         return await self.bus.execute_prepared(cmd, user, key, work)
 
-    async def draft(self, user: str, cmd: DraftArtifact, key: str | None) -> dict[str, Any]:
+    async def draft(self, user: str, cmd: DraftArtifact, key: str | None) -> Drafted:
         """Generate only: the caller keeps what it gets (nothing is stored, nothing to repeat)."""
         generation = await self._call(GenerationRequest(query=cmd.query, model=cmd.model, temperature=cmd.temperature))
-        return {
-            "layout": generation.layout, "draft": generation.draft, "model": generation.model,
-            "provider": generation.provider, "stats": generation.stats.model_dump(mode="json"),
-        }
+        return Drafted(
+            layout=generation.layout, draft=generation.draft, model=generation.model,
+            provider=generation.provider, stats=WireStats(**generation.stats.model_dump()),
+        )
 
-    async def refine(self, user: str, cmd: RefineArtifact, key: str | None) -> dict[str, Any]:
+    async def refine(self, user: str, cmd: RefineArtifact, key: str | None) -> Wire[Generated]:
         async def work() -> Command[Any]:
             base = await self._artifact(user, cmd.artifact_id, "artifact_id")
             request = GenerationRequest(
@@ -115,7 +119,7 @@ class Generating:
 
         return await self.bus.execute_prepared(cmd, user, key, work)
 
-    async def variations(self, user: str, cmd: CreateVariations, key: str | None) -> dict[str, Any]:
+    async def variations(self, user: str, cmd: CreateVariations, key: str | None) -> Wire[VariationSetCreated]:
         async def work() -> Command[Any]:
             base = await self._artifact(user, cmd.base_artifact_id, "base_artifact_id") if cmd.base_artifact_id else None
             requests = [

@@ -18,9 +18,13 @@ from typing import Any
 
 from chronicle_contract.artifacts import (
     MAX_UPLOAD_PARTS,
+    ArtifactView,
     CachePreview,
     GetArtifact,
+    PartUploaded,
+    PreviewCached,
     PreviewChunk,
+    PreviewData,
     RecordPreview,
     UploadPart,
     upload_bucket,
@@ -39,6 +43,7 @@ from services.artifacts import queries as queries_artifacts
 from services.artifacts.generation import visible_artifact
 from services.ports.read_models import Queries
 from services.runtime.command_bus import CommandBus
+from services.runtime.replies import Wire
 
 UPLOAD_TTL = 3600.0  # seconds an upload waits to be claimed before JetStream drops it
 
@@ -64,7 +69,7 @@ class Previews:
         self.js = js
         self.bucket = upload_bucket(prefix)
 
-    async def cache(self, user: str, cmd: CachePreview, key: str | None) -> dict[str, Any]:
+    async def cache(self, user: str, cmd: CachePreview, key: str | None) -> Wire[PreviewCached]:
         async def store_bytes() -> Command[Any]:
             # Checked before the bytes are stored, so nobody leaves bytes no artifact references.
             await visible_artifact(self.bus.store, user, cmd.artifact_id, "artifact_id")
@@ -96,11 +101,11 @@ class Previews:
         if cmd.sha256 is not None and cmd.sha256 != hashlib.sha256(data).hexdigest():
             raise invalid("sha256", "matches", "the bytes that arrived have another sha256")
 
-    async def upload_part(self, user: str, cmd: UploadPart, key: str | None) -> dict[str, Any]:
+    async def upload_part(self, user: str, cmd: UploadPart, key: str | None) -> PartUploaded:
         data = base64.b64decode(cmd.data)
         store = await self.js.object_store(self.bucket)
         await store.put(part_name(user, cmd.upload, cmd.index), data)
-        return {"upload": cmd.upload, "index": cmd.index, "size": len(data)}
+        return PartUploaded(upload=cmd.upload, index=cmd.index, size=len(data))
 
     async def _claim(self, user: str, name: str) -> bytes:
         """The caller's upload of that name: its parts 0, 1, ... joined."""
@@ -140,7 +145,7 @@ class Previews:
             except ObjectNotFoundError:
                 break
 
-    async def get(self, user: str, q: GetArtifact) -> dict[str, Any]:
+    async def get(self, user: str, q: GetArtifact) -> Wire[ArtifactView]:
         """artifacts.get; with include_preview, previews of one chunk come inline."""
         artifact = await queries_artifacts.get(self.queries, user, q)
         if q.include_preview:
@@ -156,7 +161,7 @@ class Previews:
         except BlobErased:
             return None
 
-    async def chunk(self, user: str, q: PreviewChunk) -> dict[str, Any]:
+    async def chunk(self, user: str, q: PreviewChunk) -> Wire[PreviewData]:
         """One chunk of a preview of the caller's artifact (the latest of that style/format)."""
         previews = await self.queries.fetch_one(
             "SELECT previews FROM rm_artifacts.artifacts WHERE id = %s AND owner = %s", (q.artifact_id, user)
@@ -175,10 +180,10 @@ class Previews:
         if data is None:
             raise ChronicleError("not_found", f"the preview of artifact {q.artifact_id} is gone")
         end = q.offset + len(data)
-        return {
+        return Wire({
             "artifact_id": q.artifact_id,
             **preview,
             "offset": q.offset,
             "data": base64.b64encode(data).decode(),
             "next_offset": end if end < preview["size"] else None,
-        }
+        })

@@ -5,21 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 from chronicle_contract.artifacts import (
+    ArtifactComparison,
+    ArtifactHits,
     ArtifactLineage,
+    ArtifactLineageReply,
+    ArtifactSummaryView,
+    ArtifactView,
     ByExample,
     CompareArtifacts,
     GetArtifact,
     GetVariations,
+    Influence,
+    Influenced,
     ListArtifacts,
     RagInfluence,
     SearchArtifacts,
+    VariationSetView,
 )
+from chronicle_contract.base import Page
 from psycopg.sql import SQL, Composed
 
 from domain.layout import Shape, component_overlap, similarity
 from services.ports.read_models import Queries, not_found
 from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
 from services.runtime.paging import Order, page_of
+from services.runtime.replies import Wire
 
 SUMMARY_COLUMNS = (
     "id, session_id, parent_id, generation, origin, query, model, provider, tags, variation_set_id,"
@@ -58,7 +68,7 @@ def shape_from(row: dict[str, Any]) -> Shape:
     return Shape(node_count=row["node_count"], depth=row["depth"], type_counts=row["component_types"])
 
 
-async def get(queries: Queries, user: str, q: GetArtifact) -> dict[str, Any]:
+async def get(queries: Queries, user: str, q: GetArtifact) -> Wire[ArtifactView]:
     row = await queries.fetch_one(
         "SELECT " + DETAIL_COLUMNS + ", owner FROM rm_artifacts.artifacts WHERE id = %s AND owner = %s",
         (q.artifact_id, user),
@@ -66,10 +76,10 @@ async def get(queries: Queries, user: str, q: GetArtifact) -> dict[str, Any]:
     if row is None:
         raise not_found("artifact", q.artifact_id)
     del row["owner"]
-    return row
+    return Wire(row)
 
 
-async def list_artifacts(queries: Queries, user: str, q: ListArtifacts) -> dict[str, Any]:
+async def list_artifacts(queries: Queries, user: str, q: ListArtifacts) -> Wire[Page[ArtifactSummaryView]]:
     # Only the filters given reach the WHERE clause, so each shape gets its own index plan.
     conditions = [SQL("owner = %(user)s")]
     if q.session_id is not None:
@@ -82,7 +92,7 @@ async def list_artifacts(queries: Queries, user: str, q: ListArtifacts) -> dict[
         "SELECT " + SUMMARY_COLUMNS + ", created_at AS page_key, id AS page_id FROM rm_artifacts.artifacts WHERE {where}"
     ).format(where=SQL(" AND ").join(conditions))
     params = {"user": user, "session": q.session_id, "parent": q.parent_id, "tags": q.tags}
-    return await page_of(queries, user, NEWEST_ARTIFACTS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return Wire(await page_of(queries, user, NEWEST_ARTIFACTS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor))
 
 
 # Where a hit's snippet comes from: the query, then the start of the draft.
@@ -124,12 +134,12 @@ ARTIFACT_HITS_HYBRID = SQL("""
 )
 
 
-async def search(queries: Queries, user: str, q: SearchArtifacts) -> dict[str, Any]:
+async def search(queries: Queries, user: str, q: SearchArtifacts) -> Wire[ArtifactHits]:
     """Artifacts whose query or draft match the words or mean much the same, best first."""
-    return await ranked_search(queries, ARTIFACT_HITS_TEXT, user, q.q, q.limit, hybrid=ARTIFACT_HITS_HYBRID)
+    return Wire(await ranked_search(queries, ARTIFACT_HITS_TEXT, user, q.q, q.limit, hybrid=ARTIFACT_HITS_HYBRID))
 
 
-async def lineage(queries: Queries, user: str, q: ArtifactLineage) -> dict[str, Any]:
+async def lineage(queries: Queries, user: str, q: ArtifactLineage) -> Wire[ArtifactLineageReply]:
     found = await queries.fetch_one(
         "SELECT removed FROM rm_lineage.artifacts WHERE id = %s AND owner = %s", (q.artifact_id, user)
     )
@@ -138,33 +148,33 @@ async def lineage(queries: Queries, user: str, q: ArtifactLineage) -> dict[str, 
     params = {"id": q.artifact_id, "user": user, "depth": q.depth, "limit": MAX_DESCENDANTS + 1}
     ancestors = await queries.fetch_all(ANCESTORS, params) if q.direction != "descendants" else []
     descendants = await queries.fetch_all(DESCENDANTS, params) if q.direction != "ancestors" else []
-    return {
+    return Wire({
         "artifact_id": q.artifact_id,
         "ancestors": ancestors,
         "descendants": descendants[:MAX_DESCENDANTS],
         "truncated": len(descendants) > MAX_DESCENDANTS,
-    }
+    })
 
 
-async def rag_influence(queries: Queries, user: str, q: RagInfluence) -> dict[str, Any]:
+async def rag_influence(queries: Queries, user: str, q: RagInfluence) -> Wire[Influence]:
     row = await queries.fetch_one(
         "SELECT rag_examples FROM rm_artifacts.artifacts WHERE id = %s AND owner = %s", (q.artifact_id, user)
     )
     if row is None:
         raise not_found("artifact", q.artifact_id)
-    return {"artifact_id": q.artifact_id, "examples": row["rag_examples"]}
+    return Wire({"artifact_id": q.artifact_id, "examples": row["rag_examples"]})
 
 
-async def by_example(queries: Queries, user: str, q: ByExample) -> dict[str, Any]:
+async def by_example(queries: Queries, user: str, q: ByExample) -> Wire[Page[Influenced]]:
     inner = SQL(
         "SELECT artifact_id, session_id, score, created_at, score AS page_key, artifact_id AS page_id"
         " FROM rm_lineage.rag_links WHERE owner = %(user)s AND example_id = %(example)s"
     )
     params = {"user": user, "example": q.example_id}
-    return await page_of(queries, user, BEST_INFLUENCED, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return Wire(await page_of(queries, user, BEST_INFLUENCED, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor))
 
 
-async def compare(queries: Queries, user: str, q: CompareArtifacts) -> dict[str, Any]:
+async def compare(queries: Queries, user: str, q: CompareArtifacts) -> Wire[ArtifactComparison]:
     rows = await queries.fetch_all(
         "SELECT id, layout, node_count, depth, size_bytes, component_types FROM rm_artifacts.artifacts"
         " WHERE id = ANY(%s) AND owner = %s",
@@ -190,10 +200,10 @@ async def compare(queries: Queries, user: str, q: CompareArtifacts) -> dict[str,
          "component_variety": len(row["component_types"]), "component_types": row["component_types"]}
         for row in ordered
     ]
-    return {"artifacts": artifacts, "pairs": pairs}
+    return Wire({"artifacts": artifacts, "pairs": pairs})
 
 
-async def variations(queries: Queries, user: str, q: GetVariations) -> dict[str, Any]:
+async def variations(queries: Queries, user: str, q: GetVariations) -> Wire[VariationSetView]:
     row = await queries.fetch_one(
         "SELECT id, session_id, base_artifact_id, query, model, style_variety, diversity, rankings, members,"
         " created_at FROM rm_artifacts.variation_sets WHERE id = %s AND owner = %s",
@@ -201,4 +211,4 @@ async def variations(queries: Queries, user: str, q: GetVariations) -> dict[str,
     )
     if row is None:
         raise not_found("variation set", q.variation_set_id)
-    return row
+    return Wire(row)

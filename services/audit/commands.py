@@ -5,17 +5,15 @@ Each handler runs inside the writer thread's batch; it never saves (the bus does
 
 from __future__ import annotations
 
-from typing import Any
-
-from chronicle_contract.audit import RecordRead
+from chronicle_contract.audit import ReadRecorded, RecordRead
 
 from domain.audit import AuditTrail
 from services.runtime.unit_of_work import UnitOfWork
 
 
-def record_read(cmd: RecordRead, uow: UnitOfWork) -> dict[str, Any]:
+def record_read(cmd: RecordRead, uow: UnitOfWork) -> ReadRecorded:
     trail = uow.find(AuditTrail, AuditTrail.id_for(uow.user_id)) or uow.add(
         AuditTrail.open(auditor=uow.user_id, at=uow.now)
     )
     trail.record_read(at=uow.now, **cmd.model_dump())
-    return {"trail_id": str(trail.id)}
+    return ReadRecorded(trail_id=trail.id)

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 import psycopg
-from chronicle_contract.audit import ListDigests, PublishDigest
+from chronicle_contract.audit import DigestPage, DigestPublished, ListDigests, PublishDigest
 from chronicle_contract.errors import ChronicleError
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
@@ -25,6 +25,7 @@ from domain.digest import DIGEST_ID, SYSTEM_OWNER, AuditDigest
 from services.ports.background import Background
 from services.ports.read_models import Queries
 from services.runtime.command_bus import Execute
+from services.runtime.replies import Wire
 from services.runtime.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -32,12 +33,12 @@ log = logging.getLogger(__name__)
 PUBLISHED_TOPIC = get_topic(AuditDigest.Published)
 
 
-def publish_digest(cmd: PublishDigest, uow: UnitOfWork) -> dict[str, Any]:
+def publish_digest(cmd: PublishDigest, uow: UnitOfWork) -> DigestPublished:
     """Internal command `audit.publish_digest`; the reply's `published` is False when a
     digest at this position or a later one is already recorded."""
     digest = uow.find(AuditDigest, DIGEST_ID) or uow.add(AuditDigest.open(at=uow.now))
     published = digest.publish(at=uow.now, **cmd.model_dump())
-    return {"digest_id": str(DIGEST_ID), "digest_position": cmd.position, "published": published}
+    return DigestPublished(digest_id=DIGEST_ID, digest_position=cmd.position, published=published)
 
 
 class Digests:
@@ -73,15 +74,15 @@ class Digests:
             "hash": bytes(row["hash"]).hex(),
         }
 
-    async def list(self, user: str, q: ListDigests) -> dict[str, Any]:
+    async def list(self, user: str, q: ListDigests) -> Wire[DigestPage]:
         """`audit.digests`: any caller may read them; they reveal only hashes and counts."""
         found = await self.published(q.limit + 1, q.before_version)
         page = found[: q.limit]
-        return {
+        return Wire({
             "digest_id": DIGEST_ID,
             "digests": page,
             "next_before_version": page[-1]["version"] if len(found) > q.limit else None,
-        }
+        })
 
 
 class DigestPublisher(Background):

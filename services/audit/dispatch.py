@@ -7,17 +7,17 @@ from chronicle_contract.audit import AuditStream, AuditTimeline, ListDigests, Pu
 from services.audit import commands
 from services.audit.digests import Digests, publish_digest
 from services.audit.queries import Audit
-from services.runtime.dispatch import Internal, Read, Routes
+from services.runtime.dispatch import Decide, Read
 
-ROUTES: Routes = {
-    AuditStream: Read(Audit.stream, reads=(), on=Audit),
-    AuditTimeline: Read(Audit.timeline, reads=("audit",), on=Audit),
+ROUTES = (
+    Read(AuditStream, Audit.stream, reads=(), on=Audit),
+    Read(AuditTimeline, Audit.timeline, reads=("audit",), on=Audit),
     # Any caller may read the digests: they reveal only hashes and counts.
-    ListDigests: Read(Digests.list, reads=(), on=Digests),
-}
+    Read(ListDigests, Digests.list, reads=(), on=Digests),
+)
 
 # Issued by the service itself: an auditor's reads, the periodic digest.
-INTERNAL: Internal = {
-    RecordRead: commands.record_read,
-    PublishDigest: publish_digest,
-}
+INTERNAL = (
+    Decide(RecordRead, commands.record_read),
+    Decide(PublishDigest, publish_digest),
+)

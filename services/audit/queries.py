@@ -15,7 +15,7 @@ from typing import Any
 from uuid import UUID
 
 import orjson
-from chronicle_contract.audit import AuditStream, AuditTimeline
+from chronicle_contract.audit import AuditStream, AuditTimeline, StreamPage, Timeline
 from chronicle_contract.errors import ChronicleError
 from eventsourcing.persistence import StoredEvent
 from pydantic_core import to_jsonable_python
@@ -25,6 +25,7 @@ from adapters.store.keys import KeyRing
 from adapters.store.mapper import ErasedContent, PydanticMapper
 from adapters.store.snapshots import SNAPSHOT_COLUMNS, SnapshotCodec, SnapshotUnreadable, stored_snapshot
 from services.ports.read_models import Queries
+from services.runtime.replies import Wire
 
 RecordRead = Callable[[str, dict[str, Any]], Awaitable[Any]]
 EVENT_COLUMNS = "originator_id, originator_version, topic, state, notification_id, hash"
@@ -102,7 +103,7 @@ class Audit:
             str(caller), {"what": what, "aggregate_id": aggregate_id, "aggregate_owner": owner, **point}
         )
 
-    async def stream(self, caller: str, q: AuditStream) -> dict[str, Any]:
+    async def stream(self, caller: str, q: AuditStream) -> Wire[StreamPage]:
         # The first event alone says whose the aggregate is: another user's stream is
         # refused after reading one row, as a missing one is after reading none.
         first = await self.queries.fetch_one(
@@ -134,7 +135,7 @@ class Audit:
             aggregate, version = await self.state_at(q.aggregate_id, q.at_version, q.at_time)
             reply["state"] = state_of(aggregate) if aggregate is not None else None
             reply["state_version"] = version
-        return reply
+        return Wire(reply)
 
     async def state_at(
         self, aggregate_id: UUID, at_version: int | None, at_time: datetime | None
@@ -179,7 +180,7 @@ class Audit:
             version = event.originator_version
         return aggregate, version
 
-    async def timeline(self, caller: str, q: AuditTimeline) -> dict[str, Any]:
+    async def timeline(self, caller: str, q: AuditTimeline) -> Wire[Timeline]:
         scope = await self.queries.fetch_one(
             "SELECT owner, type FROM rm_audit.aggregates WHERE id = %s", (q.scope_id,)
         )
@@ -202,9 +203,9 @@ class Audit:
         )
         more = len(rows) > q.limit
         rows = rows[: q.limit]
-        return {
+        return Wire({
             "scope_id": q.scope_id,
             "aggregates": rows[0]["aggregates"] if rows else 0,
             "events": await asyncio.to_thread(lambda: [self.decoder.described(row, row["aggregate_type"]) for row in rows]),
             "next_after_position": rows[-1]["notification_id"] if more else None,
-        }
+        })

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -48,7 +49,7 @@ async def owner_of(audit: Audit, aggregate_id: UUID) -> str:
     return audit.decoder.owner_and_type(row)[0]
 
 
-def render(pages: list[dict[str, Any]]) -> str:
+def render(pages: Sequence[dict[str, Any]]) -> str:
     head = pages[0]
     events = [e for page in pages for e in page["events"]]
     lines = [

@@ -5,16 +5,32 @@ Each handler runs inside the writer thread's batch; it never saves (the bus does
 
 from __future__ import annotations
 
-from typing import Any
+from uuid import UUID
 
-from chronicle_contract.conversations import AddMessage, DeleteConversation, StartConversation, UpdateConversation
+from chronicle_contract.base import Written
+from chronicle_contract.conversations import (
+    AddMessage,
+    ConversationStarted,
+    DeleteConversation,
+    MessageAdded,
+    StartConversation,
+    UpdateConversation,
+)
 
 from domain.conversation import Conversation
 from domain.session import Session
 from services.runtime.unit_of_work import UnitOfWork
 
 
-def start_conversation(cmd: StartConversation, uow: UnitOfWork) -> dict[str, Any]:
+class ConversationWritten(Written):
+    """What conversation.update and conversation.delete send: the contract promises their
+    position; the conversation's id (and, on update, its title) has always come with it."""
+
+    conversation_id: UUID
+    title: str | None = None
+
+
+def start_conversation(cmd: StartConversation, uow: UnitOfWork) -> ConversationStarted:
     if cmd.session_id is not None:
         uow.get(Session, cmd.session_id).check_open()
     conversation = uow.add(
@@ -29,10 +45,10 @@ def start_conversation(cmd: StartConversation, uow: UnitOfWork) -> dict[str, Any
             embedding_provider=cmd.embedding_provider,
         )
     )
-    return {"conversation_id": str(conversation.id), "title": conversation.title}
+    return ConversationStarted(conversation_id=conversation.id, title=conversation.title)
 
 
-def add_message(cmd: AddMessage, uow: UnitOfWork) -> dict[str, Any]:
+def add_message(cmd: AddMessage, uow: UnitOfWork) -> MessageAdded:
     conversation = uow.get(Conversation, cmd.conversation_id)
     message_id = uow.new_id()
     conversation.add_message(
@@ -44,16 +60,16 @@ def add_message(cmd: AddMessage, uow: UnitOfWork) -> dict[str, Any]:
         pinned=cmd.pinned,
         message_type=cmd.message_type,
     )
-    return {"conversation_id": str(conversation.id), "message_id": str(message_id), "title": conversation.title}
+    return MessageAdded(conversation_id=conversation.id, message_id=message_id, title=conversation.title)
 
 
-def update_conversation(cmd: UpdateConversation, uow: UnitOfWork) -> dict[str, Any]:
+def update_conversation(cmd: UpdateConversation, uow: UnitOfWork) -> ConversationWritten:
     conversation = uow.get(Conversation, cmd.conversation_id)
     conversation.update(at=uow.now, title=cmd.title, tags=cmd.tags)
-    return {"conversation_id": str(conversation.id), "title": conversation.title}
+    return ConversationWritten(conversation_id=conversation.id, title=conversation.title)
 
 
-def delete_conversation(cmd: DeleteConversation, uow: UnitOfWork) -> dict[str, Any]:
+def delete_conversation(cmd: DeleteConversation, uow: UnitOfWork) -> ConversationWritten:
     conversation = uow.get(Conversation, cmd.conversation_id)
     conversation.delete(at=uow.now)
-    return {"conversation_id": str(conversation.id)}
+    return ConversationWritten(conversation_id=conversation.id)

@@ -15,16 +15,16 @@ from chronicle_contract.conversations import (
 )
 
 from services.conversations import commands, queries
-from services.runtime.dispatch import Read, Routes
+from services.runtime.dispatch import Decide, Read
 
-ROUTES: Routes = {
-    StartConversation: commands.start_conversation,
-    AddMessage: commands.add_message,
-    UpdateConversation: commands.update_conversation,
-    DeleteConversation: commands.delete_conversation,
-    ListConversations: Read(queries.list_conversations, reads=("history",)),
-    GetConversation: Read(queries.get, reads=("history",)),
-    SearchConversations: Read(queries.search_conversations, reads=("search",)),
-    ConversationStatsQuery: Read(queries.conversation_stats, reads=("stats",)),
-    ExportConversation: Read(queries.export_conversation, reads=("history",)),
-}
+ROUTES = (
+    Decide(StartConversation, commands.start_conversation),
+    Decide(AddMessage, commands.add_message),
+    Decide(UpdateConversation, commands.update_conversation),
+    Decide(DeleteConversation, commands.delete_conversation),
+    Read(ListConversations, queries.list_conversations, reads=("history",)),
+    Read(GetConversation, queries.get, reads=("history",)),
+    Read(SearchConversations, queries.search_conversations, reads=("search",)),
+    Read(ConversationStatsQuery, queries.conversation_stats, reads=("stats",)),
+    Read(ExportConversation, queries.export_conversation, reads=("history",)),
+)

@@ -6,14 +6,20 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from chronicle_contract.base import Page
 from chronicle_contract.conversations import (
     PAGE_BYTES,
+    ConversationStats,
     ConversationStatsQuery,
+    ConversationSummaryView,
+    ConversationView,
+    Export,
     ExportConversation,
     GetConversation,
     ListConversations,
     MessagePage,
     SearchConversations,
+    SearchResults,
 )
 from psycopg.sql import SQL, Composed, Identifier
 
@@ -21,13 +27,14 @@ from services.ports.read_models import Queries, not_found
 from services.runtime.cursors import invalid_cursor
 from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
 from services.runtime.paging import Order, page_of
+from services.runtime.replies import Wire
 
 CONVERSATION_COLUMNS = (
     "id, title, tags, session_id, message_count, first_message, created_at, updated_at"
 )
 
 
-async def list_conversations(queries: Queries, user: str, q: ListConversations) -> dict[str, Any]:
+async def list_conversations(queries: Queries, user: str, q: ListConversations) -> Wire[Page[ConversationSummaryView]]:
     # Only the filters given reach the WHERE clause: a prepared statement with
     # "tags @> '{}'" gets a generic plan that scans the tags index for every call.
     # sort_by and order are closed Literals: they become identifiers and keywords.
@@ -38,11 +45,11 @@ async def list_conversations(queries: Queries, user: str, q: ListConversations) 
     order = Order(f"conversations:{q.sort_by}:{q.order}", "text" if q.sort_by == "title" else "timestamptz",
                   descending=q.order == "desc")
     params = {"user": user, "tags": q.tags, "session": q.session_id}
-    return await page_of(queries, user, order, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return Wire(await page_of(queries, user, order, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor))
 
 
-async def get(queries: Queries, user: str, q: GetConversation) -> dict[str, Any]:
-    return await get_conversation(queries, user, q.conversation_id, q.messages)
+async def get(queries: Queries, user: str, q: GetConversation) -> Wire[ConversationView]:
+    return Wire(await get_conversation(queries, user, q.conversation_id, q.messages))
 
 
 def messages_listing(conversation_id: UUID, order: str) -> str:
@@ -155,12 +162,12 @@ CONVERSATION_HITS_HYBRID = SQL("""
 )
 
 
-async def search_conversations(queries: Queries, user: str, q: SearchConversations) -> dict[str, Any]:
+async def search_conversations(queries: Queries, user: str, q: SearchConversations) -> Wire[SearchResults]:
     """Messages and titles matching the words or meaning much the same, best first."""
-    return await ranked_search(queries, CONVERSATION_HITS_TEXT, user, q.q, q.limit, hybrid=CONVERSATION_HITS_HYBRID)
+    return Wire(await ranked_search(queries, CONVERSATION_HITS_TEXT, user, q.q, q.limit, hybrid=CONVERSATION_HITS_HYBRID))
 
 
-async def conversation_stats(queries: Queries, user: str, q: ConversationStatsQuery) -> dict[str, Any]:
+async def conversation_stats(queries: Queries, user: str, q: ConversationStatsQuery) -> Wire[ConversationStats]:
     totals = await queries.fetch_one(
         "SELECT coalesce(u.conversations, 0) AS total_conversations, coalesce(u.messages, 0) AS total_messages,"
         " (SELECT min(created_at) FROM rm_stats.conversations WHERE owner = %(user)s) AS first_conversation_at,"
@@ -177,10 +184,10 @@ async def conversation_stats(queries: Queries, user: str, q: ConversationStatsQu
     conversations = totals["total_conversations"]
     totals["average_messages"] = round(totals["total_messages"] / conversations, 2) if conversations else 0.0
     totals["top_tags"] = tags
-    return totals
+    return Wire(totals)
 
 
-async def export_conversation(queries: Queries, user: str, q: ExportConversation) -> dict[str, Any]:
+async def export_conversation(queries: Queries, user: str, q: ExportConversation) -> Export:
     """One part of the export: the conversation with one page of its messages (the
     client joins the parts: clients/python/chronicle_client/connection.py)."""
     page = MessagePage(cursor=q.cursor)
@@ -190,7 +197,7 @@ async def export_conversation(queries: Queries, user: str, q: ExportConversation
         content = orjson.dumps(conversation, option=orjson.OPT_INDENT_2).decode()
     else:
         content = to_markdown(conversation, heading=q.cursor is None)
-    return {"format": q.format, "content": content, "next_cursor": next_cursor}
+    return Export(format=q.format, content=content, next_cursor=next_cursor)
 
 
 def conversation_filters(q: ListConversations) -> Composed:

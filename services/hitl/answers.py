@@ -14,11 +14,12 @@ from typing import Any
 from uuid import UUID
 
 import orjson
-from chronicle_contract.hitl import RecordTaken, TakeAnswer
+from chronicle_contract.hitl import AnswerTaken, RecordTaken, TakeAnswer
 
 from domain.conversation import Conversation
 from domain.hitl import HitlPaused, HitlResumed, select_history
 from services.runtime.command_bus import CommandBus
+from services.runtime.replies import Wire
 
 # What an answer's history may hold (content and metadata), well under a NATS message.
 ANSWER_HISTORY_BYTES = 512 * 1024
@@ -80,9 +81,9 @@ class Answers:
         self.bus = bus
         self.events_of = events_of
 
-    async def take(self, user: str, cmd: TakeAnswer, key: str | None) -> dict[str, Any]:
+    async def take(self, user: str, cmd: TakeAnswer, key: str | None) -> Wire[AnswerTaken]:
         taken = await self.bus.execute(RecordTaken(run_id=cmd.run_id), user, key)
         if taken["status"] != "resumed":
             return taken
         events = await asyncio.to_thread(self.events_of, UUID(taken["conversation_id"]))
-        return {**taken, "answer": resume_answer(events, cmd.run_id, taken.get("position"))}
+        return Wire({**taken, "answer": resume_answer(events, cmd.run_id, taken.get("position"))})

@@ -6,9 +6,17 @@ Each handler runs inside the writer thread's batch; it never saves (the bus does
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
-from chronicle_contract.hitl import ExpireRun, PauseRun, RecordTaken, ResumeRun
+from chronicle_contract.hitl import (
+    AnswerTaken,
+    ExpireRun,
+    PauseRun,
+    RecordTaken,
+    ResumeRun,
+    RunExpired,
+    RunPaused,
+    RunResumed,
+)
 
 from domain.conversation import Conversation
 from domain.errors import NotFound
@@ -16,7 +24,7 @@ from domain.hitl import HistoryWindow, HitlRun
 from services.runtime.unit_of_work import UnitOfWork
 
 
-def pause_run(cmd: PauseRun, uow: UnitOfWork) -> dict[str, Any]:
+def pause_run(cmd: PauseRun, uow: UnitOfWork) -> RunPaused:
     conversation = uow.get(Conversation, cmd.conversation_id)
     run_id = cmd.run_id or uow.new_id().hex
     # A run pausing this conversation again is among its checkpoints (maybe under the id
@@ -43,7 +51,7 @@ def pause_run(cmd: PauseRun, uow: UnitOfWork) -> dict[str, Any]:
     )
     if run is None:
         uow.add(HitlRun.open(owner=uow.user_id, run_id=run_id, conversation_id=conversation.id, at=uow.now))
-    return {"run_id": run_id, "conversation_id": str(conversation.id), "prompt_message_id": str(prompt_message_id)}
+    return RunPaused(run_id=run_id, conversation_id=conversation.id, prompt_message_id=prompt_message_id)
 
 
 def find_run(run_id: str, uow: UnitOfWork) -> HitlRun | None:
@@ -64,7 +72,7 @@ def run_conversation(run_id: str, uow: UnitOfWork) -> Conversation:
     return uow.get(Conversation, run.conversation_id)
 
 
-def resume_run(cmd: ResumeRun, uow: UnitOfWork) -> dict[str, Any]:
+def resume_run(cmd: ResumeRun, uow: UnitOfWork) -> RunResumed:
     conversation = run_conversation(cmd.run_id, uow)
     feedback_message_id = uow.new_id()
     conversation.resume_from_human(
@@ -75,21 +83,21 @@ def resume_run(cmd: ResumeRun, uow: UnitOfWork) -> dict[str, Any]:
         feedback=cmd.feedback,
         feedback_message_id=feedback_message_id,
     )
-    return {
-        "run_id": cmd.run_id,
-        "conversation_id": str(conversation.id),
-        "feedback_message_id": str(feedback_message_id) if cmd.feedback is not None else None,
-    }
+    return RunResumed(
+        run_id=cmd.run_id,
+        conversation_id=conversation.id,
+        feedback_message_id=feedback_message_id if cmd.feedback is not None else None,
+    )
 
 
-def expire_run(cmd: ExpireRun, uow: UnitOfWork) -> dict[str, Any]:
+def expire_run(cmd: ExpireRun, uow: UnitOfWork) -> RunExpired:
     conversation = run_conversation(cmd.run_id, uow)
     expired = conversation.expire_checkpoint(run_id=cmd.run_id, at=uow.now)
-    return {"run_id": cmd.run_id, "expired": expired}
+    return RunExpired(run_id=cmd.run_id, expired=expired)
 
 
-def record_taken(cmd: RecordTaken, uow: UnitOfWork) -> dict[str, Any]:
+def record_taken(cmd: RecordTaken, uow: UnitOfWork) -> AnswerTaken:
     conversation = run_conversation(cmd.run_id, uow)
     checkpoint, taken_now = conversation.take_answer(run_id=cmd.run_id, at=uow.now)
     status = checkpoint.status if taken_now or checkpoint.status == "paused" else "taken"
-    return {"run_id": cmd.run_id, "conversation_id": str(conversation.id), "status": status}
+    return AnswerTaken(run_id=cmd.run_id, conversation_id=conversation.id, status=status)

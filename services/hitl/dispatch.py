@@ -6,16 +6,16 @@ from chronicle_contract.hitl import ExpireRun, GetRun, ListRuns, PauseRun, Recor
 
 from services.hitl import commands, queries
 from services.hitl.answers import Answers
-from services.runtime.dispatch import Internal, Read, Routes, Serve
+from services.runtime.dispatch import Decide, Read, Serve
 
-ROUTES: Routes = {
-    PauseRun: commands.pause_run,
-    ResumeRun: commands.resume_run,
+ROUTES = (
+    Decide(PauseRun, commands.pause_run),
+    Decide(ResumeRun, commands.resume_run),
     # The answer's content is read from the conversation for whoever takes it.
-    TakeAnswer: Serve(Answers.take, on=Answers),
-    GetRun: Read(queries.get_run, reads=("hitl",)),
-    ListRuns: Read(queries.list_runs, reads=("hitl",)),
-}
+    Serve(TakeAnswer, Answers.take, on=Answers),
+    Read(GetRun, queries.get_run, reads=("hitl",)),
+    Read(ListRuns, queries.list_runs, reads=("hitl",)),
+)
 
 # Issued by the expiry sweeper (hitl/coordinator.py) and by hitl.take (hitl/answers.py).
-INTERNAL: Internal = {ExpireRun: commands.expire_run, RecordTaken: commands.record_taken}
+INTERNAL = (Decide(ExpireRun, commands.expire_run), Decide(RecordTaken, commands.record_taken))

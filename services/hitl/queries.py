@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronicle_contract.base import Page
 from chronicle_contract.errors import ChronicleError
-from chronicle_contract.hitl import GetRun, ListRuns
+from chronicle_contract.hitl import GetRun, ListRuns, RunStatus
 from psycopg.sql import SQL
 
 from services.ports.read_models import Queries
 from services.runtime.paging import Order, page_of
+from services.runtime.replies import Wire
 
 RUN_COLUMNS = (
     "run_id, conversation_id, status, step, checkpoint_type, prompt, data, conversation_mode, paused_at,"
@@ -17,7 +19,7 @@ RUN_COLUMNS = (
 )
 
 
-async def get_run(queries: Queries, user: str, q: GetRun) -> dict[str, Any]:
+async def get_run(queries: Queries, user: str, q: GetRun) -> Wire[RunStatus]:
     row = await queries.fetch_one(
         "SELECT " + RUN_COLUMNS + ", count(*) OVER () AS checkpoints FROM rm_hitl.checkpoints"
         " WHERE run_id = %s AND owner = %s ORDER BY seq DESC LIMIT 1",
@@ -25,15 +27,15 @@ async def get_run(queries: Queries, user: str, q: GetRun) -> dict[str, Any]:
     )
     if row is None:
         raise ChronicleError("not_found", f"run {q.run_id} not found")
-    return row
+    return Wire(row)
 
 
-async def list_runs(queries: Queries, user: str, q: ListRuns) -> dict[str, Any]:
+async def list_runs(queries: Queries, user: str, q: ListRuns) -> Wire[Page[RunStatus]]:
     inner = SQL(
         "SELECT " + RUN_COLUMNS + ", 1 AS checkpoints, paused_at AS page_key, run_id AS page_id FROM rm_hitl.checkpoints"
         " WHERE owner = %(user)s AND status = 'paused'"
     )
-    return await page_of(queries, user, OLDEST_PAUSED, inner, {"user": user}, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return Wire(await page_of(queries, user, OLDEST_PAUSED, inner, {"user": user}, limit=q.limit, offset=q.offset, cursor=q.cursor))
 
 
 OLDEST_PAUSED = Order("paused_runs", "timestamptz", id_type="text", descending=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chronicle_contract.jobs import FailJob, JobStep, RecordJob, RecordOutcomes
+from chronicle_contract.jobs import FailJob, JobPhase, JobRequested, JobStep, RecordJob, RecordOutcomes
 
 from domain.artifact import Artifact
 from domain.job import Chunk, Job, request_fingerprint
@@ -14,11 +14,11 @@ from services.artifacts.commands import session_for
 from services.runtime.unit_of_work import UnitOfWork
 
 
-def state(job: Job, **extra: Any) -> dict[str, Any]:
-    return {"job_id": str(job.id), "session_id": str(job.session_id), "status": job.status, "progress": job.progress, **extra}
+def state(job: Job) -> dict[str, Any]:
+    return {"job_id": job.id, "session_id": job.session_id, "status": job.status, "progress": job.progress}
 
 
-def request_job(cmd: RecordJob, uow: UnitOfWork) -> dict[str, Any]:
+def request_job(cmd: RecordJob, uow: UnitOfWork) -> JobRequested:
     """A new job, unless one with the same fingerprint is still active: then that one."""
     session = session_for(cmd.session_id, uow)
     fingerprint = request_fingerprint(uow.user_id, session.id, cmd.artifact_type, cmd.source_ids, cmd.options)
@@ -26,7 +26,7 @@ def request_job(cmd: RecordJob, uow: UnitOfWork) -> dict[str, Any]:
     if slot is not None and slot.active_job_id is not None:
         active = uow.get(Job, slot.active_job_id)
         if active.is_active():
-            return state(active, created=False)
+            return JobRequested(**state(active), created=False)
     job = uow.add(
         Job.request(
             id=uow.new_id(),
@@ -42,27 +42,27 @@ def request_job(cmd: RecordJob, uow: UnitOfWork) -> dict[str, Any]:
     )
     slot = slot or uow.add(JobSlot.open(owner=uow.user_id, fingerprint=fingerprint, at=uow.now))
     slot.claim(at=uow.now, job_id=job.id)
-    return state(job, created=True)
+    return JobRequested(**state(job), created=True)
 
 
-def next_step(job: Job, worker: str, uow: UnitOfWork, **extra: Any) -> dict[str, Any]:
+def next_step(job: Job, worker: str, uow: UnitOfWork, **extra: Any) -> JobPhase:
     """The phase the worker now holds, with what it needs to run it (None: the job ended).
     Each outcome a worker records starts its next phase in the same commit."""
     return describe(job, job.start_phase(at=uow.now, worker=worker), **extra)
 
 
-def describe(job: Job, phase: str | None, **extra: Any) -> dict[str, Any]:
+def describe(job: Job, phase: str | None, **extra: Any) -> JobPhase:
     spec = {"artifact_type": job.artifact_type, "content": job.content, "options": job.options}
     snapshot = [chunk.model_dump(mode="json") for chunk in job.snapshot] if phase else []
-    return state(job, phase=phase, attempt=job.attempt, spec=spec, snapshot=snapshot, plan=job.plan, result=job.result,
-                 **extra)
+    return JobPhase(**state(job), phase=phase, attempt=job.attempt, spec=spec, snapshot=snapshot, plan=job.plan,
+                    result=job.result, **extra)
 
 
-def start_phase(cmd: JobStep, uow: UnitOfWork) -> dict[str, Any]:
+def start_phase(cmd: JobStep, uow: UnitOfWork) -> JobPhase:
     return next_step(uow.get(Job, cmd.job_id), cmd.worker, uow)
 
 
-def describe_job(cmd: JobStep, uow: UnitOfWork) -> dict[str, Any]:
+def describe_job(cmd: JobStep, uow: UnitOfWork) -> JobPhase:
     """What a worker needs to run the job's next phase, recording nothing: a pending job is
     claimed by the first outcome recorded for it (claim_if_pending)."""
     job = uow.get(Job, cmd.job_id)
@@ -76,7 +76,7 @@ def claim_if_pending(job: Job, worker: str, uow: UnitOfWork) -> None:
         job.start_phase(at=uow.now, worker=worker)
 
 
-def record_outcomes(cmd: RecordOutcomes, uow: UnitOfWork) -> dict[str, Any]:
+def record_outcomes(cmd: RecordOutcomes, uow: UnitOfWork) -> JobPhase:
     """Each outcome given, in phase order, each starting the next phase: a worker whose
     agent is quick records planning, generating and validating in one commit."""
     job = uow.get(Job, cmd.job_id)
@@ -90,7 +90,7 @@ def record_outcomes(cmd: RecordOutcomes, uow: UnitOfWork) -> dict[str, Any]:
         job.start_phase(at=uow.now, worker=cmd.worker)
     if cmd.problems is not None:
         artifact = finish(job, cmd.worker, cmd.problems, uow)
-    return next_step(job, cmd.worker, uow, artifact_id=str(artifact.id) if artifact else None)
+    return next_step(job, cmd.worker, uow, artifact_id=artifact.id if artifact else None)
 
 
 def release(job: Job, uow: UnitOfWork) -> None:
@@ -125,7 +125,7 @@ def finish(job: Job, worker: str, problems: list[str], uow: UnitOfWork) -> Artif
     return artifact
 
 
-def fail_job(cmd: FailJob, uow: UnitOfWork) -> dict[str, Any]:
+def fail_job(cmd: FailJob, uow: UnitOfWork) -> JobPhase:
     job = uow.get(Job, cmd.job_id)
     claim_if_pending(job, cmd.worker, uow)
     job.fail(at=uow.now, worker=cmd.worker, reason=cmd.reason)

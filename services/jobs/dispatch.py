@@ -15,19 +15,19 @@ from chronicle_contract.jobs import (
 
 from services.jobs import commands, queries
 from services.jobs.request import Jobs
-from services.runtime.dispatch import Internal, Read, Routes, Serve
+from services.runtime.dispatch import Decide, Read, Serve
 
-ROUTES: Routes = {
-    RequestJob: Serve(Jobs.request, on=Jobs),  # the retrieval snapshot first, then the bus records the job
-    GetJob: Read(queries.get, reads=("jobs",)),
-    ListJobs: Read(queries.list_jobs, reads=("jobs",)),
-}
+ROUTES = (
+    Serve(RequestJob, Jobs.request, on=Jobs),  # the retrieval snapshot first, then the bus records the job
+    Read(GetJob, queries.get, reads=("jobs",)),
+    Read(ListJobs, queries.list_jobs, reads=("jobs",)),
+)
 
 # Run by the job request and the workers, never straight from NATS.
-INTERNAL: Internal = {
-    RecordJob: commands.request_job,
-    StartPhase: commands.start_phase,
-    DescribeJob: commands.describe_job,
-    RecordOutcomes: commands.record_outcomes,
-    FailJob: commands.fail_job,
-}
+INTERNAL = (
+    Decide(RecordJob, commands.request_job),
+    Decide(StartPhase, commands.start_phase),
+    Decide(DescribeJob, commands.describe_job),
+    Decide(RecordOutcomes, commands.record_outcomes),
+    Decide(FailJob, commands.fail_job),
+)

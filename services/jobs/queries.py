@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from chronicle_contract.jobs import GetJob, ListJobs
+from chronicle_contract.base import Page
+from chronicle_contract.jobs import GetJob, JobView, ListJobs
 from psycopg.sql import SQL
 
 from services.ports.read_models import Queries, not_found
 from services.runtime.paging import Order, page_of
+from services.runtime.replies import Wire
 
 COLUMNS = (
     "id AS job_id, session_id, artifact_type, status, progress, attempt, plan, result, error, artifact_id,"
@@ -16,14 +16,14 @@ COLUMNS = (
 )
 
 
-async def get(queries: Queries, user: str, q: GetJob) -> dict[str, Any]:
+async def get(queries: Queries, user: str, q: GetJob) -> Wire[JobView]:
     row = await queries.fetch_one("SELECT " + COLUMNS + " FROM rm_jobs.jobs WHERE id = %s AND owner = %s", (q.job_id, user))
     if row is None:
         raise not_found("job", q.job_id)
-    return row
+    return Wire(row)
 
 
-async def list_jobs(queries: Queries, user: str, q: ListJobs) -> dict[str, Any]:
+async def list_jobs(queries: Queries, user: str, q: ListJobs) -> Wire[Page[JobView]]:
     conditions = [SQL("owner = %(user)s")]
     if q.session_id is not None:
         conditions.append(SQL("session_id = %(session)s"))
@@ -33,7 +33,7 @@ async def list_jobs(queries: Queries, user: str, q: ListJobs) -> dict[str, Any]:
         "SELECT " + COLUMNS + ", created_at AS page_key, id AS page_id FROM rm_jobs.jobs WHERE {where}"
     ).format(where=SQL(" AND ").join(conditions))
     params = {"user": user, "session": q.session_id, "status": q.status}
-    return await page_of(queries, user, NEWEST_JOBS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return Wire(await page_of(queries, user, NEWEST_JOBS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor))
 
 
 NEWEST_JOBS = Order("jobs", "timestamptz")

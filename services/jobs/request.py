@@ -6,13 +6,14 @@ from typing import Any
 
 from chronicle_contract.base import Command
 from chronicle_contract.errors import ChronicleError
-from chronicle_contract.jobs import OPTIONS, JobOptions, RecordJob, RequestJob
+from chronicle_contract.jobs import OPTIONS, JobOptions, JobRequested, RecordJob, RequestJob
 from chronicle_contract.values import Chunk as WireChunk
 from pydantic import ValidationError
 
 from services.ports.positions import Positions
 from services.ports.retriever import Retriever
 from services.runtime.command_bus import CommandBus
+from services.runtime.replies import Wire
 
 
 def checked_options(cmd: RequestJob) -> JobOptions:
@@ -35,7 +36,7 @@ class Jobs:
         self.positions = positions
         self.wait_timeout = wait_timeout
 
-    async def request(self, user: str, cmd: RequestJob, key: str | None) -> dict[str, Any]:
+    async def request(self, user: str, cmd: RequestJob, key: str | None) -> Wire[JobRequested]:
         options = checked_options(cmd)
         # Where the caller's reads stand is not part of the request: a retry may be further on.
         request = cmd.model_copy(update={"min_position": None})

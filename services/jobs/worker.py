@@ -182,7 +182,7 @@ class JobWorkers(Background):
         in one commit; when a phase takes longer, what came before it (or the claim) is
         recorded while it runs, so progress shows and a worker that dies loses at most
         the phase it was in."""
-        step = await self.bus.execute(DescribeJob(job_id=job_id, worker=worker), owner)
+        step: dict[str, Any] = await self.bus.execute(DescribeJob(job_id=job_id, worker=worker), owner)
         if step["status"] != "pending":
             step = await self.bus.execute(StartPhase(job_id=job_id, worker=worker), owner)
         claimed = step["status"] != "pending"

@@ -7,13 +7,20 @@ from typing import Any
 from chronicle_contract.optimizations import (
     EndRound,
     InvalidateTrial,
+    OptimizationStarted,
+    OptimizationStopped,
     RecordTrial,
     RecordTrials,
     RestoreTrial,
+    RoundEnded,
+    RoundStarted,
     StartOptimization,
     StartRound,
     StopOptimization,
     TrialFields,
+    TrialRecorded,
+    TrialsRecorded,
+    TrialValidity,
 )
 from chronicle_contract.sessions import CreateSession
 
@@ -24,16 +31,16 @@ from services.runtime.unit_of_work import UnitOfWork
 from services.sessions.commands import open_session
 
 
-def start_optimization(cmd: StartOptimization, uow: UnitOfWork) -> dict[str, Any]:
+def start_optimization(cmd: StartOptimization, uow: UnitOfWork) -> OptimizationStarted:
     fields = cmd.model_dump(include={"name", "description", "tags", "metadata"})
     session = open_session(CreateSession(kind="optimization", **fields), uow)
     session.start_optimization(
         at=uow.now, project=cmd.project, dataset=cmd.dataset, optimizer=cmd.optimizer, direction=cmd.direction
     )
-    return {"optimization_id": str(session.id)}
+    return OptimizationStarted(optimization_id=session.id)
 
 
-def start_round(cmd: StartRound, uow: UnitOfWork) -> dict[str, Any]:
+def start_round(cmd: StartRound, uow: UnitOfWork) -> RoundStarted:
     optimization = uow.get(Session, cmd.optimization_id)
     state = optimization.running_optimization()
     previous = uow.get(Round, state.last_round_id) if state.last_round_id else None
@@ -51,27 +58,27 @@ def start_round(cmd: StartRound, uow: UnitOfWork) -> dict[str, Any]:
             extras=cmd.extras,
         )
     )
-    return {
-        "optimization_id": str(optimization.id),
-        "round_id": str(round.id),
-        "round_index": index,
-        "first_trial_index": round.first_trial_index,
-        "best_so_far": round.best_so_far,
-        "timestamp": round.created_on.isoformat(),
-    }
+    return RoundStarted(
+        optimization_id=optimization.id,
+        round_id=round.id,
+        round_index=index,
+        first_trial_index=round.first_trial_index,
+        best_so_far=round.best_so_far,
+        timestamp=round.created_on,
+    )
 
 
-def record_trial(cmd: RecordTrial, uow: UnitOfWork) -> dict[str, Any]:
+def record_trial(cmd: RecordTrial, uow: UnitOfWork) -> TrialRecorded:
     return record_in(uow.get(Round, cmd.round_id), cmd, uow)
 
 
-def record_trials(cmd: RecordTrials, uow: UnitOfWork) -> dict[str, Any]:
+def record_trials(cmd: RecordTrials, uow: UnitOfWork) -> TrialsRecorded:
     """Many trials of one round in one request, numbered in the order given."""
     round = uow.get(Round, cmd.round_id)
-    return {"trials": [record_in(round, trial, uow) for trial in cmd.trials]}
+    return TrialsRecorded(trials=[record_in(round, trial, uow) for trial in cmd.trials])
 
 
-def record_in(round: Round, cmd: TrialFields, uow: UnitOfWork) -> dict[str, Any]:
+def record_in(round: Round, cmd: TrialFields, uow: UnitOfWork) -> TrialRecorded:
     candidate = make_candidate(cmd.candidate, cmd.candidate_id, cmd.extras)
     best_before = round.best_so_far
     trial_id = uow.new_id()
@@ -92,16 +99,16 @@ def record_in(round: Round, cmd: TrialFields, uow: UnitOfWork) -> dict[str, Any]
             previous_best=best_before,
         )
     )
-    return {
-        "trial_id": str(trial_id),
-        "round_id": str(round.id),
-        "round_index": round.round_index,
-        "trial_index": numbered.trial_index,
-        "candidate_id": candidate.id if candidate else None,
-        "score": cmd.score,
-        "best_so_far": numbered.best_so_far,
-        "timestamp": numbered.timestamp.isoformat(),
-    }
+    return TrialRecorded(
+        trial_id=trial_id,
+        round_id=round.id,
+        round_index=round.round_index,
+        trial_index=numbered.trial_index,
+        candidate_id=candidate.id if candidate else None,
+        score=cmd.score,
+        best_so_far=numbered.best_so_far,
+        timestamp=numbered.timestamp,
+    )
 
 
 def best_trial_candidate(round: Round, uow: UnitOfWork) -> Any:
@@ -111,7 +118,7 @@ def best_trial_candidate(round: Round, uow: UnitOfWork) -> Any:
     return trial.candidate.payload if trial.candidate else None
 
 
-def end_round(cmd: EndRound, uow: UnitOfWork) -> dict[str, Any]:
+def end_round(cmd: EndRound, uow: UnitOfWork) -> RoundEnded:
     round = uow.get(Round, cmd.round_id)
     round.check_open()
     given = cmd.model_fields_set
@@ -125,20 +132,20 @@ def end_round(cmd: EndRound, uow: UnitOfWork) -> dict[str, Any]:
     )
     if cmd.stop_reason is not None:
         uow.get(Session, round.optimization_id).stop_optimization(at=uow.now, reason=cmd.stop_reason)
-    return {
-        "round_id": str(round.id),
-        "round_index": round.round_index,
-        "best_score": ended.best_score,
-        "best_candidate": ended.best_candidate,
-        "best_so_far": ended.best_so_far,
-        "stop_reason": ended.stop_reason,
-        "stopped": cmd.stop_reason is not None,
-        "trial_count": ended.trial_count,
-        "timestamp": ended.timestamp.isoformat(),
-    }
+    return RoundEnded(
+        round_id=round.id,
+        round_index=round.round_index,
+        best_score=ended.best_score,
+        best_candidate=ended.best_candidate,
+        best_so_far=ended.best_so_far,
+        stop_reason=ended.stop_reason,
+        stopped=cmd.stop_reason is not None,
+        trial_count=ended.trial_count,
+        timestamp=ended.timestamp,
+    )
 
 
-def stop_optimization(cmd: StopOptimization, uow: UnitOfWork) -> dict[str, Any]:
+def stop_optimization(cmd: StopOptimization, uow: UnitOfWork) -> OptimizationStopped:
     optimization = uow.get(Session, cmd.optimization_id)
     state = optimization.running_optimization()
     last = uow.get(Round, state.last_round_id) if state.last_round_id else None
@@ -146,31 +153,31 @@ def stop_optimization(cmd: StopOptimization, uow: UnitOfWork) -> dict[str, Any]:
     if last is not None:
         candidate = None if last.ended else best_trial_candidate(last, uow)
         last.stamp_stop(at=uow.now, reason=cmd.stop_reason, best_candidate=candidate)
-    return {
-        "optimization_id": str(optimization.id),
-        "stop_reason": cmd.stop_reason,
-        "last_round_index": last.round_index if last else None,
-    }
+    return OptimizationStopped(
+        optimization_id=optimization.id,
+        stop_reason=cmd.stop_reason,
+        last_round_index=last.round_index if last else None,
+    )
 
 
-def invalidate_trial(cmd: InvalidateTrial, uow: UnitOfWork) -> dict[str, Any]:
+def invalidate_trial(cmd: InvalidateTrial, uow: UnitOfWork) -> TrialValidity:
     trial = uow.get(Trial, cmd.trial_id)
     trial.invalidate(at=uow.now, reason=cmd.reason, by=uow.user_id)
     return validity(trial, uow)
 
 
-def restore_trial(cmd: RestoreTrial, uow: UnitOfWork) -> dict[str, Any]:
+def restore_trial(cmd: RestoreTrial, uow: UnitOfWork) -> TrialValidity:
     trial = uow.get(Trial, cmd.trial_id)
     trial.restore(at=uow.now, by=uow.user_id)
     return validity(trial, uow)
 
 
-def validity(trial: Trial, uow: UnitOfWork) -> dict[str, Any]:
-    return {
-        "trial_id": str(trial.id),
-        "optimization_id": str(trial.optimization_id),
-        "trial_index": trial.trial_index,
-        "valid": trial.invalid_reason is None,
-        "reason": trial.invalid_reason,
-        "timestamp": uow.now.isoformat(),
-    }
+def validity(trial: Trial, uow: UnitOfWork) -> TrialValidity:
+    return TrialValidity(
+        trial_id=trial.id,
+        optimization_id=trial.optimization_id,
+        trial_index=trial.trial_index,
+        valid=trial.invalid_reason is None,
+        reason=trial.invalid_reason,
+        timestamp=uow.now,
+    )

@@ -20,21 +20,21 @@ from chronicle_contract.optimizations import (
 )
 
 from services.optimizations import commands, queries
-from services.runtime.dispatch import Read, Routes
+from services.runtime.dispatch import Decide, Read
 
-ROUTES: Routes = {
-    StartOptimization: commands.start_optimization,
-    StopOptimization: commands.stop_optimization,
-    StartRound: commands.start_round,
-    EndRound: commands.end_round,
-    RecordTrial: commands.record_trial,
-    RecordTrials: commands.record_trials,
-    InvalidateTrial: commands.invalidate_trial,
-    RestoreTrial: commands.restore_trial,
-    ListOptimizations: Read(queries.list_optimizations, reads=("optimizations",)),
-    GetOptimization: Read(queries.get, reads=("optimizations",)),
-    OptimizationHistory: Read(queries.history, reads=("optimizations",)),
-    ParetoQuery: Read(queries.pareto, reads=("optimizations",)),
-    CompareOptimizations: Read(queries.compare, reads=("optimizations",)),
-    CandidateLineage: Read(queries.lineage, reads=("lineage", "optimizations")),
-}
+ROUTES = (
+    Decide(StartOptimization, commands.start_optimization),
+    Decide(StopOptimization, commands.stop_optimization),
+    Decide(StartRound, commands.start_round),
+    Decide(EndRound, commands.end_round),
+    Decide(RecordTrial, commands.record_trial),
+    Decide(RecordTrials, commands.record_trials),
+    Decide(InvalidateTrial, commands.invalidate_trial),
+    Decide(RestoreTrial, commands.restore_trial),
+    Read(ListOptimizations, queries.list_optimizations, reads=("optimizations",)),
+    Read(GetOptimization, queries.get, reads=("optimizations",)),
+    Read(OptimizationHistory, queries.history, reads=("optimizations",)),
+    Read(ParetoQuery, queries.pareto, reads=("optimizations",)),
+    Read(CompareOptimizations, queries.compare, reads=("optimizations",)),
+    Read(CandidateLineage, queries.lineage, reads=("lineage", "optimizations")),
+)

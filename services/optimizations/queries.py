@@ -7,13 +7,19 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+from chronicle_contract.base import Page
 from chronicle_contract.errors import ChronicleError
 from chronicle_contract.optimizations import (
     CandidateLineage,
     CompareOptimizations,
+    Comparison,
     GetOptimization,
+    HistoryPage,
+    Lineage,
     ListOptimizations,
     OptimizationHistory,
+    OptimizationView,
+    ParetoFront,
     ParetoQuery,
 )
 from psycopg.sql import SQL
@@ -21,6 +27,7 @@ from psycopg.sql import SQL
 from domain.optimization import pareto_front
 from services.ports.read_models import Queries, not_found
 from services.runtime.paging import Order, page_of
+from services.runtime.replies import Wire
 
 SUMMARY = (
     "SELECT id AS optimization_id, name, project, dataset, optimizer, direction, round_count AS rounds,"
@@ -148,11 +155,11 @@ async def summary(queries: Queries, user: str, optimization_id: UUID) -> dict[st
     return row
 
 
-async def get(queries: Queries, user: str, q: GetOptimization) -> dict[str, Any]:
-    return await summary(queries, user, q.optimization_id)
+async def get(queries: Queries, user: str, q: GetOptimization) -> Wire[OptimizationView]:
+    return Wire(await summary(queries, user, q.optimization_id))
 
 
-async def list_optimizations(queries: Queries, user: str, q: ListOptimizations) -> dict[str, Any]:
+async def list_optimizations(queries: Queries, user: str, q: ListOptimizations) -> Wire[Page[OptimizationView]]:
     inner = SQL(
         SUMMARY.replace("SELECT ", "SELECT created_at AS page_key, id AS page_id, ", 1)
         + " WHERE owner = %(user)s AND direction IS NOT NULL"
@@ -161,13 +168,13 @@ async def list_optimizations(queries: Queries, user: str, q: ListOptimizations) 
         " AND (%(stopped)s::boolean IS NULL OR stopped = %(stopped)s)"
     )
     params = {**q.model_dump(include={"project", "optimizer", "stopped"}), "user": user}
-    return await page_of(queries, user, NEWEST_OPTIMIZATIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return Wire(await page_of(queries, user, NEWEST_OPTIMIZATIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor))
 
 
 NEWEST_OPTIMIZATIONS = Order("optimizations", "timestamptz")
 
 
-async def history(queries: Queries, user: str, q: OptimizationHistory) -> dict[str, Any]:
+async def history(queries: Queries, user: str, q: OptimizationHistory) -> Wire[HistoryPage]:
     """A page of rounds that fits one reply. A round too big for a reply comes over several
     pages, its parts marked `complete: false` but the last (the client joins them). A page
     asked for without `until_round` also plans the pages after it (`planned`, cut by the
@@ -176,7 +183,7 @@ async def history(queries: Queries, user: str, q: OptimizationHistory) -> dict[s
     params = {"id": q.optimization_id, "user": user, "after": after_round, "max_trials": q.max_trials}
     reply: dict[str, Any] = {"optimization_id": q.optimization_id, "next_after_trial": None, "planned": []}
     if q.after_trial is not None:
-        return {**reply, **await split_round(queries, params, q.after_trial)}
+        return Wire({**reply, **await split_round(queries, params, q.after_trial)})
     until = q.until_round
     if until is None:
         sizes = await queries.fetch_all(ROUND_SIZES, params)
@@ -190,9 +197,9 @@ async def history(queries: Queries, user: str, q: OptimizationHistory) -> dict[s
         HISTORY_PAGE, {**params, "with_trials": True, "until": LAST_ROUND if until is None else until}
     )
     if not rows:  # not the caller's, or no rounds after the cursor
-        return {**reply, **await no_rounds(queries, user, q.optimization_id)}
+        return Wire({**reply, **await no_rounds(queries, user, q.optimization_id)})
     if size_of(rows[0]) > REPLY_BUDGET:
-        return {**reply, **await split_round(queries, params, None)}
+        return Wire({**reply, **await split_round(queries, params, None)})
     taken: list[dict[str, Any]] = []
     size = 0
     for row in rows:
@@ -201,12 +208,12 @@ async def history(queries: Queries, user: str, q: OptimizationHistory) -> dict[s
             break
         taken.append(row)
         size += row_size
-    return {
+    return Wire({
         **reply,
         "direction": rows[0]["direction"],
         "rounds": [round_json(row["fields"], row["trials"], True) for row in taken],
         "next_after_round": taken[-1]["round_index"] if rows[0]["remaining"] > len(taken) else None,
-    }
+    })
 
 
 async def no_rounds(queries: Queries, user: str, optimization_id: UUID) -> dict[str, Any]:
@@ -254,7 +261,7 @@ MAX_PARETO_TRIALS = 20_000  # one or two objectives: a sweep, n log n
 MAX_PARETO_TRIALS_MANY_OBJECTIVES = 2_000  # three or more: n × front
 
 
-async def pareto(queries: Queries, user: str, q: ParetoQuery) -> dict[str, Any]:
+async def pareto(queries: Queries, user: str, q: ParetoQuery) -> Wire[ParetoFront]:
     optimization = await summary(queries, user, q.optimization_id)
     objectives = list(dict.fromkeys(q.objectives or ["score"]))
     unknown = set(q.directions) - set(objectives)
@@ -289,7 +296,7 @@ async def pareto(queries: Queries, user: str, q: ParetoQuery) -> dict[str, Any]:
             points.append((trial, values))
     wanted = tuple(directions[name] for name in objectives)
     front = await asyncio.to_thread(pareto_front, points, wanted)  # type: ignore[arg-type]  # off the event loop
-    return {
+    return Wire({
         "optimization_id": q.optimization_id,
         "scope": q.scope,
         "objectives": objectives,
@@ -302,10 +309,10 @@ async def pareto(queries: Queries, user: str, q: ParetoQuery) -> dict[str, Any]:
             for trial, values in ((t, tuple(objective_value(t, n) for n in objectives)) for t in front)
         ],
         "considered": len(points),
-    }
+    })
 
 
-async def compare(queries: Queries, user: str, q: CompareOptimizations) -> dict[str, Any]:
+async def compare(queries: Queries, user: str, q: CompareOptimizations) -> Wire[Comparison]:
     ids = list(dict.fromkeys(q.optimization_ids))
     found = {
         row["optimization_id"]: row
@@ -347,13 +354,13 @@ async def compare(queries: Queries, user: str, q: CompareOptimizations) -> dict[
         }
         for ident in ids
     ]
-    return {"curves": curves}
+    return Wire({"curves": curves})
 
 
 LINEAGE_SECONDS = 0.5
 
 
-async def lineage(queries: Queries, user: str, q: CandidateLineage) -> dict[str, Any]:
+async def lineage(queries: Queries, user: str, q: CandidateLineage) -> Wire[Lineage]:
     optimization = await summary(queries, user, q.optimization_id)
     # UNION (not UNION ALL) on (candidate, depth) keeps a diamond or a cycle in the
     # ancestry from multiplying paths; depth bounds the walk, and time bounds its work (a
@@ -384,8 +391,8 @@ async def lineage(queries: Queries, user: str, q: CandidateLineage) -> dict[str,
             BEST_SCORES[optimization["direction"]], (q.optimization_id, [row["candidate_id"] for row in rows])
         )
     }
-    return {
+    return Wire({
         "optimization_id": q.optimization_id,
         "candidate_id": q.candidate_id,
         "lineage": [{**row, "best_score": scores.get(row["candidate_id"])} for row in rows],
-    }
+    })

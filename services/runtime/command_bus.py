@@ -35,6 +35,7 @@ from domain.base import SYSTEM_OWNER
 from domain.erasure import DataSubject
 from services.runtime.dispatch import Decide
 from services.runtime.queues import drain
+from services.runtime.replies import ReplyT, Wire
 from services.runtime.snapshots import SnapshotTaker
 from services.runtime.unit_of_work import AggregateCache, UnitOfWork
 
@@ -173,12 +174,12 @@ class CommandBus:
 
     async def execute(
         self,
-        payload: Command[Any],
+        payload: Command[ReplyT],
         user_id: str,
         idempotency_key: str | None = None,
         *,
         request_fingerprint: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Wire[ReplyT]:
         """Decide and save one command; `request_fingerprint` names the caller's own request
         when a service turned it into this command (a retry must match that, not this)."""
         loop = asyncio.get_running_loop()
@@ -195,15 +196,15 @@ class CommandBus:
             loop=loop,
         )
         self._queue.put(submission)
-        return await submission.future
+        return Wire(await submission.future)
 
     async def execute_prepared(
         self,
-        request: Command[Any],
+        request: Command[ReplyT],
         user_id: str,
         idempotency_key: str | None,
         prepare: Callable[[], Awaitable[Command[Any]]],
-    ) -> dict[str, Any]:
+    ) -> Wire[ReplyT]:
         """For a request that needs slow work first (a generator call, a retrieval): unless
         this key was answered before, `prepare()` does the work and names the internal
         command that stores its outcome, which runs fingerprinted as the caller's request."""
@@ -212,7 +213,7 @@ class CommandBus:
             request_fingerprint = fingerprint(request.action, request)
             reply = await self.stored_reply(user_id, idempotency_key, request_fingerprint)
             if reply is not None:
-                return reply
+                return Wire(reply)
         command = await prepare()
         return await self.execute(command, user_id, idempotency_key, request_fingerprint=request_fingerprint)
 

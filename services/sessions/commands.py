@@ -5,12 +5,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from uuid import UUID
 
-from chronicle_contract.sessions import CloseSession, CreateSession, UpdateSession
+from chronicle_contract.base import Written
+from chronicle_contract.sessions import CloseSession, CreateSession, SessionCreated, UpdateSession
 
 from domain.session import Session
 from services.runtime.unit_of_work import UnitOfWork
+
+
+class SessionWritten(Written):
+    """What session.update and session.close send: the contract promises their position;
+    the session's id has always come with it."""
+
+    session_id: UUID
 
 
 def open_session(cmd: CreateSession, uow: UnitOfWork) -> Session:
@@ -28,17 +36,17 @@ def open_session(cmd: CreateSession, uow: UnitOfWork) -> Session:
     )
 
 
-def create_session(cmd: CreateSession, uow: UnitOfWork) -> dict[str, Any]:
-    return {"session_id": str(open_session(cmd, uow).id)}
+def create_session(cmd: CreateSession, uow: UnitOfWork) -> SessionCreated:
+    return SessionCreated(session_id=open_session(cmd, uow).id)
 
 
-def update_session(cmd: UpdateSession, uow: UnitOfWork) -> dict[str, Any]:
+def update_session(cmd: UpdateSession, uow: UnitOfWork) -> SessionWritten:
     session = uow.get(Session, cmd.session_id)
     session.update(at=uow.now, name=cmd.name, description=cmd.description, tags=cmd.tags)
-    return {"session_id": str(session.id)}
+    return SessionWritten(session_id=session.id)
 
 
-def close_session(cmd: CloseSession, uow: UnitOfWork) -> dict[str, Any]:
+def close_session(cmd: CloseSession, uow: UnitOfWork) -> SessionWritten:
     session = uow.get(Session, cmd.session_id)
     session.close(at=uow.now)
-    return {"session_id": str(session.id)}
+    return SessionWritten(session_id=session.id)

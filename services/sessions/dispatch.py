@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from chronicle_contract.sessions import CloseSession, CreateSession, GetSession, ListSessions, UpdateSession
 
-from services.runtime.dispatch import Read, Routes
+from services.runtime.dispatch import Decide, Read
 from services.sessions import commands, queries
 
-ROUTES: Routes = {
-    CreateSession: commands.create_session,
-    UpdateSession: commands.update_session,
-    CloseSession: commands.close_session,
-    ListSessions: Read(queries.list_sessions, reads=("history", "stats")),
-    GetSession: Read(queries.get_session, reads=("history", "stats")),
-}
+ROUTES = (
+    Decide(CreateSession, commands.create_session),
+    Decide(UpdateSession, commands.update_session),
+    Decide(CloseSession, commands.close_session),
+    Read(ListSessions, queries.list_sessions, reads=("history", "stats")),
+    Read(GetSession, queries.get_session, reads=("history", "stats")),
+)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from chronicle_contract.sessions import GetSession, ListSessions
+from chronicle_contract.base import Page
+from chronicle_contract.sessions import GetSession, ListSessions, SessionView
 from psycopg.sql import SQL
 
 from services.ports.read_models import Queries, not_found
 from services.runtime.paging import Order, page_of
+from services.runtime.replies import Wire
 
 SESSION_COLUMNS = (
     "s.id, s.name, s.description, s.kind, s.tags, s.status, s.conversation_count,"
@@ -20,24 +20,24 @@ SESSION_COLUMNS = (
 SESSIONS = "rm_history.sessions s LEFT JOIN rm_stats.sessions st ON st.session_id = s.id"
 
 
-async def list_sessions(queries: Queries, user: str, q: ListSessions) -> dict[str, Any]:
+async def list_sessions(queries: Queries, user: str, q: ListSessions) -> Wire[Page[SessionView]]:
     inner = SQL(
         "SELECT " + SESSION_COLUMNS + ", s.created_at AS page_key, s.id AS page_id FROM " + SESSIONS +
         " WHERE s.owner = %(user)s AND (%(kind)s::text IS NULL OR s.kind = %(kind)s)"
     )
     params = {"user": user, "kind": q.kind}
-    return await page_of(queries, user, NEWEST_SESSIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    return Wire(await page_of(queries, user, NEWEST_SESSIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor))
 
 
 NEWEST_SESSIONS = Order("sessions", "timestamptz")
 
 
-async def get_session(queries: Queries, user: str, q: GetSession) -> dict[str, Any]:
+async def get_session(queries: Queries, user: str, q: GetSession) -> Wire[SessionView]:
     row = await queries.fetch_one(
         "SELECT " + SESSION_COLUMNS + " FROM " + SESSIONS + " WHERE s.id = %s AND s.owner = %s",
         (q.session_id, user),
     )
     if row is None:
         raise not_found("session", q.session_id)
-    return row
+    return Wire(row)
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from chronicle_contract.users import EraseUser
 
-from services.runtime.dispatch import Internal, Routes, Serve
+from services.runtime.dispatch import Decide, Serve
 from services.users import commands
 from services.users.erasure import Erasure
 
-ROUTES: Routes = {
-    EraseUser: Serve(Erasure.erase, on=Erasure),  # the admin role checked, then the bus, then the key destroyed
-}
+ROUTES = (
+    Serve(EraseUser, Erasure.erase, on=Erasure),  # the admin role checked, then the bus, then the key destroyed
+)
 
 # The erasure's event, recorded by the bus once Erasure.erase has checked the caller.
-INTERNAL: Internal = {EraseUser: commands.erase_user}
+INTERNAL = (Decide(EraseUser, commands.erase_user),)

@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import psycopg
 from chronicle_contract.errors import ChronicleError
-from chronicle_contract.users import EraseUser
+from chronicle_contract.users import EraseUser, UserErasure
 
 from adapters.store.keys import KeyRing
 from services.runtime.command_bus import CommandBus
+from services.runtime.replies import Wire
 
 log = logging.getLogger(__name__)
 ADMIN = "admin"
@@ -40,7 +40,7 @@ class Erasure:
         self.keys = keys
         self.forget = forget
 
-    async def erase(self, caller: str, request: EraseUser, _: str | None) -> dict[str, Any]:
+    async def erase(self, caller: str, request: EraseUser, _: str | None) -> Wire[UserErasure]:
         if ADMIN not in getattr(caller, "roles", ()):
             raise ChronicleError("unauthorized", "erasing a user needs the admin role")
         reply = await erase_user(self.bus, self.keys, request.user_id, str(caller))
@@ -49,7 +49,7 @@ class Erasure:
         return reply
 
 
-async def erase_user(bus: CommandBus, keys: KeyRing, user_id: str, requested_by: str) -> dict[str, Any]:
+async def erase_user(bus: CommandBus, keys: KeyRing, user_id: str, requested_by: str) -> Wire[UserErasure]:
     reply = await bus.execute(EraseUser(user_id=user_id), requested_by)
     await asyncio.to_thread(keys.destroy, user_id)
     await asyncio.to_thread(forget_derived_data, keys, user_id)

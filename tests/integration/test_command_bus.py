@@ -6,15 +6,15 @@ from __future__ import annotations
 import asyncio
 import secrets
 import uuid
-from typing import Any
 
-from chronicle_contract.conversations import AddMessage, StartConversation
+from chronicle_contract.conversations import AddMessage, MessageAdded, StartConversation
 from chronicle_contract.errors import ChronicleError
 
 from domain.conversation import Conversation
 from entrypoints.bootstrap import Chronicle
 from entrypoints.routes import command_handlers
 from services.runtime.command_bus import CommandBus
+from services.runtime.dispatch import Decide
 from services.runtime.unit_of_work import UnitOfWork
 
 
@@ -22,7 +22,7 @@ class BuggyAddMessage(AddMessage, action="buggy.add_message"):
     """Decided by a handler with a bug."""
 
 
-def add_then_fail(cmd: AddMessage, uow: UnitOfWork) -> dict[str, Any]:
+def add_then_fail(cmd: AddMessage, uow: UnitOfWork) -> MessageAdded:
     """A handler with a bug: it changes the conversation, then raises."""
     uow.get(Conversation, cmd.conversation_id).add_message(
         message_id=uow.new_id(), at=uow.now, role="user", content="must never be saved"
@@ -31,7 +31,7 @@ def add_then_fail(cmd: AddMessage, uow: UnitOfWork) -> dict[str, Any]:
 
 
 async def test_a_failing_command_after_a_change_leaves_its_batch_mates_intact(chronicle: Chronicle) -> None:
-    handlers = command_handlers() | {BuggyAddMessage: add_then_fail}
+    handlers = command_handlers() | {BuggyAddMessage: Decide(BuggyAddMessage, add_then_fail)}
     bus = CommandBus(chronicle.store, handlers)
     user = f"bus-{uuid.uuid4().hex}"
     try:
