@@ -4,7 +4,7 @@ A request model declares its action and reply (clients/python/chronicle_contract
 capability's `dispatch.py` binds it to a handler that returns that reply, in one of three
 kinds of entry, and entrypoints/routes.py turns every table into NATS endpoints:
 
-    ROUTES: Routes = (
+    ROUTES = (
         Decide(StartConversation, commands.start_conversation),  # decided by the command bus
         Read(ListConversations, queries.list_conversations, reads=("history",)),
         Serve(GenerateArtifact, Generating.generate, on=Generating),  # slow work, then the bus
@@ -12,7 +12,9 @@ kinds of entry, and entrypoints/routes.py turns every table into NATS endpoints:
 
 Each entry is a `Handler[Request, Reply]`: the type checker infers both from the request
 model and the handler's signature, so an entry that hands `AddMessage` the handler of
-`DeleteConversation` is a type error (tests/unit/test_dispatch.py runs mypy on one).
+`DeleteConversation` is a type error (tests/unit/test_dispatch.py runs mypy on one). A
+table is left unannotated: as `Routes` (entries of `Any`), mypy would infer each entry from
+that and check nothing.
 """
 
 from __future__ import annotations
