@@ -68,7 +68,7 @@ class OptimizationStopped(Aggregate.Event):
         session.optimization.stop_reason = self.reason
 
 
-class OptimizationStoppedAlready(Conflict):
+class OptimizationAlreadyStopped(Conflict):
     pass
 
 
@@ -98,7 +98,7 @@ class Optimizing:
                 f"session {self.id} is not an optimization", field="optimization_id", rule="kind_optimization"
             )
         if state.stopped:
-            raise OptimizationStoppedAlready(
+            raise OptimizationAlreadyStopped(
                 f"optimization {self.id} was stopped: {state.stop_reason}",
                 field="optimization_id",
                 rule="not_stopped",

@@ -12,7 +12,7 @@ from domain.optimization import MAX_STOP_REASON, Direction, improves
 from domain.snapshot import state_of
 
 
-class RoundEnded(Conflict):
+class RoundAlreadyEnded(Conflict):
     pass
 
 
@@ -182,6 +182,6 @@ class Round(RoundAttributes, Aggregate):
 
     def check_open(self) -> None:
         if self.ended:
-            raise RoundEnded(
+            raise RoundAlreadyEnded(
                 f"round {self.round_index} has ended", field="round_id", rule="open", context={"round_index": self.round_index}
             )

@@ -67,7 +67,7 @@ from services.audit.queries import Audit
 from services.hitl import queries as hitl_queries
 from services.hitl.answers import Answers
 from services.hitl.coordinator import ExpirySweeper, SignalRelay
-from services.jobs.request import Jobs
+from services.jobs.request import JobRequests
 from services.jobs.retrieval import FullTextRetriever
 from services.jobs.worker import CONSUMER, JobRelay, JobWorkers, ensure_job_streams, streams
 from services.ports.agent import Agent
@@ -372,7 +372,7 @@ class Chronicle:
             Generating: Generating(bus, self.overrides.generator or self._closed_with_service(generator_for(settings))),
             Previews: previews,
             # (A job's retrieval snapshot waits for the caller's min_position, as a query does.)
-            Jobs: Jobs(bus, FullTextRetriever(reading), read_positions, settings.query_wait_timeout),
+            JobRequests: JobRequests(bus, FullTextRetriever(reading), read_positions, settings.query_wait_timeout),
             Audit: Audit(reading, record_read, keys),  # (keys from the primary: an erasure counts at once)
             Digests: Digests(reading, self.postgres_store.mapper),
             Erasure: Erasure(bus, keys, forget=[previews.forget_uploads]),

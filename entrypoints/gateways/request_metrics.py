@@ -8,7 +8,7 @@ from typing import Any, Protocol
 ASGIApp = Any
 
 
-class Recorder(Protocol):
+class RequestRecorder(Protocol):
     """Where the figures go (adapters/metrics.py GatewayMetrics; the composition root picks it)."""
 
     def answered(self, route: str, method: str, status: int, seconds: float) -> None: ...
@@ -18,7 +18,7 @@ class RequestMetrics:
     """Wraps an ASGI app; the route is the matched route's path template (`/api/conversations/{id}`),
     never the path itself, so ids and probes for random paths add no label values."""
 
-    def __init__(self, app: ASGIApp, metrics: Recorder):
+    def __init__(self, app: ASGIApp, metrics: RequestRecorder):
         self.app = app
         self.metrics = metrics
 

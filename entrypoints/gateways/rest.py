@@ -36,7 +36,7 @@ from starlette.staticfiles import StaticFiles
 
 from entrypoints.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
 from entrypoints.gateways.clients import UserClients, bearer_token, failure_of
-from entrypoints.gateways.request_metrics import Recorder, RequestMetrics
+from entrypoints.gateways.request_metrics import RequestMetrics, RequestRecorder
 from entrypoints.gateways.rest_routes import ROUTES, Body, HttpRoute
 
 log = logging.getLogger(__name__)
@@ -272,7 +272,7 @@ DESCRIPTION = ("Chronicle's REST API: conversations, sessions, human-in-the-loop
 
 def build_app(
     clients: UserClients, *, cors_origins: list[str] | None = None, routes: Iterable[HttpRoute] = ROUTES,
-    metrics: Recorder | None = None,
+    metrics: RequestRecorder | None = None,
 ) -> Starlette:
     """The ASGI app; `cors_origins` ["*"] by default (bearer tokens, no cookies). Plain
     Starlette routes: each endpoint reads its own request (FastAPI's per-request dependency

@@ -14,11 +14,11 @@ from chronicle_contract.jobs import (
 )
 
 from services.jobs import commands, queries
-from services.jobs.request import Jobs
+from services.jobs.request import JobRequests
 from services.runtime.dispatch import Decide, Read, Serve
 
 ROUTES = (
-    Serve(RequestJob, Jobs.request, on=Jobs),  # the retrieval snapshot first, then the bus records the job
+    Serve(RequestJob, JobRequests.request, on=JobRequests),  # the retrieval snapshot first, then the bus records the job
     Read(GetJob, queries.get, reads=("jobs",)),
     Read(ListJobs, queries.list_jobs, reads=("jobs",)),
 )

@@ -29,7 +29,7 @@ def checked_options(cmd: RequestJob) -> JobOptions:
         raise ChronicleError("invalid", "invalid request: " + ", ".join(d["field"] for d in details), details) from None
 
 
-class Jobs:
+class JobRequests:
     def __init__(self, bus: CommandBus, retriever: Retriever, positions: Positions, wait_timeout: float):
         self.bus = bus
         self.retriever = retriever
