@@ -20,17 +20,13 @@ from chronicle_contract.artifacts import (
     VariationSetCreated,
 )
 from chronicle_contract.base import Written
-from chronicle_contract.sessions import CreateSession
 
 from domain.artifact import Artifact, GenerationStats, RagExample
-from domain.current_session import CurrentSession
 from domain.errors import NotFound
 from domain.session import Session
 from domain.variation_set import VariationSet
+from services.runtime.sessions import session_for
 from services.runtime.unit_of_work import UnitOfWork
-from services.sessions.commands import open_session
-
-CURRENT_SESSION_NAME = "Generated artifacts"
 
 
 class ArtifactTagged(Written):
@@ -39,26 +35,6 @@ class ArtifactTagged(Written):
 
     artifact_id: UUID
     tags: list[str]
-
-
-def session_for(session_id: UUID | None, uow: UnitOfWork) -> Session:
-    """The session named, or the caller's current one (opened on first use, and again
-    when the current one was closed)."""
-    if session_id is not None:
-        session = uow.get(Session, session_id)
-        session.check_open()
-        return session
-    current = uow.find(CurrentSession, CurrentSession.id_for(uow.user_id))
-    if current is not None:
-        found = uow.find(Session, current.session_id)
-        if found is not None and not found.closed:
-            return found
-    session = open_session(CreateSession(name=CURRENT_SESSION_NAME, kind="generation"), uow)
-    if current is None:
-        uow.add(CurrentSession.choose(owner=uow.user_id, session_id=session.id, at=uow.now))
-    else:
-        current.move_to(session_id=session.id, at=uow.now)
-    return session
 
 
 def parent_of(parent_id: UUID | None, uow: UnitOfWork, field: str = "parent_id") -> Artifact | None:

@@ -10,7 +10,7 @@ from domain.artifact import Artifact
 from domain.job import Chunk, Job, request_fingerprint
 from domain.job_output import artifact_of
 from domain.job_slot import JobSlot
-from services.artifacts.commands import session_for
+from services.runtime.sessions import session_for
 from services.runtime.unit_of_work import UnitOfWork
 
 

@@ -27,8 +27,8 @@ from chronicle_contract.sessions import CreateSession
 from domain.round import Round
 from domain.session import Session
 from domain.trial import Trial, make_candidate
+from services.runtime.sessions import open_session
 from services.runtime.unit_of_work import UnitOfWork
-from services.sessions.commands import open_session
 
 
 def start_optimization(cmd: StartOptimization, uow: UnitOfWork) -> OptimizationStarted:

@@ -1,6 +1,6 @@
 """Command handlers of sessions: create, update, close.
 
-`open_session` is shared by session.create and optimization.start (an optimization is a session).
+`open_session` (services/runtime/sessions.py) is shared with optimization.start: an optimization is a session.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from chronicle_contract.base import Written
 from chronicle_contract.sessions import CloseSession, CreateSession, SessionCreated, UpdateSession
 
 from domain.session import Session
+from services.runtime.sessions import open_session
 from services.runtime.unit_of_work import UnitOfWork
 
 
@@ -19,21 +20,6 @@ class SessionWritten(Written):
     the session's id has always come with it."""
 
     session_id: UUID
-
-
-def open_session(cmd: CreateSession, uow: UnitOfWork) -> Session:
-    return uow.add(
-        Session.create(
-            id=uow.new_id(),
-            owner=uow.user_id,
-            at=uow.now,
-            name=cmd.name,
-            description=cmd.description,
-            kind=cmd.kind,
-            tags=cmd.tags,
-            metadata=cmd.metadata,
-        )
-    )
 
 
 def create_session(cmd: CreateSession, uow: UnitOfWork) -> SessionCreated:
