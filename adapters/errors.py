@@ -11,6 +11,8 @@ from eventsourcing.persistence import OperationalError, PersistenceError
 from pydantic import ValidationError
 
 from domain.errors import DomainError
+from services.ports.event_store import WriterErased
+from services.ports.failures import Failures
 
 log = logging.getLogger(__name__)
 
@@ -18,10 +20,6 @@ log = logging.getLogger(__name__)
 # What chronicle.begin_append raises for content sealed for a user erased before
 # (migration 0007).
 WRITER_ERASED = "CH001"
-
-
-class WriterErased(Exception):
-    """A statement held content for a user whose erasure committed before it."""
 
 
 # Failures of the statement's values, not of the database: a retry fails the same way.
@@ -74,3 +72,13 @@ def translate(error: BaseException) -> ChronicleError:
         return ChronicleError("unavailable", "the database refused the operation; retry later")
     log.exception("unexpected error", exc_info=error)
     return ChronicleError("internal", "internal error")
+
+
+class DriverFailures(Failures):
+    """The translation above, as the port the command bus is given."""
+
+    def translate(self, error: BaseException) -> ChronicleError:
+        return translate(error)
+
+    def statement_failed(self, error: BaseException) -> bool:
+        return statement_failed(error)

@@ -18,6 +18,8 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 
+from services.ports.metrics import CommitMetrics
+
 log = logging.getLogger(__name__)
 
 # Seconds: a request answered from cache takes well under a millisecond, a group commit a
@@ -27,7 +29,7 @@ COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # commands per group commit
 
 
-class Metrics:
+class Metrics(CommitMetrics):
     """The instruments Chronicle records into, registered in `registry`."""
 
     def __init__(self, registry: CollectorRegistry | None = None):
@@ -84,9 +86,15 @@ class Metrics:
     def refused(self, budget: str) -> None:
         self.refusals.labels(budget).inc()
 
+    def watch_queue(self, size: Callable[[], int]) -> None:
+        self.commands_queued.set_function(size)
+
     def committed(self, commands: int, seconds: float) -> None:
         self.commit_batch.observe(commands)
         self.commit_seconds.observe(seconds)
+
+    def conflicted(self) -> None:
+        self.commit_conflicts.inc()
 
 
 class GatewayMetrics:

@@ -11,8 +11,13 @@ from datetime import datetime
 from uuid import UUID
 
 from domain.base import SYSTEM_OWNER, Aggregate
+from domain.errors import Conflict
 
 SUBJECT_NAMESPACE = UUID("9a3e6d1c-4b7f-4e2a-8c5d-0f1e2d3c4b5a")
+
+
+class UserErased(Conflict):
+    """The user was erased: nothing more is written for them."""
 
 
 class DataSubjectAttributes:

@@ -27,7 +27,7 @@ from chronicle_contract.bus import usage_subject, user_permissions
 from chronicle_contract.hitl import hitl_stream, hitl_taken_bucket
 
 from adapters.auth import TokenAuthority
-from adapters.errors import statement_failed
+from adapters.errors import DriverFailures, statement_failed
 from adapters.generation.agent_offline import OfflineAgent
 from adapters.generation.agent_openai import OpenAIAgent
 from adapters.generation.generator_offline import OfflineGenerator
@@ -71,9 +71,10 @@ from services.jobs.request import JobRequests
 from services.jobs.retrieval import FullTextRetriever
 from services.jobs.worker import CONSUMER, JobRelay, JobWorkers, ensure_job_streams, streams
 from services.ports.agent import Agent
+from services.ports.event_store import Store
 from services.ports.generator import Generator
 from services.ports.read_models import Queries, SemanticSearch
-from services.runtime.command_bus import CommandBus, Store
+from services.runtime.command_bus import CommandBus
 from services.runtime.cursors import CursorSeal
 from services.runtime.snapshots import SnapshotTaker
 from services.users.erasure import Erasure
@@ -215,6 +216,7 @@ class Chronicle:
         self.bus = CommandBus(
             self.store,
             command_handlers(),
+            failures=DriverFailures(),
             max_batch=settings.group_commit_max_batch,
             cache_size=settings.aggregate_cache_size,
             cache_bytes=settings.aggregate_cache_bytes,

@@ -9,8 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 from uuid import UUID
 
 from eventsourcing.persistence import (
@@ -22,13 +21,15 @@ from eventsourcing.persistence import (
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg.sql import SQL
 
-from adapters.errors import WRITER_ERASED, WriterErased, sqlstate_of, statement_failed
+from adapters.errors import WRITER_ERASED, sqlstate_of, statement_failed
 from adapters.store.keys import KeyRing
-from adapters.store.mapper import ErasedContent, PydanticMapper
+from adapters.store.mapper import PydanticMapper
 from adapters.store.postgres import PostgresTarget
 from adapters.store.reachability import Reachability, fail_fast, while_reachable
 from adapters.store.snapshots import SnapshotCodec, SnapshotRecorder, SnapshotUnreadable
 from domain.base import Aggregate, DomainEvent
+from services.ports import event_store as port
+from services.ports.event_store import ErasedContent, IdempotencyRecord, StoredReply, WriterErased
 
 log = logging.getLogger(__name__)
 
@@ -37,29 +38,7 @@ EVENTS_TABLE = "events"
 EVENTS_CHANNEL = "chronicle_events"
 
 
-@dataclass(frozen=True)
-class IdempotencyRecord:
-    owner: str
-    key: str
-    fingerprint: str
-    reply: bytes
-    # Where the command's last event is among the events saved with it (0 for the
-    # first): the notification id it gets is the reply's position, stored beside the
-    # reply and merged into it when the reply is read.
-    last_event: int | None = None
-
-
-class StoredReply(NamedTuple):
-    """An idempotency record as stored: the reply as the mapper sealed it (the request's
-    fingerprint inside it; the column holds one only for records from before sealing),
-    and the notification id of the command's last event, merged into the reply on reading."""
-
-    fingerprint: str
-    reply: bytes
-    position: int | None
-
-
-class ChronicleRecorder(PostgresApplicationRecorder):
+class ChronicleRecorder(PostgresApplicationRecorder, port.Recorder):
     """Saves a group commit's events and idempotency records in one statement, and reads
     many streams at once."""
 
@@ -228,12 +207,15 @@ class GuardedDatastore(PostgresDatastore):
             yield conn
 
 
-class EventStore:
+class EventStore(port.Store):
     """Saves aggregates' pending events and rebuilds aggregates from their streams.
 
     Connections are not pinged before use (a round trip per transaction); a dropped one
     fails its statement, the pool discards it, and the recorder's retry takes another.
     """
+
+    recorder: ChronicleRecorder
+    mapper: PydanticMapper
 
     def __init__(
         self,

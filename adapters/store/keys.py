@@ -23,18 +23,15 @@ import psycopg
 
 from adapters.store.postgres import PostgresTarget
 from adapters.store.reachability import CONNECT_TIMEOUT
-from domain.errors import Conflict
+from domain.erasure import UserErased
+from services.ports import keys as port
 
 T = TypeVar("T")
 KEY_CACHE_SECONDS = 30.0
 KEY_BYTES = 32
 
 
-class UserErased(Conflict):
-    """The user was erased: nothing more is written for them."""
-
-
-class KeyRing:
+class KeyRing(port.KeyRing):
     """The data keys of one database. The composition root makes one per process and hands
     it to everything that seals or opens content, so an erasure evicts the one cache."""
 

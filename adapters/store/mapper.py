@@ -14,8 +14,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic, resolve_topic
 
-from adapters.store.keys import KeyRing
 from domain.base import DomainEvent
+from services.ports.event_store import ErasedContent, EventMapper
+from services.ports.keys import KeyRing
 
 
 class OrjsonTranscoder(Transcoder):
@@ -37,16 +38,6 @@ def stays_clear(field: str) -> bool:
     return field in ("timestamp", "originator_topic", "owner", CLASS_VERSION) or field.endswith("_id")
 
 
-class ErasedContent(Exception):
-    """The event's content was sealed with a key that has been destroyed."""
-
-    def __init__(self, originator_id: UUID, version: int, owner: str):
-        super().__init__(f"content of {originator_id} v{version} was erased")
-        self.originator_id = originator_id
-        self.version = version
-        self.owner = owner
-
-
 def associated_data(originator_id: UUID, version: int) -> bytes:
     # Binds a sealed content to its event: it cannot be moved onto another one.
     return originator_id.bytes + version.to_bytes(8, "big")
@@ -57,7 +48,7 @@ def reply_data(owner: str, key: str) -> bytes:
     return b"reply\0" + owner.encode() + b"\0" + key.encode()
 
 
-class PydanticMapper(Mapper[UUID]):
+class PydanticMapper(Mapper[UUID], EventMapper):
     """Maps pydantic domain events to stored events and back.
 
     With a KeyRing, an event written for an owner keeps its metadata clear (`stays_clear`)

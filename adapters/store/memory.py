@@ -1,4 +1,4 @@
-"""An event store in memory, for unit tests: what the command bus asks of adapters/store/event_store.py,
+"""An event store in memory, for unit tests: the port the command bus saves to (services/ports/event_store.py),
 with the same optimistic concurrency (a version already taken fails the whole record) and
 the same idempotency records, and no server.
 """
@@ -13,12 +13,11 @@ from uuid import UUID
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from adapters.errors import WriterErased
-from adapters.store.event_store import IdempotencyRecord, StoredReply
 from adapters.store.mapper import PydanticMapper
+from services.ports.event_store import IdempotencyRecord, Recorder, Store, StoredReply, WriterErased
 
 
-class InMemoryRecorder:
+class InMemoryRecorder(Recorder):
     def __init__(self) -> None:
         self.events: list[StoredEvent] = []  # notification id = index + 1
         self.versions: set[tuple[UUID | str, int]] = set()
@@ -61,8 +60,10 @@ class InMemoryRecorder:
             return [e for e in self.events if e.originator_id == originator_id]
 
 
-class InMemoryEventStore:
+class InMemoryEventStore(Store):
     """Events kept as the Postgres store keeps them (mapped by the same mapper), unsealed."""
+
+    recorder: InMemoryRecorder
 
     def __init__(self) -> None:
         self.recorder = InMemoryRecorder()
@@ -76,7 +77,7 @@ class InMemoryEventStore:
                 aggregates[originator_id] = event.mutate(aggregates.get(originator_id))
         return aggregates
 
-    def catch_up(self, aggregates: dict[UUID, Any]) -> tuple[set[UUID], set[UUID]]:
+    def catch_up(self, aggregates: Mapping[UUID, Any]) -> tuple[set[UUID], set[UUID]]:
         changed = set()
         for originator_id, aggregate in aggregates.items():
             for stored in self.recorder.stream(originator_id):

@@ -16,23 +16,21 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from chronicle_contract.base import Command
 from chronicle_contract.errors import ChronicleError
-from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.persistence import IntegrityError
 
-from adapters.errors import statement_failed, translate
-from adapters.metrics import Metrics
-from adapters.store.event_store import IdempotencyRecord, StoredReply
-from adapters.store.keys import UserErased
-from adapters.store.mapper import ErasedContent, PydanticMapper
 from domain.base import SYSTEM_OWNER
-from domain.erasure import DataSubject
+from domain.erasure import DataSubject, UserErased
+from services.ports.event_store import ErasedContent, IdempotencyRecord, Store, StoredReply
+from services.ports.failures import Failures
+from services.ports.metrics import CommitMetrics
 from services.runtime.dispatch import Decide
 from services.runtime.queues import drain
 from services.runtime.replies import ReplyT, Wire
@@ -105,42 +103,23 @@ class _Rerun(Exception):
         self.failure = failure
 
 
-class Recorder(Protocol):
-    def record(
-        self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = (), *,
-        writers: Collection[str] = (), erased: Collection[str] = (),
-    ) -> list[int]: ...
-    def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], StoredReply]: ...
-    def changed(self, seen: Mapping[UUID, int]) -> set[UUID]: ...
-
-
-class Store(Protocol):
-    """What the bus asks of an event store: adapters/store/event_store.py on Postgres, or the
-    in-memory one of adapters/store/memory.py that unit tests inject."""
-
-    @property
-    def recorder(self) -> Recorder: ...
-    @property
-    def mapper(self) -> PydanticMapper: ...
-    def load_many(self, ids: Iterable[UUID], *, use_snapshots: bool = True) -> dict[UUID, Any]: ...
-    def catch_up(self, aggregates: dict[UUID, Any]) -> tuple[set[UUID], set[UUID]]: ...
-
-
 class CommandBus:
     def __init__(
         self,
         store: Store,
         handlers: dict[type[Command[Any]], Decide],
         *,
+        failures: Failures,
         max_batch: int = 512,
         cache_size: int = 20_000,
         cache_bytes: int = 64 * 1024 * 1024,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_id: Callable[[], UUID] = uuid.uuid4,
         snapshots: SnapshotTaker | None = None,
-        metrics: Metrics | None = None,
+        metrics: CommitMetrics | None = None,
     ):
         self.store = store
+        self.failures = failures
         self.metrics = metrics
         self.snapshots = snapshots
         self.handlers = handlers
@@ -157,7 +136,7 @@ class CommandBus:
         self._queue: queue.Queue[Submission | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="chronicle-writer", daemon=True)
         if metrics is not None:  # read when scraped
-            metrics.commands_queued.set_function(self._queue.qsize)
+            metrics.watch_queue(self._queue.qsize)
 
     def start(self) -> None:
         if self.snapshots is not None:
@@ -257,7 +236,7 @@ class CommandBus:
             self._answer_raced_keys(batch)
         except Exception as error:  # a bug costs this batch its answers, never the writer thread
             log.exception("group commit failed")
-            failure = translate(error)
+            failure = self.failures.translate(error)
             for s in batch:
                 if s.reply is None and s.error is None:
                     s.error = failure
@@ -285,25 +264,25 @@ class CommandBus:
                 self._forget(pending)
                 self._others_seen_at = time.monotonic()  # (another writer: catch copies up from now on)
                 if self.metrics is not None:
-                    self.metrics.commit_conflicts.inc()
+                    self.metrics.conflicted()
             except IntegrityError:
                 # Another writer got there first: forget what we believed and decide again,
                 # after a random pause that grows, so two instances stop colliding.
                 self.conflicts += 1
                 self._others_seen_at = time.monotonic()
                 if self.metrics is not None:
-                    self.metrics.commit_conflicts.inc()
+                    self.metrics.conflicted()
                 self._forget(pending)
                 time.sleep(random.uniform(0, CONFLICT_BACKOFF * 2 ** min(attempt, 6)))
             except Exception as error:  # the database failed: nobody's events were saved
                 self._forget(pending)
-                if len(pending) > 1 and statement_failed(error):
+                if len(pending) > 1 and self.failures.statement_failed(error):
                     # One command's values broke the statement, not the database: each
                     # saved alone, only that one fails.
                     for s in pending:
                         self._commit([s])
                     return
-                failure = translate(error)
+                failure = self.failures.translate(error)
                 for s in pending:
                     s.error = failure
                 break
@@ -341,7 +320,7 @@ class CommandBus:
             try:
                 known_fingerprint, reply = self._open_reply(s.user_id, s.key, stored[(s.user_id, s.key)])
             except UserErased as erased:
-                s.error = translate(erased)
+                s.error = self.failures.translate(erased)
                 continue
             except Exception:  # (its key could not be read now: the refusal stands, a retry finds the reply)
                 log.warning("could not open a raced key's reply", exc_info=True)
@@ -372,7 +351,7 @@ class CommandBus:
         erased_here: set[str] = set()  # users this batch erases: nothing more of theirs in it
         for s in batch:
             if s.user_id in erased_here:
-                s.error = translate(UserErased(f"user {s.user_id} was erased", field="owner", rule="not_erased"))
+                s.error = self.failures.translate(UserErased(f"user {s.user_id} was erased", field="owner", rule="not_erased"))
                 continue
             first = seen.get((s.user_id, s.key))
             if first is not None:
@@ -384,7 +363,7 @@ class CommandBus:
                 try:
                     known_fingerprint, reply = self._open_reply(s.user_id, s.key, stored_replies[(s.user_id, s.key)])
                 except UserErased as erased:
-                    s.error = translate(erased)
+                    s.error = self.failures.translate(erased)
                     continue
                 self._check_same_request(s, known_fingerprint)
                 if s.error is None:
@@ -443,7 +422,7 @@ class CommandBus:
                     if aggregate.pending_events and aggregate.owner != SYSTEM_OWNER:
                         keys.key_for_writing(aggregate.owner)
         except Exception as error:
-            s.error = translate(error)
+            s.error = self.failures.translate(error)
             if any(a.pending_events for a in uow.touched.values()):
                 self.cache.evict(uow.touched)
                 raise _Rerun(s, s.error) from None

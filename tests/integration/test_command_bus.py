@@ -10,6 +10,7 @@ import uuid
 from chronicle_contract.conversations import AddMessage, MessageAdded, StartConversation
 from chronicle_contract.errors import ChronicleError
 
+from adapters.errors import DriverFailures
 from domain.conversation import Conversation
 from entrypoints.bootstrap import Chronicle
 from entrypoints.routes import command_handlers
@@ -32,7 +33,7 @@ def add_then_fail(cmd: AddMessage, uow: UnitOfWork) -> MessageAdded:
 
 async def test_a_failing_command_after_a_change_leaves_its_batch_mates_intact(chronicle: Chronicle) -> None:
     handlers = command_handlers() | {BuggyAddMessage: Decide(BuggyAddMessage, add_then_fail)}
-    bus = CommandBus(chronicle.store, handlers)
+    bus = CommandBus(chronicle.store, handlers, failures=DriverFailures())
     user = f"bus-{uuid.uuid4().hex}"
     try:
         # Queued before the writer starts, so all of them form one batch.
@@ -40,7 +41,7 @@ async def test_a_failing_command_after_a_change_leaves_its_batch_mates_intact(ch
         bus.start()
         conversation_id = uuid.UUID((await start)["conversation_id"])
         bus.stop()
-        bus = CommandBus(chronicle.store, handlers)
+        bus = CommandBus(chronicle.store, handlers, failures=DriverFailures())
         commands = [(AddMessage, "before"), (BuggyAddMessage, "ignored"), (AddMessage, "after")]
         futures = [
             asyncio.ensure_future(bus.execute(kind(conversation_id=conversation_id, role="user", content=text), user))
@@ -66,7 +67,7 @@ async def test_a_group_commit_of_tens_of_megabytes_is_saved(chronicle: Chronicle
     # must not use it (adapters/store/event_store.py). 30 artifacts of ~0.9 MB, sent at once.
     from chronicle_contract.artifacts import StoreArtifact
 
-    bus = CommandBus(chronicle.store, command_handlers())
+    bus = CommandBus(chronicle.store, command_handlers(), failures=DriverFailures())
     bus.start()
     try:
         big = {"type": "page", "label": "x" * 900_000}
@@ -81,7 +82,7 @@ async def test_a_value_the_database_refuses_fails_only_its_own_command(chronicle
     """A key too long for the idempotency index (the edge refuses it earlier; here it reaches
     the bus) broke the batch's one statement: every batch mate got `unavailable`, after ten
     retries. Now the batch is saved command by command and only that one is refused."""
-    bus = CommandBus(chronicle.store, command_handlers())
+    bus = CommandBus(chronicle.store, command_handlers(), failures=DriverFailures())
     users = [f"mate-{n}-{uuid.uuid4().hex[:6]}" for n in range(5)]
     try:
         futures = [asyncio.ensure_future(bus.execute(StartConversation(title="bad key"), users[0], secrets.token_urlsafe(6000)))]
@@ -104,14 +105,14 @@ async def test_an_erasure_batched_with_the_users_own_writes_fails_only_what_come
     second add_message reused a version). Now the bystander and what came before stand."""
     from chronicle_contract.users import EraseUser
 
-    bus = CommandBus(chronicle.store, command_handlers())
+    bus = CommandBus(chronicle.store, command_handlers(), failures=DriverFailures())
     victim, bystander = f"v-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"
     bus.start()
     try:
         conversation_id = uuid.UUID((await bus.execute(StartConversation(title="t"), victim))["conversation_id"])
     finally:
         bus.stop()
-    bus = CommandBus(chronicle.store, command_handlers())
+    bus = CommandBus(chronicle.store, command_handlers(), failures=DriverFailures())
     message = AddMessage(conversation_id=conversation_id, role="user", content="hi")
     try:
         futures = [

@@ -27,6 +27,7 @@ from chronicle_contract.sessions import CloseSession, CreateSession, UpdateSessi
 from chronicle_contract.users import EraseUser
 from chronicle_contract.values import Chunk
 
+from adapters.errors import DriverFailures
 from adapters.store.memory import InMemoryEventStore
 from domain.conversation import Conversation
 from domain.hitl import HistoryWindow, HitlRun
@@ -59,7 +60,7 @@ def clock() -> Clock:
 @pytest.fixture
 async def bus(store: InMemoryEventStore, clock: Clock) -> AsyncIterator[CommandBus]:
     counter = itertools.count(1)
-    running = CommandBus(store, command_handlers(), clock=clock, new_id=lambda: UUID(int=next(counter)))
+    running = CommandBus(store, command_handlers(), failures=DriverFailures(), clock=clock, new_id=lambda: UUID(int=next(counter)))
     running.start()
     yield running
     running.stop()
@@ -227,7 +228,7 @@ async def test_two_writers_on_one_conversation_meet_optimistic_concurrency(
 ) -> None:
     # Two buses (two service instances) on one store, each with its own cache: a write that
     # meets a version taken by the other is decided again on fresh state, never lost.
-    buses = [CommandBus(store, command_handlers(), clock=clock) for _ in range(2)]
+    buses = [CommandBus(store, command_handlers(), failures=DriverFailures(), clock=clock) for _ in range(2)]
     for running in buses:
         running.start()
     try:
@@ -278,7 +279,7 @@ async def test_a_retry_racing_its_first_send_on_another_instance_gets_the_first_
     conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
     await bus.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
     first = await bus.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice", "resume-1")
-    other = CommandBus(SecondInstance(store), command_handlers(), clock=clock)
+    other = CommandBus(SecondInstance(store), command_handlers(), failures=DriverFailures(), clock=clock)
     other.start()
     try:
         # It finds no stored reply, loads the run already resumed: refused by the aggregate,
@@ -304,7 +305,7 @@ async def refused_keyed(bus: CommandBus, command: Command[Any], user: str, key: 
 @contextlib.contextmanager
 def second_instance(store: InMemoryEventStore, clock: Clock) -> Iterator[CommandBus]:
     """Another command bus on the same store, as a second service instance on one database."""
-    other = CommandBus(store, command_handlers(), clock=clock)
+    other = CommandBus(store, command_handlers(), failures=DriverFailures(), clock=clock)
     other.start()
     try:
         yield other
@@ -370,7 +371,7 @@ async def test_a_raced_key_whose_reply_cannot_be_opened_leaves_the_refusal_and_t
     conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
     await bus.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
     await bus.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice", "resume-1")
-    other = CommandBus(UnreadableReplies(store), command_handlers(), clock=clock)
+    other = CommandBus(UnreadableReplies(store), command_handlers(), failures=DriverFailures(), clock=clock)
     other.start()
     try:
         refusal = await refused_keyed(other, ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice", "resume-1")
