@@ -52,6 +52,7 @@ from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing, service_key
 from adapters.store.postgres import PostgresTarget, migrate
 from adapters.store.reachability import Reachability, fail_fast
+from adapters.store.snapshots import SealedSnapshots
 from entrypoints.projection_process import ProjectionProcess
 from entrypoints.read_models import ReadModels, embedder, kept, postgres_read_models, projection_engine
 from entrypoints.routes import command_handlers, routes
@@ -223,7 +224,11 @@ class Chronicle:
             clock=self.overrides.clock,
             new_id=self.overrides.new_id,
             snapshots=(
-                SnapshotTaker(self.postgres_store, settings.snapshot_every, settings.snapshot_keep)
+                SnapshotTaker(
+                    SealedSnapshots(self.postgres_store.snapshot_codec, self.postgres_store.snapshots),
+                    settings.snapshot_every,
+                    settings.snapshot_keep,
+                )
                 if self.overrides.store is None
                 else None
             ),

@@ -12,7 +12,6 @@ is SnapshotUnreadable, and one whose owner was erased raises ErasedContent.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -27,6 +26,7 @@ from psycopg.sql import SQL
 from adapters.store.reachability import Reachability, while_reachable
 from domain.base import SYSTEM_OWNER, Aggregate
 from domain.snapshot import Unsnapshottable, capture, restore, schema_of, state_model
+from services.ports.snapshots import Captured, SnapshotWriter, StoredSnapshot
 
 if TYPE_CHECKING:
     from adapters.store.mapper import PydanticMapper
@@ -45,29 +45,6 @@ class SnapshotUnreadable(Exception):
 
 def snapshot_associated_data(originator_id: UUID, version: int) -> bytes:
     return b"chronicle-snapshot\0" + originator_id.bytes + version.to_bytes(8, "big")
-
-
-@dataclass(frozen=True)
-class StoredSnapshot:
-    originator_id: UUID
-    originator_version: int
-    topic: str
-    state: bytes
-    modified_on: datetime
-
-
-@dataclass(frozen=True)
-class Captured:
-    """An aggregate's state taken at a version, not yet sealed (safe to hand to another thread)."""
-
-    originator_id: UUID
-    originator_version: int
-    topic: str
-    owner: str
-    schema: str
-    content: bytes  # the State model's JSON
-    created_on: datetime
-    modified_on: datetime
 
 
 def snapshot_class(topic: str) -> type[Aggregate] | None:
@@ -217,3 +194,20 @@ def stored_snapshot(row: dict[str, Any]) -> StoredSnapshot:
     return StoredSnapshot(
         row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]), row["modified_on"]
     )
+
+
+class SealedSnapshots(SnapshotWriter):
+    """The port the snapshot taker writes through: the codec captures and seals, the recorder saves."""
+
+    def __init__(self, codec: SnapshotCodec, recorder: SnapshotRecorder):
+        self.codec = codec
+        self.recorder = recorder
+
+    def capture(self, aggregate: Aggregate) -> Captured:
+        return self.codec.capture(aggregate)
+
+    def seal(self, captured: Captured) -> StoredSnapshot:
+        return self.codec.seal(captured)
+
+    def save(self, snapshots: Sequence[StoredSnapshot], keep: int = 0) -> None:
+        self.recorder.save(snapshots, keep)

@@ -15,10 +15,9 @@ import queue
 import threading
 from collections.abc import Iterable
 
-from adapters.store.event_store import EventStore
-from adapters.store.snapshots import Captured
 from domain.base import Aggregate
 from domain.snapshot import state_model
+from services.ports.snapshots import Captured, SnapshotWriter
 from services.runtime.queues import drain
 
 log = logging.getLogger(__name__)
@@ -32,7 +31,7 @@ def crossed(before: int, after: int, every: int) -> bool:
 
 
 class SnapshotTaker:
-    def __init__(self, store: EventStore, every: int, keep: int = 0):
+    def __init__(self, store: SnapshotWriter, every: int, keep: int = 0):
         self.store = store
         self.every = every
         self.keep = keep
@@ -57,7 +56,7 @@ class SnapshotTaker:
             if not crossed(before, aggregate.version, self.every) or state_model(type(aggregate)) is None:
                 continue
             try:
-                captured = self.store.snapshot_codec.capture(aggregate)
+                captured = self.store.capture(aggregate)
             except Exception as error:  # the State model does not fit: a bug, but not the caller's
                 self._lost("snapshot not captured", aggregate.id, aggregate.version, error)
                 continue
@@ -73,11 +72,11 @@ class SnapshotTaker:
         sealed = []
         for captured in batch:
             try:
-                sealed.append(self.store.snapshot_codec.seal(captured))
+                sealed.append(self.store.seal(captured))
             except Exception as error:  # the owner was erased meanwhile, say
                 self._lost("snapshot not sealed", captured.originator_id, captured.originator_version, error)
         try:
-            self.store.snapshots.save(sealed, self.keep)
+            self.store.save(sealed, self.keep)
             self.taken += len(sealed)
         except Exception as error:
             self.dropped += len(sealed)

@@ -45,7 +45,6 @@ KNOWN_BREACHES: dict[str, set[str]] = {
     "services.audit.queries": {"adapters.auth", "adapters.store.keys", "adapters.store.mapper", "adapters.store.snapshots"},
     "services.audit.replay": {"adapters.store.keys"},
     "services.jobs.worker": {"adapters.messaging.jetstream"},
-    "services.runtime.snapshots": {"adapters.store.event_store", "adapters.store.snapshots"},
     "services.users.erasure": {"adapters.store.keys"},
 }
 
