@@ -35,7 +35,7 @@ from adapters.generation.generator_openai import OpenAICompatibleGenerator
 from adapters.messaging.callout import AuthCallout
 from adapters.messaging.connect import connect_options
 from adapters.messaging.fair_share import FairShare, Limits
-from adapters.messaging.jetstream import remove_stream
+from adapters.messaging.jetstream import JetStreams, remove_stream
 from adapters.messaging.nats_service import NatsService
 from adapters.messaging.usage_sync import UsageSync
 from adapters.metrics import Metrics
@@ -53,6 +53,7 @@ from adapters.store.keys import KeyRing, service_key
 from adapters.store.postgres import PostgresTarget, migrate
 from adapters.store.reachability import Reachability, fail_fast
 from adapters.store.snapshots import SealedSnapshots
+from adapters.store.user_data import PostgresUserData
 from entrypoints.projection_process import ProjectionProcess
 from entrypoints.read_models import ReadModels, embedder, kept, postgres_read_models, projection_engine
 from entrypoints.routes import command_handlers, routes
@@ -328,8 +329,9 @@ class Chronicle:
         for stream in (hitl_stream(prefix), f"KV_{hitl_taken_bucket(prefix)}"):
             if await remove_stream(js, stream):
                 log.info("removed a stream of an earlier version", extra={"stream": stream})
-        await ensure_upload_bucket(js, prefix, settings.stream_replicas)
-        await ensure_job_streams(js, prefix, settings.job_ack_wait, settings.stream_replicas)
+        jet_streams = JetStreams(js, settings.stream_replicas)
+        await ensure_upload_bucket(jet_streams, prefix)
+        await ensure_job_streams(jet_streams, prefix, settings.job_ack_wait)
         self._scrape("nats", JobQueue(js, streams(prefix)[0], CONSUMER, asyncio.get_running_loop()))
         job_relay = EventRelay(self.target.url, JobRelay(nc, js, prefix), keys)
         await self._run(job_relay)
@@ -382,7 +384,7 @@ class Chronicle:
             JobRequests: JobRequests(bus, FullTextRetriever(reading), read_positions, settings.query_wait_timeout),
             Audit: Audit(reading, record_read, keys),  # (keys from the primary: an erasure counts at once)
             Digests: Digests(reading, self.postgres_store.mapper),
-            Erasure: Erasure(bus, keys, forget=[previews.forget_uploads]),
+            Erasure: Erasure(bus, keys, PostgresUserData(self.target), forget=[previews.forget_uploads]),
             Answers: Answers(bus, self.postgres_store.events_of),
         }
         limits = Limits(

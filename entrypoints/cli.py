@@ -399,11 +399,12 @@ def replay(settings: Settings, ident: str, at_version: int | None, at_time: str 
 
 def erase_user_command(settings: Settings, user: str) -> None:
     """Erase a user now (no service needed): record the erasure, destroy the key."""
+    from adapters.store.user_data import PostgresUserData
     from entrypoints.bootstrap import Stage
     from services.users.erasure import erase_user
 
     with database(settings, through=Stage.BUS) as chronicle:
-        reply = asyncio.run(erase_user(chronicle.bus, chronicle.keys, user, "cli"))
+        reply = asyncio.run(erase_user(chronicle.bus, chronicle.keys, PostgresUserData(chronicle.target), user, "cli"))
     print(f"user {user}: {'erased' if reply['erased'] else 'was already erased'} (key destroyed)")
 
 

@@ -6,8 +6,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from nats.js import JetStreamContext
-from nats.js.api import ObjectStoreConfig, RetentionPolicy, StreamConfig
+from nats.js.api import AckPolicy, ConsumerConfig, ObjectStoreConfig, RetentionPolicy, StreamConfig
 from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError, ServiceUnavailableError
+
+from services.ports.streams import Streams
 
 DAY = 24 * 3600.0
 PLACEMENT_WAIT = 30.0  # seconds a stream's creation is tried while a new cluster cannot place it yet
@@ -83,3 +85,30 @@ async def remove_stream(js: JetStreamContext, name: str) -> bool:
     except NotFoundError:
         return False
     return True
+
+
+class JetStreams(Streams):
+    """The streams port on one JetStream context, each stream kept `replicas` times."""
+
+    def __init__(self, js: JetStreamContext, replicas: int = 1):
+        self.js = js
+        self.replicas = replicas
+
+    async def ensure_work_queue(
+        self, name: str, subjects: list[str], *, consumer: str, ack_wait: float, duplicate_window: float
+    ) -> None:
+        await ensure_stream(
+            self.js, name, subjects, retention=RetentionPolicy.WORK_QUEUE, duplicate_window=duplicate_window,
+            replicas=self.replicas,
+        )
+        config = ConsumerConfig(durable_name=consumer, ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait, max_deliver=-1)
+        try:
+            await self.js.consumer_info(name, consumer)
+        except NotFoundError:
+            await self.js.add_consumer(name, config)
+
+    async def ensure_object_store(self, bucket: str, *, ttl: float) -> None:
+        await ensure_object_store(self.js, bucket, ObjectStoreConfig(ttl=ttl, replicas=self.replicas))
+
+    async def remove(self, name: str) -> bool:
+        return await remove_stream(self.js, name)

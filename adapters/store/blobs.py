@@ -13,21 +13,17 @@ import secrets
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from psycopg_pool import ConnectionPool
 
-from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget
-
-CHUNK_BYTES = 512 * 1024
-
-
-class BlobErased(Exception):
-    """The owner was erased: their blobs cannot be read any more."""
+from services.ports import blobs as port
+from services.ports.blobs import CHUNK_BYTES, BlobErased
+from services.ports.keys import KeyRing
 
 
 def associated_data(owner: str, sha256: str, seq: int) -> bytes:
     return f"{owner}\0{sha256}\0{seq}".encode()
 
 
-class BlobStore:
+class BlobStore(port.BlobStore):
     def __init__(self, target: PostgresTarget, keys: KeyRing, *, pool_size: int = 2):
         self.keys = keys
         self.pool = ConnectionPool(target.url, min_size=0, max_size=pool_size, kwargs={"autocommit": False}, open=True)

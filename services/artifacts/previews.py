@@ -33,23 +33,22 @@ from chronicle_contract.base import Command
 from chronicle_contract.bus import user_scope
 from chronicle_contract.errors import ChronicleError
 from nats.js import JetStreamContext
-from nats.js.api import ObjectStoreConfig
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 
-from adapters.messaging.jetstream import ensure_object_store
-from adapters.store.blobs import CHUNK_BYTES, BlobErased, BlobStore
 from domain.artifact import MAX_PREVIEW_BYTES
 from services.artifacts import queries as queries_artifacts
 from services.artifacts.generation import visible_artifact
+from services.ports.blobs import CHUNK_BYTES, BlobErased, BlobStore
 from services.ports.read_models import Queries
+from services.ports.streams import Streams
 from services.runtime.command_bus import CommandBus
 from services.runtime.replies import Wire
 
 UPLOAD_TTL = 3600.0  # seconds an upload waits to be claimed before JetStream drops it
 
 
-async def ensure_upload_bucket(js: JetStreamContext, prefix: str, replicas: int = 1) -> None:
-    await ensure_object_store(js, upload_bucket(prefix), ObjectStoreConfig(ttl=UPLOAD_TTL, replicas=replicas))
+async def ensure_upload_bucket(streams: Streams, prefix: str) -> None:
+    await streams.ensure_object_store(upload_bucket(prefix), ttl=UPLOAD_TTL)
 
 
 def part_name(user: str, upload: str, index: int) -> str:

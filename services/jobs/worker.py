@@ -27,14 +27,12 @@ from chronicle_contract.errors import ChronicleError
 from chronicle_contract.jobs import DescribeJob, FailJob, RecordOutcomes, StartPhase, job_progress
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy
-from nats.js.errors import NotFoundError
 
-from adapters.messaging.jetstream import ensure_stream, remove_stream
 from domain.job import Chunk, Job
 from services.ports.agent import Agent, AgentFailed, JobSpec
 from services.ports.background import Background
 from services.ports.relays import Relay
+from services.ports.streams import Streams
 from services.runtime.command_bus import CommandBus
 
 log = logging.getLogger(__name__)
@@ -54,21 +52,15 @@ def streams(prefix: str) -> tuple[str, str]:
     return base + "_JOBS", base + "_JOB_PROGRESS"
 
 
-async def ensure_job_streams(js: JetStreamContext, prefix: str, ack_wait: float, replicas: int = 1) -> None:
+async def ensure_job_streams(jetstream: Streams, prefix: str, ack_wait: float) -> None:
     work, progress = streams(prefix)
     # A work queue holds a job until a worker acks it; its message ids (the job ids) are
     # remembered for an hour, so a relay publishing again adds no second copy.
-    await ensure_stream(
-        js, work, [f"{prefix}.jobs.work"], retention=RetentionPolicy.WORK_QUEUE, duplicate_window=3600.0,
-        replicas=replicas,
+    await jetstream.ensure_work_queue(
+        work, [f"{prefix}.jobs.work"], consumer=CONSUMER, ack_wait=ack_wait, duplicate_window=3600.0
     )
     # Progress goes to each owner's own subject now, kept nowhere.
-    await remove_stream(js, progress)
-    consumer = ConsumerConfig(durable_name=CONSUMER, ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait, max_deliver=-1)
-    try:
-        await js.consumer_info(work, CONSUMER)
-    except NotFoundError:
-        await js.add_consumer(work, consumer)
+    await jetstream.remove(progress)
 
 
 # The job's status after each event (PhaseStarted names its phase).
