@@ -33,7 +33,6 @@ class Caller(str):
         return caller
 
 
-AUDITOR = "auditor"
 MAX_SUBJECT = 256  # characters of a token's `sub`: the user id everything is scoped by
 MAX_TOKEN = 16 * 1024  # characters of a bearer token (a JWT is a few hundred)
 # The last moment a token may name as its expiry: 9999-12-31T23:59:59Z. Past it a time

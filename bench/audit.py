@@ -14,13 +14,13 @@ import contextlib
 import time
 from pathlib import Path
 
+from adapters.store.export import ExportScope, export_events
 from adapters.store.hash_chains import verify_chains
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.report import Report, over
 from bench.seed import Scale, seed
 from bench.servers import bench_servers
-from services.audit.export import ExportScope, export_events
 
 RATE_AIM = 50_000.0
 

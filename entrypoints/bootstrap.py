@@ -47,7 +47,9 @@ from adapters.read_side.relay import EventRelay, relay_channels
 from adapters.read_side.replayed_positions import ReplayedPositions
 from adapters.read_side.tracking import tracked_version
 from adapters.scraped import JobQueue, Scraped, Source, Tracking
+from adapters.store.audit_decoder import Decoder
 from adapters.store.blobs import BlobStore
+from adapters.store.digest import PostgresDigests
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing, service_key
 from adapters.store.postgres import PostgresTarget, migrate
@@ -368,7 +370,8 @@ class Chronicle:
         # Every instance may publish digests too: the digest stream records one per position.
         if settings.digest_interval > 0:
             self.digest_publisher = DigestPublisher(
-                self.target, Digests(queries, self.postgres_store.mapper), bus.execute, settings.digest_interval
+                PostgresDigests(self.target), Digests(queries, self.postgres_store.mapper), bus.execute,
+                settings.digest_interval,
             )
             await self._run(self.digest_publisher)
 
@@ -382,7 +385,7 @@ class Chronicle:
             Previews: previews,
             # (A job's retrieval snapshot waits for the caller's min_position, as a query does.)
             JobRequests: JobRequests(bus, FullTextRetriever(reading), read_positions, settings.query_wait_timeout),
-            Audit: Audit(reading, record_read, keys),  # (keys from the primary: an erasure counts at once)
+            Audit: Audit(reading, record_read, Decoder(keys)),  # (keys from the primary: an erasure counts at once)
             Digests: Digests(reading, self.postgres_store.mapper),
             Erasure: Erasure(bus, keys, PostgresUserData(self.target), forget=[previews.forget_uploads]),
             Answers: Answers(bus, self.postgres_store.events_of),

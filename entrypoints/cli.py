@@ -381,6 +381,7 @@ def replay(settings: Settings, ident: str, at_version: int | None, at_time: str 
 
     from chronicle_contract.errors import ChronicleError
 
+    from adapters.store.audit_decoder import Decoder
     from services.audit.replay import replay as replay_report
 
     try:
@@ -392,7 +393,7 @@ def replay(settings: Settings, ident: str, at_version: int | None, at_time: str 
         when = when.replace(tzinfo=UTC)
     with database(settings) as chronicle:
         try:
-            print(read_models(chronicle, lambda queries: replay_report(queries, chronicle.keys, aggregate_id, at_version, when)))
+            print(read_models(chronicle, lambda queries: replay_report(queries, Decoder(chronicle.keys), aggregate_id, at_version, when)))
         except ChronicleError as error:
             sys.exit(error.message)
 
@@ -415,7 +416,7 @@ def export_command(settings: Settings, user: str | None, session: str | None, si
 
     from tqdm import tqdm
 
-    from services.audit.export import ExportScope, export_events
+    from adapters.store.export import ExportScope, export_events
 
     try:
         session_id = uuid.UUID(session) if session else None
@@ -442,7 +443,7 @@ def import_command(settings: Settings, path: str) -> None:
     """Load an exported audit log into an empty store, then rebuild every read model."""
     from tqdm import tqdm
 
-    from services.audit.import_log import NotALog, StoreNotEmpty, check_log, import_events
+    from adapters.store.import_log import NotALog, StoreNotEmpty, check_log, import_events
 
     try:
         with open(path, "rb") as lines:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import hashlib
 import struct
 import uuid
-from dataclasses import dataclass
 
 from psycopg.sql import SQL
 
 from adapters.store.postgres import PostgresTarget
 from domain.digest import DIGEST_ID
+from services.ports.digests import StoreDigest, StoreDigests
 
 LEAF_PREFIX, NODE_PREFIX = b"\x00", b"\x01"
 EMPTY_ROOT = hashlib.sha256(b"").digest()  # the root over no streams at all
@@ -72,18 +72,6 @@ class MerkleRoot:
         return digest
 
 
-@dataclass(frozen=True)
-class StoreDigest:
-    position: int  # notification id the heads are taken at
-    root: bytes
-    streams: int
-    events: int  # the sum of the head versions: every event, when every chain is intact
-
-    @property
-    def root_hex(self) -> str:
-        return self.root.hex()
-
-
 def head_position(target: PostgresTarget) -> int:
     """The notification id of the latest event a digest would cover (0 for none)."""
     with target.connect() as conn:
@@ -122,3 +110,16 @@ def compute_digest(target: PostgresTarget, position: int | None = None, *, batch
                     events += version
                     previous = stream
     return StoreDigest(position=position, root=tree.root(), streams=tree.leaves, events=events)
+
+
+class PostgresDigests(StoreDigests):
+    """The digest port on one database."""
+
+    def __init__(self, target: PostgresTarget):
+        self.target = target
+
+    def head(self) -> int:
+        return head_position(self.target)
+
+    def digest_at(self, position: int) -> StoreDigest:
+        return compute_digest(self.target, position)

@@ -26,21 +26,16 @@ from psycopg.sql import SQL
 from adapters.store.reachability import Reachability, while_reachable
 from domain.base import SYSTEM_OWNER, Aggregate
 from domain.snapshot import Unsnapshottable, capture, restore, schema_of, state_model
-from services.ports.snapshots import Captured, SnapshotWriter, StoredSnapshot
+from services.ports.snapshots import SNAPSHOT_COLUMNS, Captured, SnapshotUnreadable, SnapshotWriter, StoredSnapshot
 
 if TYPE_CHECKING:
     from adapters.store.mapper import PydanticMapper
 
 FORMAT = 1
 SEALED = "_sealed"
-SNAPSHOT_COLUMNS = "originator_id, originator_version, topic, state, modified_on"
 # What a changed or outdated snapshot raises while decoded (pydantic's ValidationError,
 # orjson's and base64's errors are ValueErrors); the owner's erasure (ErasedContent) is not one.
 CORRUPT = (ValueError, LookupError, TypeError, AttributeError, InvalidTag, Unsnapshottable)
-
-
-class SnapshotUnreadable(Exception):
-    """The snapshot cannot be restored: load the whole stream instead."""
 
 
 def snapshot_associated_data(originator_id: UUID, version: int) -> bytes:

@@ -18,11 +18,10 @@ from chronicle_contract.errors import ChronicleError
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
-from adapters.store.digest import HEAD_POSITION, StoreDigest, compute_digest
-from adapters.store.mapper import PydanticMapper
-from adapters.store.postgres import PostgresTarget
 from domain.digest import DIGEST_ID, SYSTEM_OWNER, AuditDigest
 from services.ports.background import Background
+from services.ports.digests import StoreDigest, StoreDigests
+from services.ports.event_store import EventMapper
 from services.ports.read_models import Queries
 from services.runtime.command_bus import Execute
 from services.runtime.replies import Wire
@@ -45,7 +44,7 @@ class Digests:
     """Reads the recorded digests back, through the store's own mapper (the digest stream
     is written like any other)."""
 
-    def __init__(self, queries: Queries, mapper: PydanticMapper):
+    def __init__(self, queries: Queries, mapper: EventMapper):
         self.queries = queries
         self.mapper = mapper
 
@@ -90,9 +89,9 @@ class DigestPublisher(Background):
 
     name = "audit-digest"
 
-    def __init__(self, target: PostgresTarget, digests: Digests, execute: Execute, interval: float):
+    def __init__(self, store: StoreDigests, digests: Digests, execute: Execute, interval: float):
         super().__init__()
-        self.target = target
+        self.store = store
         self.digests = digests
         self.execute = execute
         self.interval = interval
@@ -111,13 +110,12 @@ class DigestPublisher(Background):
 
     async def publish_if_changed(self) -> StoreDigest | None:
         """The digest this call recorded, or None when nothing changed or another got there first."""
-        found = await self.digests.queries.fetch_one(HEAD_POSITION, (DIGEST_ID,))
-        head = found["head"] if found else 0
+        head = await asyncio.to_thread(self.store.head)
         latest = await self.digests.published(1)
         if head <= (latest[0]["position"] if latest else 0):
             return None
         # Millions of events are read and hashed: a worker thread, never the event loop.
-        digest = await asyncio.to_thread(compute_digest, self.target, head)
+        digest = await asyncio.to_thread(self.store.digest_at, head)
         reply = await self.execute(
             PublishDigest(position=digest.position, root=digest.root_hex, streams=digest.streams, events=digest.events),
             SYSTEM_OWNER,

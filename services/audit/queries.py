@@ -14,68 +14,18 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import orjson
-from chronicle_contract.audit import AuditStream, AuditTimeline, StreamPage, Timeline
+from chronicle_contract.audit import AUDITOR, AuditStream, AuditTimeline, StreamPage, Timeline
 from chronicle_contract.errors import ChronicleError
-from eventsourcing.persistence import StoredEvent
 from pydantic_core import to_jsonable_python
 
-from adapters.auth import AUDITOR
-from adapters.store.keys import KeyRing
-from adapters.store.mapper import ErasedContent, PydanticMapper
-from adapters.store.snapshots import SNAPSHOT_COLUMNS, SnapshotCodec, SnapshotUnreadable, stored_snapshot
+from services.ports.audit import EVENT_COLUMNS, EventDecoder
+from services.ports.event_store import ErasedContent
 from services.ports.read_models import Queries
+from services.ports.snapshots import SNAPSHOT_COLUMNS, SnapshotUnreadable
 from services.runtime.replies import Wire
 
 RecordRead = Callable[[str, dict[str, Any]], Awaitable[Any]]
-EVENT_COLUMNS = "originator_id, originator_version, topic, state, notification_id, hash"
 HIDDEN_STATE = {"_pending_events"}
-
-
-def stored(row: dict[str, Any]) -> StoredEvent:
-    return StoredEvent(row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
-
-
-class Decoder:
-    """Events for an audit: decoded, or, when their owner was erased, the clear metadata."""
-
-    def __init__(self, keys: KeyRing | None):
-        self.mapper = PydanticMapper(keys=keys)
-
-    def event(self, row: dict[str, Any]) -> Any:
-        """The domain event; raises ErasedContent."""
-        return self.mapper.to_domain_event(stored(row))
-
-    def owner_and_type(self, row: dict[str, Any]) -> tuple[str, str]:
-        """A creation event's owner and aggregate type, readable even after an erasure."""
-        envelope = self.mapper.envelope(stored(row))
-        return envelope["owner"], envelope["originator_topic"].rpartition(":")[2]
-
-    def opened(self, originator_id: UUID, version: int, state: bytes) -> tuple[str, dict[str, Any], bytes | None, bool]:
-        """An event's timestamp, its other clear fields, its content unsealed (the JSON it
-        was sealed as; None when nothing was sealed or its owner was erased), and whether
-        its owner was erased. The stored JSON as it is, not re-serialised through the
-        event model: an export of millions of events spends its time here."""
-        clear = self.mapper.stored_json(state)
-        timestamp = clear.pop("timestamp")
-        try:
-            return timestamp, clear, self.mapper.take_content(clear, originator_id, version), False
-        except ErasedContent:
-            return timestamp, clear, None, True
-
-    def described(self, row: dict[str, Any], aggregate_type: str) -> dict[str, Any]:
-        timestamp, clear, content, erased = self.opened(row["originator_id"], row["originator_version"], bytes(row["state"]))
-        return {
-            "aggregate_id": row["originator_id"],
-            "aggregate_type": aggregate_type,
-            "version": row["originator_version"],
-            "position": row["notification_id"],
-            "type": row["topic"].rpartition(":")[2],
-            "timestamp": timestamp,
-            "payload": clear if content is None else {**clear, **orjson.loads(content)},
-            "erased": erased,
-            "hash": bytes(row["hash"]).hex() if row.get("hash") is not None else None,
-        }
 
 
 def state_of(aggregate: Any) -> dict[str, Any]:
@@ -85,11 +35,10 @@ def state_of(aggregate: Any) -> dict[str, Any]:
 
 
 class Audit:
-    def __init__(self, queries: Queries, record_read: RecordRead, keys: KeyRing | None = None):
+    def __init__(self, queries: Queries, record_read: RecordRead, decoder: EventDecoder):
         self.queries = queries
         self.record_read = record_read
-        self.decoder = Decoder(keys)
-        self.snapshots = SnapshotCodec(self.decoder.mapper)
+        self.decoder = decoder
 
     async def _check_reader(
         self, caller: str, owner: str, what: str, aggregate_id: UUID, not_found: ChronicleError, **point: Any
@@ -154,7 +103,7 @@ class Audit:
         start = None
         if snapshot is not None:
             try:
-                start = await asyncio.to_thread(self.snapshots.decode, stored_snapshot(snapshot))
+                start = await asyncio.to_thread(self.decoder.snapshot, snapshot)
             except ErasedContent:
                 return None, None  # the owner was erased: there is no state to show
             except SnapshotUnreadable:

@@ -11,20 +11,22 @@ import orjson
 from chronicle_contract.audit import AuditStream
 from chronicle_contract.errors import ChronicleError
 
-from adapters.store.keys import KeyRing
-from services.audit.queries import EVENT_COLUMNS, Audit
+from services.audit.queries import Audit
+from services.ports.audit import EVENT_COLUMNS, EventDecoder
 from services.ports.read_models import Queries
 
 PAYLOAD_WIDTH = 100
 
 
-async def replay(queries: Queries, keys: KeyRing, aggregate_id: UUID, at_version: int | None, at_time: datetime | None) -> str:
+async def replay(
+    queries: Queries, decoder: EventDecoder, aggregate_id: UUID, at_version: int | None, at_time: datetime | None
+) -> str:
     """Every event of the aggregate (an operator at the CLI reads as its owner), then the
     state at the point asked for; raises ChronicleError(not_found) for an unknown id."""
     async def no_record(*_: Any) -> None:  # never called: the owner reads their own stream
         raise AssertionError("an owner's read is not recorded")
 
-    audit = Audit(queries, no_record, keys)
+    audit = Audit(queries, no_record, decoder)
     owner = await owner_of(audit, aggregate_id)
     pages = []
     after = 0

@@ -15,6 +15,12 @@ from uuid import UUID
 
 from domain.base import Aggregate
 
+SNAPSHOT_COLUMNS = "originator_id, originator_version, topic, state, modified_on"  # a stored snapshot's row
+
+
+class SnapshotUnreadable(Exception):
+    """The snapshot cannot be restored: load the whole stream instead."""
+
 
 @dataclass(frozen=True)
 class Captured:

@@ -22,13 +22,13 @@ from psycopg.sql import SQL, Identifier
 
 from adapters.auth import TokenAuthority
 from adapters.store.event_store import EventStore
+from adapters.store.export import ExportScope, export_events, verify_export
 from adapters.store.hash_chains import ChainBreak, verify_chains
 from adapters.store.keys import KeyRing, UserErased
 from adapters.store.postgres import PostgresTarget
 from domain.conversation import Conversation
 from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.read_models import PROJECTIONS
-from services.audit.export import ExportScope, export_events, verify_export
 from tests.conftest import make_settings
 from tests.integration.test_rebuild import chronicle_cli
 from tests.rows import scalar

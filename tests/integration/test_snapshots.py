@@ -14,6 +14,7 @@ from chronicle_client import ChronicleClient, ChronicleError
 from eventsourcing.domain import CanMutateAggregate
 
 from adapters.auth import TokenAuthority
+from adapters.store.audit_decoder import Decoder
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
 from domain.conversation import Conversation
@@ -154,7 +155,7 @@ async def test_audit_state_between_two_snapshots(snapping: Chronicle, connect_to
     conversation_id = await chat(client, 15)  # version 16: snapshots at 5, 10, 15
     await wait_for_snapshots(url_of(snapping), conversation_id, [5, 10, 15])
     store = snapping.postgres_store
-    audit = Audit(snapping.queries, record_read=None, keys=store.mapper.keys)  # type: ignore[arg-type]
+    audit = Audit(snapping.queries, record_read=None, decoder=Decoder(store.mapper.keys))  # type: ignore[arg-type]
     for version in (3, 5, 7, 10, 12, 15, 16):
         state, at = await audit.state_at(conversation_id, version, None)
         assert at == version and vars(state) == vars(full_fold(store, conversation_id, version))
@@ -199,7 +200,7 @@ async def test_an_unreadable_snapshot_is_passed_over(snapping: Chronicle, connec
     store = snapping.postgres_store
     loaded = (await asyncio.to_thread(store.load_many, [conversation_id]))[conversation_id]
     assert vars(loaded) == vars(full_fold(store, conversation_id))
-    audit = Audit(snapping.queries, record_read=None, keys=store.mapper.keys)  # type: ignore[arg-type]
+    audit = Audit(snapping.queries, record_read=None, decoder=Decoder(store.mapper.keys))  # type: ignore[arg-type]
     for version in (7, 12):
         state, at = await audit.state_at(conversation_id, version, None)
         assert at == version and vars(state) == vars(full_fold(store, conversation_id, version))
@@ -228,6 +229,6 @@ async def test_after_erasure_a_snapshot_resurrects_nothing(snapping: Chronicle, 
         assert await asyncio.to_thread(fresh.load_many, [conversation_id]) == {}
     finally:
         fresh.close()
-    audit = Audit(snapping.queries, record_read=None, keys=snapping.postgres_store.mapper.keys)  # type: ignore[arg-type]
+    audit = Audit(snapping.queries, record_read=None, decoder=Decoder(snapping.postgres_store.mapper.keys))  # type: ignore[arg-type]
     assert await audit.state_at(conversation_id, 11, None) == (None, None)
     assert await audit.state_at(conversation_id, None, None) == (None, None)

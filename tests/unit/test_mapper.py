@@ -11,10 +11,10 @@ import pytest
 from cryptography.exceptions import InvalidTag
 from eventsourcing.persistence import StoredEvent
 
+from adapters.store.audit_decoder import Decoder
+from adapters.store.export import payload
 from adapters.store.mapper import ErasedContent, PydanticMapper
 from domain.conversation import Conversation
-from services.audit.export import payload
-from services.audit.queries import Decoder
 
 
 def test_round_trip_preserves_every_field() -> None:

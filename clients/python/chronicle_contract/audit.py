@@ -10,6 +10,9 @@ from pydantic import Field, model_validator
 
 from chronicle_contract.base import MAX_POSITION, Command, Query, Reply, Written
 
+# The role claim of a token whose holder may read any user's history (each read recorded).
+AUDITOR = "auditor"
+
 
 class AuditEvent(Reply):
     aggregate_id: UUID

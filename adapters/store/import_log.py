@@ -1,4 +1,4 @@
-"""Loads an exported audit log (services/audit/export.py) into an empty store.
+"""Loads an exported audit log (adapters/store/export.py) into an empty store.
 
 Every event is appended again in the file's order, one transaction per batch: the table
 lock the recorder takes, a COPY (the hash trigger chains each row anew), and the NOTIFY
@@ -22,10 +22,10 @@ from eventsourcing.utils import resolve_topic
 from psycopg.sql import SQL, Identifier
 
 from adapters.store.event_store import EVENTS_CHANNEL
-from adapters.store.keys import KeyRing
 from adapters.store.mapper import PydanticMapper
 from adapters.store.postgres import PostgresTarget
 from domain.base import SYSTEM_OWNER
+from services.ports.keys import KeyRing
 
 # The recorder's own lock, so notification ids commit in order even if a writer slipped in.
 LOCK_EVENTS = SQL("LOCK TABLE chronicle.events IN EXCLUSIVE MODE")

@@ -19,10 +19,10 @@ import orjson
 import psycopg
 from psycopg.sql import SQL, Composed
 
+from adapters.store.audit_decoder import Decoder
 from adapters.store.hash_chains import GENESIS, ChainBreak, ChainReport, event_hash, missing
-from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget
-from services.audit.queries import Decoder
+from services.ports.keys import KeyRing
 
 SELECT_EVENTS = SQL(
     "{members} SELECT e.notification_id, e.originator_id, e.originator_version, e.topic, e.state, e.hash"
