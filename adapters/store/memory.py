@@ -1,10 +1,12 @@
-"""An event store in memory, for unit tests: the port the command bus saves to (services/ports/event_store.py),
-with the same optimistic concurrency (a version already taken fails the whole record) and
-the same idempotency records, and no server.
+"""An event store and a key ring in memory, for unit tests: the ports the command bus saves to
+(services/ports/event_store.py, services/ports/keys.py), with the same optimistic concurrency
+(a version already taken fails the whole record), the same idempotency records and the same
+erasure by destroying a key, and no server.
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -14,7 +16,9 @@ from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from adapters.store.mapper import PydanticMapper
+from domain.erasure import UserErased
 from services.ports.event_store import IdempotencyRecord, Recorder, Store, StoredReply, WriterErased
+from services.ports.keys import KeyRing
 
 
 class InMemoryRecorder(Recorder):
@@ -88,6 +92,34 @@ class InMemoryEventStore(Store):
 
     def events_of(self, originator_id: UUID) -> list[DomainEvent]:
         return [self.mapper.to_domain_event(s) for s in self.recorder.stream(originator_id)]
+
+    def close(self) -> None:
+        pass
+
+
+class InMemoryKeyRing(KeyRing):
+    """One random key per owner, made on first write; destroying it erases the owner."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, bytes | None] = {}
+
+    def key_for_writing(self, owner: str) -> bytes:
+        key = self.keys.setdefault(owner, secrets.token_bytes(32))
+        if key is None:
+            raise UserErased(f"user {owner} was erased; nothing more is recorded for them", field="owner", rule="not_erased")
+        return key
+
+    def key_for_reading(self, owner: str) -> bytes | None:
+        return self.keys.get(owner)
+
+    def destroy(self, owner: str) -> None:
+        self.keys[owner] = None
+
+    def is_erased(self, owner: str) -> bool:
+        return owner in self.keys and self.keys[owner] is None
+
+    def evict(self, owner: str) -> None:
+        pass  # (nothing is cached: the dict is the store)
 
     def close(self) -> None:
         pass

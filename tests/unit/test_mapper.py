@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from uuid import uuid4
 
@@ -14,6 +13,7 @@ from eventsourcing.persistence import StoredEvent
 from adapters.store.audit_decoder import Decoder
 from adapters.store.export import payload
 from adapters.store.mapper import ErasedContent, PydanticMapper
+from adapters.store.memory import InMemoryKeyRing
 from domain.conversation import Conversation
 
 
@@ -32,25 +32,12 @@ def test_round_trip_preserves_every_field() -> None:
         assert mapper.to_domain_event(stored) == event
 
 
-class FakeKeys:
-    """In-memory stand-in for the KeyRing: one key per owner, destroyable."""
-
-    def __init__(self) -> None:
-        self.keys: dict[str, bytes | None] = {}
-
-    def key_for_writing(self, owner: str) -> bytes:
-        return self.keys.setdefault(owner, os.urandom(32))  # type: ignore[return-value]
-
-    def key_for_reading(self, owner: str) -> bytes | None:
-        return self.keys.get(owner)
-
-
 def test_content_is_sealed_with_the_owners_key_and_metadata_stays_clear() -> None:
     at = datetime(2026, 5, 4, 3, 2, 1, tzinfo=UTC)
     conversation = Conversation.start(id=uuid4(), owner="alice", at=at, title="secret title")
     conversation.add_message(message_id=uuid4(), at=at, role="user", content="secret content", metadata={})
-    keys = FakeKeys()
-    mapper = PydanticMapper(keys=keys)  # type: ignore[arg-type]
+    keys = InMemoryKeyRing()
+    mapper = PydanticMapper(keys=keys)
     events = conversation.collect_events()
     stored = [mapper.to_stored_event(event, "alice") for event in events]
     for event, record in zip(events, stored, strict=True):
@@ -79,7 +66,7 @@ def test_an_export_payload_is_the_decoded_state_as_orjson_writes_it() -> None:
         message_id=uuid4(), at=at, role="agent", content="héllo\n\t✓", metadata={"n": 1.5, "big": 2**62, "x": None}
     )
     conversation.delete(at=at)  # no content at all: sealed as {}
-    decoder = Decoder(FakeKeys())  # type: ignore[arg-type]
+    decoder = Decoder(InMemoryKeyRing())
     events = conversation.collect_events()
     for owner in ("alice", None):  # sealed, and written without a key
         for event in events:
@@ -94,7 +81,7 @@ def test_an_export_payload_is_the_decoded_state_as_orjson_writes_it() -> None:
 def test_an_event_stored_before_its_class_version_was_raised_is_upcast_on_reading() -> None:
     from domain.job import Job
 
-    mapper = PydanticMapper(keys=FakeKeys())  # type: ignore[arg-type]
+    mapper = PydanticMapper(keys=InMemoryKeyRing())
     job_id, at = uuid4(), datetime(2026, 5, 4, tzinfo=UTC)
     question = {"question": "Q?", "options": ["a", "b"], "explanation": "because"}
     current = Job.Generated(

@@ -3,7 +3,6 @@ sealed like the events, unreadable once changed or erased."""
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.store.mapper import ErasedContent, PydanticMapper
+from adapters.store.memory import InMemoryKeyRing
 from adapters.store.snapshots import SnapshotCodec, SnapshotUnreadable
 from domain.base import SYSTEM_OWNER, Aggregate
 from domain.conversation import Conversation
@@ -27,24 +27,6 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 texts = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=30).filter(str.strip)
 tags = st.lists(st.text("abcdef", min_size=1, max_size=5), max_size=4)
 scores = st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False), st.integers(-100, 100).map(float))
-
-
-class FakeKeys:
-    """A key ring in memory: the same calls as adapters.store.keys.KeyRing."""
-
-    def __init__(self) -> None:
-        self.keys: dict[str, bytes | None] = {}
-
-    def key_for_writing(self, owner: str) -> bytes:
-        key = self.keys.setdefault(owner, secrets.token_bytes(32))
-        assert key is not None
-        return key
-
-    def key_for_reading(self, owner: str) -> bytes | None:
-        return self.keys.get(owner)
-
-    def destroy(self, owner: str) -> None:
-        self.keys[owner] = None
 
 
 def round_trip(aggregate: Aggregate, codec: SnapshotCodec | None = None) -> Aggregate:
@@ -105,7 +87,7 @@ conversation_steps = st.lists(
 @given(conversation_steps)
 def test_a_conversation_comes_back_as_it_was(steps: list[tuple[str, Any]]) -> None:
     conversation = conversation_history(steps)
-    for codec in (None, SnapshotCodec(PydanticMapper()), SnapshotCodec(PydanticMapper(keys=FakeKeys()))):  # type: ignore[arg-type]
+    for codec in (None, SnapshotCodec(PydanticMapper()), SnapshotCodec(PydanticMapper(keys=InMemoryKeyRing()))):
         restored = round_trip(conversation, codec)
         assert type(restored) is Conversation
         assert vars(restored) == vars(conversation)
@@ -137,7 +119,7 @@ def test_a_round_and_its_optimization_come_back_as_they_were(
         round.stamp_stop(at=NOW, reason="enough", best_candidate=None)
         session.stop_optimization(at=NOW, reason="enough")
         session.close(at=NOW)
-    keyed = SnapshotCodec(PydanticMapper(keys=FakeKeys()))  # type: ignore[arg-type]
+    keyed = SnapshotCodec(PydanticMapper(keys=InMemoryKeyRing()))
     for aggregate in (round, session):
         for codec in (None, keyed):
             assert vars(round_trip(aggregate, codec)) == vars(aggregate)
@@ -154,8 +136,8 @@ def test_an_aggregate_without_a_state_model_or_with_an_undeclared_attribute_is_n
 
 
 def test_sealed_snapshots_are_bound_to_their_version_and_die_with_the_key() -> None:
-    keys = FakeKeys()
-    codec = SnapshotCodec(PydanticMapper(keys=keys))  # type: ignore[arg-type]
+    keys = InMemoryKeyRing()
+    codec = SnapshotCodec(PydanticMapper(keys=keys))
     conversation = Conversation.start(id=uuid4(), owner="alice", at=NOW, title="my secret title")
     conversation.collect_events()
     stored = codec.encode(conversation)
@@ -184,8 +166,8 @@ def test_a_snapshot_is_due_when_a_commit_passes_a_multiple() -> None:
 
 
 def test_the_systems_own_aggregates_are_kept_clear_like_their_events() -> None:
-    keys = FakeKeys()
-    codec = SnapshotCodec(PydanticMapper(keys=keys))  # type: ignore[arg-type]
+    keys = InMemoryKeyRing()
+    codec = SnapshotCodec(PydanticMapper(keys=keys))
     session = Session.create(id=uuid4(), owner=SYSTEM_OWNER, at=NOW, name="internal")
     session.collect_events()
     stored = codec.encode(session)
