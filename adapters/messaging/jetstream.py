@@ -90,7 +90,7 @@ async def remove_stream(js: JetStreamContext, name: str) -> bool:
 class JetStreams(Streams):
     """The streams port on one JetStream context, each stream kept `replicas` times."""
 
-    def __init__(self, js: JetStreamContext, replicas: int = 1):
+    def __init__(self, js: JetStreamContext, replicas: int = 1) -> None:
         self.js = js
         self.replicas = replicas
 

@@ -24,7 +24,7 @@ def stored(row: dict[str, Any]) -> StoredEvent:
 class Decoder(EventDecoder):
     """Events for an audit: decoded, or, when their owner was erased, the clear metadata."""
 
-    def __init__(self, keys: KeyRing | None):
+    def __init__(self, keys: KeyRing | None) -> None:
         self.mapper = PydanticMapper(keys=keys)
         self.snapshots = SnapshotCodec(self.mapper)
 

@@ -115,7 +115,7 @@ def compute_digest(target: PostgresTarget, position: int | None = None, *, batch
 class PostgresDigests(StoreDigests):
     """The digest port on one database."""
 
-    def __init__(self, target: PostgresTarget):
+    def __init__(self, target: PostgresTarget) -> None:
         self.target = target
 
     def head(self) -> int:

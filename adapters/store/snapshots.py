@@ -194,7 +194,7 @@ def stored_snapshot(row: dict[str, Any]) -> StoredSnapshot:
 class SealedSnapshots(SnapshotWriter):
     """The port the snapshot taker writes through: the codec captures and seals, the recorder saves."""
 
-    def __init__(self, codec: SnapshotCodec, recorder: SnapshotRecorder):
+    def __init__(self, codec: SnapshotCodec, recorder: SnapshotRecorder) -> None:
         self.codec = codec
         self.recorder = recorder
 

@@ -16,7 +16,7 @@ KEY_TABLE_LOCK_WAIT = 2.0  # seconds an erasure waits to rewrite the key table
 
 
 class PostgresUserData(UserData):
-    def __init__(self, target: PostgresTarget):
+    def __init__(self, target: PostgresTarget) -> None:
         self.target = target
 
     def forget(self, user_id: str) -> None:

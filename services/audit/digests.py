@@ -44,7 +44,7 @@ class Digests:
     """Reads the recorded digests back, through the store's own mapper (the digest stream
     is written like any other)."""
 
-    def __init__(self, queries: Queries, mapper: EventMapper):
+    def __init__(self, queries: Queries, mapper: EventMapper) -> None:
         self.queries = queries
         self.mapper = mapper
 
@@ -89,7 +89,7 @@ class DigestPublisher(Background):
 
     name = "audit-digest"
 
-    def __init__(self, store: StoreDigests, digests: Digests, execute: Execute, interval: float):
+    def __init__(self, store: StoreDigests, digests: Digests, execute: Execute, interval: float) -> None:
         super().__init__()
         self.store = store
         self.digests = digests

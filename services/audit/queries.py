@@ -35,7 +35,7 @@ def state_of(aggregate: Any) -> dict[str, Any]:
 
 
 class Audit:
-    def __init__(self, queries: Queries, record_read: RecordRead, decoder: EventDecoder):
+    def __init__(self, queries: Queries, record_read: RecordRead, decoder: EventDecoder) -> None:
         self.queries = queries
         self.record_read = record_read
         self.decoder = decoder

@@ -47,7 +47,7 @@ class WriterErased(Exception):
 class ErasedContent(Exception):
     """The event's content was sealed with a key that has been destroyed."""
 
-    def __init__(self, originator_id: UUID, version: int, owner: str):
+    def __init__(self, originator_id: UUID, version: int, owner: str) -> None:
         super().__init__(f"content of {originator_id} v{version} was erased")
         self.originator_id = originator_id
         self.version = version

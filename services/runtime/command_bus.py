@@ -117,7 +117,7 @@ class CommandBus:
         new_id: Callable[[], UUID] = uuid.uuid4,
         snapshots: SnapshotTaker | None = None,
         metrics: CommitMetrics | None = None,
-    ):
+    ) -> None:
         self.store = store
         self.failures = failures
         self.metrics = metrics

@@ -31,7 +31,7 @@ def crossed(before: int, after: int, every: int) -> bool:
 
 
 class SnapshotTaker:
-    def __init__(self, store: SnapshotWriter, every: int, keep: int = 0):
+    def __init__(self, store: SnapshotWriter, every: int, keep: int = 0) -> None:
         self.store = store
         self.every = every
         self.keep = keep

@@ -34,7 +34,7 @@ Forget = Callable[[str], Awaitable[None]]
 class Erasure:
     """`user.erase` over NATS: only a caller with the admin role may erase a user."""
 
-    def __init__(self, bus: CommandBus, keys: KeyRing, user_data: UserData, forget: Sequence[Forget] = ()):
+    def __init__(self, bus: CommandBus, keys: KeyRing, user_data: UserData, forget: Sequence[Forget] = ()) -> None:
         self.bus = bus
         self.keys = keys
         self.user_data = user_data
