@@ -66,6 +66,7 @@ from entrypoints.routes import command_handlers, routes
 from entrypoints.servers import Callout, Servers
 from entrypoints.settings import Settings
 from entrypoints.wiring import (
+    Closing,
     Core,
     Startable,
     Wiring,
@@ -404,13 +405,17 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
         queries=queries, positions=positions, read_queries=read_queries, read_positions=read_positions,
         nc=nc, js=nc.jetstream(), tracking=Tracking(target, read_models.names), scraped=scraped,
     )
-    artifacts = wire_artifacts(core, overrides.generator or generator_for(settings))
+    generator = overrides.generator or generator_for(settings)
+    agent = (overrides.agent or agent_for(settings)) if settings.job_workers > 0 else None
+    made = [c for c, given in ((generator, overrides.generator), (agent, overrides.agent)) if given is None and c]
+    artifacts = wire_artifacts(core, generator)
     audit = wire_audit(core)
     capabilities = [
+        Wiring(running=[Closing(client) for client in made]),  # (stopped last: after what uses them)
         wire_read_models(core),
         wire_hitl(core),
         artifacts,
-        wire_jobs(core, overrides.agent or agent_for(settings)),
+        wire_jobs(core, agent),
         audit,
         wire_users(core, forget=[artifacts.previews.forget_uploads] if artifacts.previews else []),
     ]

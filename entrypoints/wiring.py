@@ -119,7 +119,8 @@ class Opening:
 
 
 class Closing:
-    """What holds a client of its own (the OpenAI adapters' HTTP client): closed with the service."""
+    """What holds a client of its own (the OpenAI adapters' HTTP client): closed with the
+    service when the composition root made it (not when a test handed it in)."""
 
     def __init__(self, adapter: object) -> None:
         self.adapter = adapter
@@ -199,22 +200,22 @@ def wire_artifacts(core: Core, generator: Generator) -> Artifacts:
     return Artifacts(
         served={Generating: Generating(core.bus, generator), Previews: previews},
         streams=[functools.partial(ensure_upload_bucket, prefix=prefix)],
-        running=[Closing(generator), Opening(blobs.open, blobs.close), *([retention] if retention else [])],
+        running=[Opening(blobs.open, blobs.close), *([retention] if retention else [])],
         previews=previews,
         retention=retention,
     )
 
 
-def wire_jobs(core: Core, agent: Agent) -> Wiring:
+def wire_jobs(core: Core, agent: Agent | None) -> Wiring:
     """Job requests (their retrieval snapshot waits for the caller's min_position, as a query
-    does), the work queue, its relay and this instance's workers."""
+    does), the work queue, its relay and this instance's workers (with `agent`; none without)."""
     settings, prefix = core.settings, core.settings.subject_prefix
     requests = JobRequests(
         core.bus, FullTextRetriever(core.read_queries), core.read_positions, settings.query_wait_timeout
     )
     workers: list[Startable] = []
-    if settings.job_workers > 0:
-        workers = [Closing(agent), JobWorkers(core.js, prefix, core.bus, agent, settings.job_workers)]
+    if agent is not None and settings.job_workers > 0:
+        workers = [JobWorkers(core.js, prefix, core.bus, agent, settings.job_workers)]
     return Wiring(
         served={JobRequests: requests},
         streams=[functools.partial(ensure_job_streams, prefix=prefix, ack_wait=settings.job_ack_wait)],
