@@ -276,7 +276,8 @@ class Chronicle:
         for positions in dict.fromkeys([self.positions, self.read_positions]):
             await self._run(positions)
         if self.settings.read_database_url is not None:
-            log.info("queries are served by a replica", extra={"replica": PostgresTarget(self.settings.read_database_url).describe()})
+            replica = PostgresTarget(self.settings.read_database_url)
+            log.info("queries are served by a replica", extra={"replica": replica.describe()})
 
     async def _read_models_built(self) -> list[str]:
         """Wait (up to settings.ready_timeout) until this instance's engine has built its read
@@ -298,8 +299,7 @@ class Chronicle:
         """NATS: the service's connection, the callouts, each capability's streams and running
         pieces, the shared rates, and last the endpoints."""
         settings, nc = self.settings, self.core.nc
-        await nc.connect(**connect_options(self.servers.service_nats_url), **nats_options(settings.service_name))
-        self._stack.push_async_callback(nc.drain)
+        await self._connect(nc, self.servers.service_nats_url, settings.service_name)
         if self.servers.callout is not None:
             await self._answer_callouts(self.servers.callout)
         await self._remove_earlier_streams()
@@ -332,12 +332,18 @@ class Chronicle:
         request, and their permissions (clients/python/chronicle_contract/bus.py). (Made on
         start: its issuer key is the server's, known once the servers are.)"""
         settings = self.settings
-        await self.callout_nc.connect(**connect_options(callout.url), **nats_options(f"{settings.service_name}-auth"))
-        self._stack.push_async_callback(self.callout_nc.drain)
+        await self._connect(self.callout_nc, callout.url, f"{settings.service_name}-auth")
         await self._run(AuthCallout(
             self.callout_nc, callout.issuer_seed, verify=self.authority.verify, account=settings.nats_account,
             permissions=functools.partial(user_permissions, settings.subject_prefix),
         ))
+
+    async def _connect(self, nc: NATS, url: str, name: str) -> None:
+        """Connect a client `build()` made (reconnecting for ever, errors logged); drained on stop."""
+        # (A dict: nats-py types reconnect_time_wait as int, and takes a fraction of a second.)
+        behaviour: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "error_cb": nats_error}
+        await nc.connect(**connect_options(url), name=name, **behaviour)
+        self._stack.push_async_callback(nc.drain)
 
     def _scrape(self, name: str, source: Source) -> None:
         """Have scrapes read `source` until this instance stops."""
@@ -347,11 +353,6 @@ class Chronicle:
     async def _run(self, component: Startable) -> None:
         await component.start()
         self._stack.push_async_callback(component.stop)
-
-
-def nats_options(name: str) -> dict[str, Any]:
-    """How the service's connections behave: reconnect for ever, errors logged."""
-    return {"name": name, "max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "error_cb": nats_error}
 
 
 async def nats_error(error: Exception) -> None:
@@ -530,7 +531,8 @@ def run_engine(settings: Settings, url: str, parent_end: Connection, parent_pid:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the parent's to handle
     if settings.projection_nice:
         os.nice(settings.projection_nice)
-    chronicle = build(settings.model_copy(update={"database_url": url, "run_projections": True, "projection_process": False}))
+    in_this_process = {"database_url": url, "run_projections": True, "projection_process": False}
+    chronicle = build(settings.model_copy(update=in_this_process))
     asyncio.run(chronicle.start(through=Stage.DATABASE))
     engine = chronicle.engine
     assert engine is not None  # (run_projections, as set above)

@@ -38,7 +38,7 @@ def die_with_parent(parent_pid: int) -> None:
     """Have the kernel kill this process the moment its parent dies (Linux's
     PR_SET_PDEATHSIG), so that a service killed with -9 leaves no projection process behind
     even for a moment. Safe: a read model's batch and its position commit together, so a
-    killed batch is simply done again. Elsewhere the parent is watched (run_engine's loop)."""
+    killed batch is simply done again. Elsewhere the parent is watched (entrypoints/bootstrap.py run_engine's loop)."""
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
