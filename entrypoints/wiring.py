@@ -177,6 +177,9 @@ def wire_hitl(core: Core) -> Wiring:
 
 @dataclass
 class Artifacts(Wiring):
+    """The artifacts' wiring, and the pieces others reach for: erasure forgets a user's
+    uploads through the previews; tests look at the retention sweeper."""
+
     previews: Previews | None = None
     retention: RetentionSweeper | None = None
 
@@ -229,6 +232,8 @@ def wire_jobs(core: Core, agent: Agent | None) -> Wiring:
 
 @dataclass
 class AuditWiring(Wiring):
+    """The audit's wiring, and its digest publisher (which tests drive)."""
+
     digest_publisher: DigestPublisher | None = None
 
 
