@@ -303,10 +303,9 @@ class Chronicle:
         if self.servers.callout is not None:
             await self._answer_callouts(self.servers.callout)
         await self._remove_earlier_streams()
-        jet_streams = JetStreams(self.core.js, settings.stream_replicas)
         for wiring in self.capabilities:
             for ensure in wiring.streams:
-                await ensure(jet_streams)
+                await ensure(self.core.streams)
         for wiring in self.capabilities:
             for piece in wiring.running:
                 await self._run(piece)
@@ -401,10 +400,11 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
         )
         read_positions = ReplayedPositions(replica, read_models.candidates, reachability=replica_reachability)
     nc = NATS()
+    js = nc.jetstream()
     core = Core(
         settings=settings, target=target, keys=keys, postgres_store=postgres_store, bus=bus,
         queries=queries, positions=positions, read_queries=read_queries, read_positions=read_positions,
-        nc=nc, js=nc.jetstream(), tracking=Tracking(target, read_models.names), scraped=scraped,
+        nc=nc, js=js, streams=JetStreams(js, settings.stream_replicas), tracking=Tracking(target, read_models.names), scraped=scraped,
     )
     generator = overrides.generator or generator_for(settings)
     agent = (overrides.agent or agent_for(settings)) if settings.job_workers > 0 else None

@@ -21,6 +21,7 @@ from chronicle_contract.audit import RecordRead
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
+from adapters.messaging.jetstream import JetStreams
 from adapters.read_side.event_feed import EventFeed, ensure_feed_stream
 from adapters.read_side.positions import ProjectionPositions
 from adapters.read_side.queries import PostgresQueries
@@ -74,6 +75,7 @@ class Core:
     read_positions: ProjectionPositions
     nc: NATS  # the service's connection, opened on start
     js: JetStreamContext
+    streams: JetStreams  # what makes the streams and stores the capabilities need, on js
     tracking: Tracking
     scraped: Scraped
 
