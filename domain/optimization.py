@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from uuid import UUID
 
 from domain.base import Aggregate, check_text
@@ -41,7 +41,12 @@ class OptimizationState:
     stop_reason: str | None = None
 
 
-class OptimizationStarted(Aggregate.Event):
+class OptimizationBegun(Aggregate.Event):
+    # Stored, audited and fed out under the name it had before (the contract's reply to
+    # `optimization.start` is `OptimizationStarted`): the topic its events are stored with
+    # is what the audit stream and the event feed name them by, and must not change.
+    TOPIC: ClassVar[str] = "domain.optimization:OptimizationStarted"
+
     project: str | None
     dataset: str | None
     optimizer: str
@@ -60,7 +65,9 @@ class RoundOpened(Aggregate.Event):
         session.optimization.last_round_id = self.round_id
 
 
-class OptimizationStopped(Aggregate.Event):
+class OptimizationEnded(Aggregate.Event):
+    TOPIC: ClassVar[str] = "domain.optimization:OptimizationStopped"  # (as OptimizationBegun's)
+
     reason: str
 
     def apply(self, session: Any) -> None:
@@ -86,7 +93,7 @@ class Optimizing:
             if value is not None:
                 check_text(field, value, max_length=MAX_LABEL)
         self.trigger_event(  # type: ignore[attr-defined]
-            OptimizationStarted, timestamp=at, project=project, dataset=dataset, optimizer=optimizer, direction=direction
+            OptimizationBegun, timestamp=at, project=project, dataset=dataset, optimizer=optimizer, direction=direction
         )
 
     def running_optimization(self) -> OptimizationState:
@@ -123,7 +130,7 @@ class Optimizing:
     def stop_optimization(self, *, at: datetime, reason: str) -> None:
         check_text("stop_reason", reason, max_length=MAX_STOP_REASON)
         self.running_optimization()
-        self.trigger_event(OptimizationStopped, timestamp=at, reason=reason)  # type: ignore[attr-defined]
+        self.trigger_event(OptimizationEnded, timestamp=at, reason=reason)  # type: ignore[attr-defined]
 
 
 def pareto_front(points: list[tuple[Any, tuple[float, ...]]], directions: tuple[Direction, ...]) -> list[Any]:

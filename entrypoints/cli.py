@@ -295,12 +295,11 @@ def run_projections(settings: Settings) -> None:
     """Run only the projection engine (a dedicated projection worker), until SIGINT/SIGTERM."""
     import threading
 
-    from entrypoints.read_models import projection_engine
-
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    with database(settings) as chronicle:
-        engine = projection_engine(settings, chronicle.target, chronicle.keys)
+    with database(settings.model_copy(update={"run_projections": True, "projection_process": False})) as chronicle:
+        engine = chronicle.engine
+        assert engine is not None  # (run_projections, as set above)
         engine.start()
         metrics = metrics_endpoint(settings, chronicle)  # read models' positions, lag and parked events
         log.info(

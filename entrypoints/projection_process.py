@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 
 from adapters.store.postgres import PostgresTarget
@@ -37,7 +38,7 @@ def die_with_parent(parent_pid: int) -> None:
     """Have the kernel kill this process the moment its parent dies (Linux's
     PR_SET_PDEATHSIG), so that a service killed with -9 leaves no projection process behind
     even for a moment. Safe: a read model's batch and its position commit together, so a
-    killed batch is simply done again. Elsewhere the parent is watched (run_engine's loop)."""
+    killed batch is simply done again. Elsewhere the parent is watched (entrypoints/bootstrap.py run_engine's loop)."""
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -45,38 +46,18 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def run_engine(settings: Settings, url: str, parent_end: Connection, parent_pid: int) -> None:
-    """The child: run the engine until SIGTERM, or until the parent is gone."""
-    from entrypoints import logs
-    from entrypoints.read_models import projection_engine
-
-    die_with_parent(parent_pid)
-    logs.configure(settings.log_level)
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the parent's to handle
-    if settings.projection_nice:
-        os.nice(settings.projection_nice)
-    engine = projection_engine(settings, PostgresTarget(url))
-    engine.start()
-    parent = multiprocessing.parent_process()
-    prepared = False
-    try:
-        while not stopping.is_set() and (parent is None or parent.is_alive()):
-            if not prepared and engine.wait_prepared(0):
-                parent_end.send(PREPARED)
-                prepared = True
-            stopping.wait(0.2)
-    finally:
-        engine.stop()
+# What a child runs: (settings, database URL, its end of the pipe, the parent's pid). The
+# composition root gives it (entrypoints/bootstrap.py run_engine): it builds the child's engine.
+Child = Callable[[Settings, str, Connection, int], None]
 
 
 class ProjectionProcess:
     """The engine's start / stop / wait_prepared, run by a supervised child process."""
 
-    def __init__(self, settings: Settings, target: PostgresTarget):
+    def __init__(self, settings: Settings, target: PostgresTarget, child: Child):
         self.settings = settings
-        self.url = target.url
+        self.child = child
+        self.target = target  # (its URL asked for as a child starts: the server is up by then)
         self.context = multiprocessing.get_context("spawn")  # never fork a process with threads
         self.process: multiprocessing.process.BaseProcess | None = None
         self.restarts = 0
@@ -109,7 +90,7 @@ class ProjectionProcess:
     def _spawn(self) -> None:
         self._from_child, child_end = self.context.Pipe(duplex=False)
         self.process = self.context.Process(
-            target=run_engine, args=(self.settings, self.url, child_end, os.getpid()), name="chronicle-projections",
+            target=self.child, args=(self.settings, self.target.url, child_end, os.getpid()), name="chronicle-projections",
             daemon=True,
         )
         self.process.start()

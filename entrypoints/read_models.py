@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from adapters.embedding.hashed import HashedNgramEmbedder
@@ -44,26 +43,69 @@ PROJECTIONS: list[type[Projection[Any]]] = [
 OPTIONAL: list[type[Projection[Any]]] = [SemanticProjection]
 
 
-@dataclass(frozen=True)
-class ReadModels:
-    """The read models this deployment keeps, and why semantic search is off when it is."""
+NO_EMBEDDER = "no embedder is configured (CHRONICLE_EMBEDDER=none); search ranks by full text"
 
-    classes: list[type[Projection[Any]]]
-    semantic_off: str | None
+
+class ReadModels:
+    """The read models this deployment keeps, and why semantic search is off when it is.
+
+    Every read model; the semantic one only if an embedder is set and the server has
+    pgvector. The server is asked once per process, as the database starts (`choose`);
+    every process of a deployment asks the same server."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.classes: list[type[Projection[Any]]] = list(PROJECTIONS)
+        self.semantic_off: str | None = NO_EMBEDDER if settings.embedder == "none" else "the server was not asked yet"
+        self.projections: list[Projection[Any]] = [r.build() for r in postgres_read_models(settings, self.classes)]
 
     @property
     def names(self) -> list[str]:
         return [p.name for p in self.classes]
 
+    @property
+    def candidates(self) -> list[str]:
+        """The names of every read model this deployment may keep, before the server is asked."""
+        return self.names + ([] if self.settings.embedder == "none" else [p.name for p in OPTIONAL])
 
-def kept(settings: Settings, target: PostgresTarget) -> ReadModels:
-    """Every read model, the semantic one only if an embedder is set and the server has
-    pgvector (asked once per process; every process of a deployment asks the same server)."""
-    if settings.embedder == "none":
-        return ReadModels(PROJECTIONS, "no embedder is configured (CHRONICLE_EMBEDDER=none); search ranks by full text")
-    with target.connect(autocommit=True) as conn:
-        why_not = semantic_support(conn)
-    return ReadModels(PROJECTIONS + ([SemanticProjection] if why_not is None else []), why_not)
+    def choose(self, target: PostgresTarget) -> None:
+        if self.settings.embedder == "none":
+            return
+        with target.connect(autocommit=True) as conn:
+            self.semantic_off = semantic_support(conn)
+        if self.semantic_off is None and SemanticProjection not in self.classes:
+            self.classes.append(SemanticProjection)
+            self.projections.append(postgres_read_model(self.settings, SemanticProjection).build())
+
+
+class InProcessEngine:
+    """The projection engine in this process, over the read models the server keeps: its
+    threads are made on start, once the database has been asked which those are."""
+
+    def __init__(self, read_models: ReadModels, target: PostgresTarget, keys: KeyRing | None) -> None:
+        self.read_models = read_models
+        self.target = target
+        self.keys = keys
+        self.engine: ProjectionEngine | None = None
+
+    def start(self) -> None:
+        settings = self.read_models.settings
+        self.engine = ProjectionEngine(
+            self.target,
+            postgres_read_models(settings, self.read_models.classes),
+            settings.projection_batch_size,
+            settings.read_model_vacuum_every,
+            settings.projection_threads,
+            self.keys,
+        )
+        self.engine.start()
+
+    def wait_prepared(self, timeout: float) -> bool:
+        return self.engine is not None and self.engine.wait_prepared(timeout)
+
+    def stop(self) -> None:
+        if self.engine is not None:
+            self.engine.stop()
 
 
 def embedder(settings: Settings, timeout: float = 30.0) -> Embedder:
@@ -82,17 +124,6 @@ def projection_options(settings: Settings, projection_class: type[Projection[Any
     if projection_class is SemanticProjection:
         return {"embedder": embedder(settings)}
     return {}
-
-
-def projection_engine(settings: Settings, target: PostgresTarget, keys: KeyRing | None = None) -> ProjectionEngine:
-    return ProjectionEngine(
-        target,
-        postgres_read_models(settings, kept(settings, target).classes),
-        settings.projection_batch_size,
-        settings.read_model_vacuum_every,
-        settings.projection_threads,
-        keys,
-    )
 
 
 def postgres_read_model(settings: Settings, projection_class: type[Projection[Any]]) -> ReadModel:

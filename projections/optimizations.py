@@ -9,7 +9,7 @@ from uuid import UUID
 
 import orjson
 
-from domain.optimization import OptimizationStarted, OptimizationStopped
+from domain.optimization import OptimizationBegun, OptimizationEnded
 from domain.round import Round
 from domain.session import Session
 from domain.trial import Trial
@@ -139,8 +139,8 @@ class OptimizationsProjection(Projection[OptimizationsView]):
     def session_renamed(self, e: Session.Renamed) -> None:
         self.view.rename_optimization(e.originator_id, e.name)
 
-    @handles(OptimizationStarted)
-    def optimization_started(self, e: OptimizationStarted) -> None:
+    @handles(OptimizationBegun)
+    def optimization_begun(self, e: OptimizationBegun) -> None:
         self.view.describe_optimization(e.originator_id, e.project, e.dataset, e.optimizer, e.direction)
 
     @handles(Round.Started)
@@ -183,6 +183,6 @@ class OptimizationsProjection(Projection[OptimizationsView]):
     def round_stop_stamped(self, e: Round.StopStamped) -> None:
         self.view.stamp_round_stop(e.originator_id, e.reason)
 
-    @handles(OptimizationStopped)
-    def optimization_stopped(self, e: OptimizationStopped) -> None:
+    @handles(OptimizationEnded)
+    def optimization_ended(self, e: OptimizationEnded) -> None:
         self.view.stop_optimization(e.originator_id, e.reason, e.timestamp)

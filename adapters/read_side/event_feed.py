@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from uuid import UUID
 
 import orjson
@@ -50,7 +51,7 @@ class EventFeed(LogFollower):
     backstop_delay = 0.01  # followers wait on it: gather a moment's commits, no more
     batch_size = FEED_BATCH
 
-    def __init__(self, url: str, nc: NATS, js: JetStreamContext, prefix: str):
+    def __init__(self, url: str | Callable[[], str], nc: NATS, js: JetStreamContext, prefix: str):
         # Woken by every commit (EVENTS_CHANNEL); a stream per prefix, so a position per prefix.
         super().__init__(url, f"{EventFeed.name}:{prefix}", EVENTS_CHANNEL)
         self.nc = nc

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from uuid import UUID
 
 import psycopg
@@ -34,13 +35,18 @@ class LogFollower(Background):
     backstop_delay = BACKSTOP_DELAY
     batch_size = BATCH
 
-    def __init__(self, url: str, name: str, channel: str, keys: KeyRing | None = None):
+    def __init__(self, url: str | Callable[[], str], name: str, channel: str, keys: KeyRing | None = None):
+        """`url`: the database's, or what tells it once the server is up (asked as it connects)."""
         super().__init__()
-        self.url = url
+        self._url = url
         self.name = name
         self.channel = channel
         self.mapper = PydanticMapper(keys=keys)
         self._owners: OrderedDict[UUID, str] = OrderedDict()  # aggregate id -> owner (owner_of)
+
+    @property
+    def url(self) -> str:
+        return self._url if isinstance(self._url, str) else self._url()
 
     async def owner_of(self, conn: psycopg.AsyncConnection, aggregate_id: UUID) -> str:
         """Whose the aggregate is: its first event says (in the clear, kept after erasure)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -36,7 +36,7 @@ async def opened_queries(url: str, cursors: Cursors) -> AsyncIterator[PostgresQu
 
 
 def query_pool(
-    url: str, *, min_size: int = 1, max_size: int = 1, application_name: str = "chronicle-queries"
+    url: str | Callable[[], str], *, min_size: int = 1, max_size: int = 1, application_name: str = "chronicle-queries"
 ) -> AsyncConnectionPool:
     """The connections `Queries` reads through (open it before use). In autocommit: every
     read is one statement, and in a transaction each took three round trips (BEGIN, the

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import nats.errors
@@ -56,7 +56,7 @@ class EventRelay(LogFollower):
     """Publishes what a capability's Relay makes of its committed events: on the fast path
     and as the backstop."""
 
-    def __init__(self, url: str, relay: Relay, keys: KeyRing | None = None):
+    def __init__(self, url: str | Callable[[], str], relay: Relay, keys: KeyRing | None = None):
         super().__init__(url, relay.name, relay_channel(type(relay)), keys)
         self.relay = relay
         self.relayed = relay.relayed

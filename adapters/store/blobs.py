@@ -26,7 +26,13 @@ def associated_data(owner: str, sha256: str, seq: int) -> bytes:
 class BlobStore(port.BlobStore):
     def __init__(self, target: PostgresTarget, keys: KeyRing, *, pool_size: int = 2):
         self.keys = keys
-        self.pool = ConnectionPool(target.url, min_size=0, max_size=pool_size, kwargs={"autocommit": False}, open=True)
+        # (The URL is asked for as a connection opens: built before the server is up, opened on start.)
+        self.pool = ConnectionPool(
+            lambda: target.url, min_size=0, max_size=pool_size, kwargs={"autocommit": False}, open=False
+        )
+
+    def open(self) -> None:
+        self.pool.open()
 
     def put(self, owner: str, data: bytes) -> str:
         """Store `data` for `owner` (once: the same bytes again change nothing); its sha256."""

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 EVENTS_SCHEMA = "chronicle"
 EVENTS_TABLE = "events"
 EVENTS_CHANNEL = "chronicle_events"
+SERVER_PARAMS = ("dbname", "host", "port", "user", "password")  # the target's, resolved as a connection opens
 
 
 class ChronicleRecorder(PostgresApplicationRecorder, port.Recorder):
@@ -206,6 +207,11 @@ class GuardedDatastore(PostgresDatastore):
         with super().get_connection() as conn, self.reachability.guarding(conn):
             yield conn
 
+    def register_type_adapters(self) -> None:
+        """Nothing to register: the library reads the composite type its database functions
+        take from the server as its recorders are made (a connection at construction), and
+        we leave those functions off (POSTGRES_ENABLE_DB_FUNCTIONS skips the append lock)."""
+
 
 class EventStore(port.Store):
     """Saves aggregates' pending events and rebuilds aggregates from their streams.
@@ -226,15 +232,13 @@ class EventStore(port.Store):
         keys: KeyRing | None = None,
         unavailable_after: float = 2.0,
     ):
-        params = target.params
-        self.reachability = Reachability(target.url, unavailable_after, is_statement_failure=statement_failed)
+        # Nothing here connects, nor asks the target for its URL: the pool learns where the
+        # server is as it opens its first connection (an embedded server's URL is known only
+        # once it has started; the composition root builds this store before that).
+        self.reachability = Reachability(lambda: target.url, unavailable_after, is_statement_failure=statement_failed)
         self.datastore = GuardedDatastore(
             self.reachability,
-            dbname=params["dbname"],
-            host=params["host"],
-            port=params["port"],
-            user=params["user"],
-            password=params["password"],
+            dbname="", host="", port="", user="", password="",
             pool_size=pool_size,
             max_overflow=pool_size,
             schema=EVENTS_SCHEMA,
@@ -242,6 +246,8 @@ class EventStore(port.Store):
         # While Postgres is unreachable a command fails within `unavailable_after` seconds,
         # and the first one after it is back goes through (adapters/store/reachability.py).
         fail_fast(self.datastore.pool, unavailable_after)
+        static = {k: v for k, v in cast(dict[str, Any], self.datastore.pool.kwargs).items() if k not in SERVER_PARAMS}
+        self.datastore.pool.kwargs = lambda: static | target.params
         if keys is not None:  # (the ring reads keys on the writer thread too)
             keys.watch, keys.answers = self.reachability.guarding, self.reachability.answers
         self.recorder = ChronicleRecorder(self.datastore, self.reachability, relay_channels)

@@ -12,11 +12,18 @@ from uuid import UUID
 import orjson
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
-from eventsourcing.utils import get_topic, resolve_topic
+from eventsourcing.utils import get_topic, register_topic, resolve_topic
 
 from domain.base import DomainEvent
+from domain.optimization import OptimizationBegun, OptimizationEnded
 from services.ports.event_store import ErasedContent, EventMapper
 from services.ports.keys import KeyRing
+
+# Events renamed in code that keep the name they are stored under (their TOPIC): registered
+# here, so that every process reading the log resolves that name (resolve_topic would look
+# for a class of that name in the module) before it has written such an event itself.
+for renamed in (OptimizationBegun, OptimizationEnded):
+    register_topic(renamed.TOPIC, renamed)
 
 
 class OrjsonTranscoder(Transcoder):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
 from importlib import resources
 
 import psycopg
@@ -14,11 +14,19 @@ log = logging.getLogger(__name__)
 MIGRATIONS_LOCK = 0x43485231  # "CHR1": one migrator at a time across the fleet
 
 
-@dataclass(frozen=True)
 class PostgresTarget:
-    """Where the database is; built once from a URL, used by every connection."""
+    """Where the database is; built once, used by every connection.
 
-    url: str
+    Given a URL, or what tells it once the server is up (an embedded server's URL is known
+    only when it has started): the composition root builds everything that connects to the
+    database before anything starts, and nothing asks for the URL until it connects."""
+
+    def __init__(self, url: str | Callable[[], str]) -> None:
+        self._url = url
+
+    @property
+    def url(self) -> str:
+        return self._url if isinstance(self._url, str) else self._url()
 
     @property
     def params(self) -> dict[str, str]:

@@ -56,18 +56,17 @@ class Unreachable(OperationalError):
 class Reachability:
     def __init__(
         self,
-        url: str,
+        url: str | Callable[[], str],  # or what tells it once the server is up
         within: float,
         *,
         is_statement_failure: Callable[[Exception], bool],
         connect: Callable[[], Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.url = url
         self.within = within
         self.is_statement_failure = is_statement_failure
         self.down = False
-        self._connect = connect or functools.partial(probe, url)
+        self._connect = connect or (lambda: probe(url if isinstance(url, str) else url()))
         self._clock = clock
         self._probing = threading.Lock()  # one probe at a time
         self._unanswered_until = 0.0  # a probe that waited out its timeout is not repeated before this

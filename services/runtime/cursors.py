@@ -27,12 +27,24 @@ def invalid_cursor(field: str, message: str) -> ChronicleError:
 
 
 class CursorSeal:
-    """Seals and opens cursors under one key (the composition root gives the shared one)."""
+    """Seals and opens cursors under one key (the composition root gives the shared one,
+    which lives in the database: built without it, the seal is given it as the service starts)."""
 
-    def __init__(self, key: bytes):
+    def __init__(self, key: bytes | None = None):
+        self._aead: AESGCM | None = None
+        if key is not None:
+            self.use(key)
+
+    def use(self, key: bytes) -> None:
         if len(key) != KEY_BYTES:
             raise ValueError(f"a cursor key is {KEY_BYTES} bytes")
         self._aead = AESGCM(key)
+
+    @property
+    def aead(self) -> AESGCM:
+        if self._aead is None:
+            raise RuntimeError("the cursor seal has no key yet: the service has not started")
+        return self._aead
 
     @classmethod
     def of_this_process(cls) -> CursorSeal:
@@ -44,7 +56,7 @@ class CursorSeal:
         """`payload` sealed for `user`'s `listing` (the list and its order), as URL-safe
         base64 without padding."""
         nonce = os.urandom(NONCE_BYTES)
-        sealed = nonce + self._aead.encrypt(nonce, payload, bound_to(user, listing))
+        sealed = nonce + self.aead.encrypt(nonce, payload, bound_to(user, listing))
         return base64.urlsafe_b64encode(sealed).decode().rstrip("=")
 
     def open(self, user: str, listing: str, cursor: str, *, field: str = "cursor") -> bytes:
@@ -52,7 +64,7 @@ class CursorSeal:
         one this service sealed for this user and listing, unchanged."""
         try:
             sealed = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-            return self._aead.decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], bound_to(user, listing))
+            return self.aead.decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], bound_to(user, listing))
         except (ValueError, InvalidTag):  # (binascii.Error is a ValueError; a short one fails the tag)
             raise invalid_cursor(field, "not a cursor this service gave you for this list and order") from None
 

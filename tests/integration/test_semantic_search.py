@@ -30,7 +30,7 @@ from adapters.store.postgres import PostgresTarget
 from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.gateways.http_server import HttpServer
 from entrypoints.gateways.mcp import streamable_http_app
-from entrypoints.read_models import kept, postgres_read_model
+from entrypoints.read_models import ReadModels, postgres_read_model
 from tests.conftest import ClientFactory, make_settings, new_prefix
 from tests.rows import scalar
 from tests.servers import TestServers
@@ -246,7 +246,8 @@ async def test_without_pgvector_or_an_embedder_search_is_full_text_and_status_sa
     # The suite's shared database: semantic search is kept exactly when its server has pgvector.
     with chronicle.target.connect(autocommit=True) as conn:
         has_vector = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone() is not None
-    shared = await asyncio.to_thread(kept, settings, chronicle.target)
+    shared = ReadModels(settings)
+    await asyncio.to_thread(shared.choose, chronicle.target)
     assert (shared.semantic_off is None) == has_vector
     if not has_vector:
         assert "pgvector extension is not installed" in (shared.semantic_off or "")

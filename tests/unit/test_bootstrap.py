@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,13 +25,59 @@ def unreachable_settings(data_dir: Path) -> Settings:
     )
 
 
-def test_build_resolves_the_settings_choices_and_connects_to_nothing(tmp_path: Path) -> None:
-    chronicle = build(unreachable_settings(tmp_path))
+class Watched:
+    """What this process asks of the operating system while `watching`: sockets made or
+    connected, files opened, processes and threads started (Python's audit events, PEP 578;
+    a hook cannot be removed, so it records only while switched on)."""
+
+    EVENTS = ("socket.", "open", "subprocess.", "os.exec", "os.posix_spawn", "os.fork", "_thread.start_new_thread")
+
+    def __init__(self) -> None:
+        self.on = False
+        self.seen: list[tuple[str, str]] = []
+        sys.addaudithook(self._heard)
+
+    def _heard(self, event: str, args: tuple[object, ...]) -> None:
+        if self.on and event.startswith(self.EVENTS):
+            self.seen.append((event, str(args[0]) if args else ""))
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[list[tuple[str, str]]]:
+        self.seen, self.on = [], True
+        try:
+            yield self.seen
+        finally:
+            self.on = False
+
+
+WATCHED = Watched()
+
+
+def test_build_makes_the_whole_graph_and_opens_no_socket_file_process_or_thread(tmp_path: Path) -> None:
+    from adapters.store.memory import InMemoryEventStore
+    from entrypoints.routes import ROUTES, subject
+
+    threads = threading.active_count()
+    with WATCHED.watching() as seen:
+        chronicle = build(unreachable_settings(tmp_path), Overrides(store=InMemoryEventStore()))
+    # (/proc/stat: the metrics' process collector reads the boot time, a file of the kernel's.)
+    assert [(event, arg) for event, arg in seen if arg != "/proc/stat"] == []
+    assert threading.active_count() == threads
+    assert list(tmp_path.iterdir()) == []  # no embedded server, no lock: URLs were given
+    # Built whole: every subject the tables declare has its endpoint, with what serves it.
+    prefix = chronicle.settings.subject_prefix
+    assert chronicle.subjects == [subject(prefix, entry.request) for table in ROUTES for entry in table]
+    assert chronicle.engine is not None and chronicle.retention is None  # (as settings choose)
     token = chronicle.authority.issue("alice")
     assert chronicle.authority.user_of({"Authorization": f"Bearer {token}"}) == "alice"
-    with pytest.raises(AttributeError):
-        _ = chronicle.store  # the event store exists once start() has opened it
-    assert list(tmp_path.iterdir()) == []  # no embedded server, no lock: URLs were given
+
+
+def test_the_database_is_asked_for_only_once_its_servers_have_started(tmp_path: Path) -> None:
+    settings = unreachable_settings(tmp_path).model_copy(update={"database_url": None})
+    chronicle = build(settings)  # an embedded database: its URL is known once it runs
+    with pytest.raises(RuntimeError, match="before Chronicle.start"):
+        _ = chronicle.target.url
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_overrides_take_the_place_of_what_settings_would_build(tmp_path: Path) -> None:

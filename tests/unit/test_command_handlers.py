@@ -1,6 +1,8 @@
 """Each capability's command handlers, through the real command bus on an in-memory event
-store: no Postgres, no NATS. What is checked here is what the handlers decide and answer;
-tests/integration runs the same commands over NATS against Postgres."""
+store: no Postgres, no NATS. The bus is the one `build()` wires for the service, given the
+fake store (a subclass of the event store port) through `Overrides`. What is checked here
+is what the handlers decide and answer; tests/integration runs the same commands over NATS
+against Postgres."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import contextlib
 import copy
 import itertools
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -27,11 +30,12 @@ from chronicle_contract.sessions import CloseSession, CreateSession, UpdateSessi
 from chronicle_contract.users import EraseUser
 from chronicle_contract.values import Chunk
 
-from adapters.errors import DriverFailures
 from adapters.store.memory import InMemoryEventStore
 from domain.conversation import Conversation
 from domain.hitl import HistoryWindow, HitlRun
-from entrypoints.routes import command_handlers
+from entrypoints.bootstrap import Overrides, Stage, build
+from entrypoints.settings import Settings
+from services.ports.event_store import Store
 from services.runtime.command_bus import CommandBus
 
 START = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -58,12 +62,32 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-async def bus(store: InMemoryEventStore, clock: Clock) -> AsyncIterator[CommandBus]:
+def settings(tmp_path: Path) -> Settings:
+    # Servers nobody reaches (port 9): the bus runs on the store it is given, and nothing
+    # else is started.
+    return Settings(
+        database_url="postgresql://nobody@127.0.0.1:9/none", nats_url="nats://127.0.0.1:9", data_dir=tmp_path,
+        jwt_secret="a-test-secret-that-is-long-enough-for-hs256-signing",
+    )
+
+
+@contextlib.asynccontextmanager
+async def instance(
+    settings: Settings, store: Store, clock: Clock, new_id: Callable[[], UUID] = uuid.uuid4
+) -> AsyncIterator[CommandBus]:
+    """A service instance's command bus on `store`, as build() wires it, started alone."""
+    chronicle = await build(settings, Overrides(store=store, clock=clock, new_id=new_id)).start(through=Stage.BUS)
+    try:
+        yield chronicle.bus
+    finally:
+        await chronicle.stop()
+
+
+@pytest.fixture
+async def bus(settings: Settings, store: InMemoryEventStore, clock: Clock) -> AsyncIterator[CommandBus]:
     counter = itertools.count(1)
-    running = CommandBus(store, command_handlers(), failures=DriverFailures(), clock=clock, new_id=lambda: UUID(int=next(counter)))
-    running.start()
-    yield running
-    running.stop()
+    async with instance(settings, store, clock, new_id=lambda: UUID(int=next(counter))) as running:
+        yield running
 
 
 async def refused(bus: CommandBus, command: Command[Any], user: str) -> ChronicleError:
@@ -224,14 +248,12 @@ async def test_a_repeated_idempotency_key_returns_the_first_reply_and_appends_no
 
 
 async def test_two_writers_on_one_conversation_meet_optimistic_concurrency(
-    store: InMemoryEventStore, clock: Clock
+    settings: Settings, store: InMemoryEventStore, clock: Clock
 ) -> None:
     # Two buses (two service instances) on one store, each with its own cache: a write that
     # meets a version taken by the other is decided again on fresh state, never lost.
-    buses = [CommandBus(store, command_handlers(), failures=DriverFailures(), clock=clock) for _ in range(2)]
-    for running in buses:
-        running.start()
-    try:
+    async with instance(settings, store, clock) as first, instance(settings, store, clock) as second:
+        buses = [first, second]
         conversation_id = UUID((await buses[0].execute(StartConversation(title="shared"), "alice"))["conversation_id"])
         for running in buses:  # both caches hold the conversation at version 1
             await running.execute(AddMessage(conversation_id=conversation_id, role="user", content="warm"), "alice")
@@ -240,9 +262,6 @@ async def test_two_writers_on_one_conversation_meet_optimistic_concurrency(
             for i in range(40)
         ]
         await asyncio.gather(*writes)
-    finally:
-        for running in buses:
-            running.stop()
     messages = [e for e in store.events_of(conversation_id) if isinstance(e, Conversation.MessageAdded)]
     assert len(messages) == 42
     assert [e.originator_version for e in store.events_of(conversation_id)] == list(range(1, 44))
@@ -274,14 +293,12 @@ class SecondInstance(InMemoryEventStore):
 
 
 async def test_a_retry_racing_its_first_send_on_another_instance_gets_the_first_reply(
-    bus: CommandBus, store: InMemoryEventStore, clock: Clock
+    settings: Settings, bus: CommandBus, store: InMemoryEventStore, clock: Clock
 ) -> None:
     conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
     await bus.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
     first = await bus.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice", "resume-1")
-    other = CommandBus(SecondInstance(store), command_handlers(), failures=DriverFailures(), clock=clock)
-    other.start()
-    try:
+    async with instance(settings, SecondInstance(store), clock) as other:
         # It finds no stored reply, loads the run already resumed: refused by the aggregate,
         # but the refusal was caused by the same request, so its stored reply is the answer.
         again = await other.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice", "resume-1")
@@ -292,8 +309,6 @@ async def test_a_retry_racing_its_first_send_on_another_instance_gets_the_first_
         # And a refusal for a reason of its own stands.
         alone = await refused_keyed(other, ResumeRun(run_id="run-1", approved=True), "alice", "resume-2")
         assert alone.code == "conflict" and "already resumed" in alone.message
-    finally:
-        other.stop()
 
 
 async def refused_keyed(bus: CommandBus, command: Command[Any], user: str, key: str) -> ChronicleError:
@@ -302,22 +317,11 @@ async def refused_keyed(bus: CommandBus, command: Command[Any], user: str, key: 
     return caught.value
 
 
-@contextlib.contextmanager
-def second_instance(store: InMemoryEventStore, clock: Clock) -> Iterator[CommandBus]:
-    """Another command bus on the same store, as a second service instance on one database."""
-    other = CommandBus(store, command_handlers(), failures=DriverFailures(), clock=clock)
-    other.start()
-    try:
-        yield other
-    finally:
-        other.stop()
-
-
 async def test_a_refusal_on_state_another_instance_changed_is_decided_again_on_the_stored_state(
-    bus: CommandBus, store: InMemoryEventStore, clock: Clock
+    settings: Settings, bus: CommandBus, store: InMemoryEventStore, clock: Clock
 ) -> None:
     conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
-    with second_instance(store, clock) as other:
+    async with instance(settings, store, clock) as other:  # a second instance on one database
         await other.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
     # This instance's cached conversation knows of no run-1: refused on it alone.
     resumed = await bus.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice")
@@ -326,12 +330,12 @@ async def test_a_refusal_on_state_another_instance_changed_is_decided_again_on_t
 
 
 async def test_an_answer_that_saves_nothing_is_not_given_on_state_another_instance_changed(
-    bus: CommandBus, store: InMemoryEventStore, clock: Clock
+    settings: Settings, bus: CommandBus, store: InMemoryEventStore, clock: Clock
 ) -> None:
     conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
     await bus.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
     assert (await bus.execute(RecordTaken(run_id="run-1"), "alice"))["status"] == "paused"  # cached here
-    with second_instance(store, clock) as other:
+    async with instance(settings, store, clock) as other:  # a second instance on one database
         await other.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice")
     # On its cached conversation this instance would answer `paused` and save nothing.
     assert (await bus.execute(RecordTaken(run_id="run-1"), "alice"))["status"] == "resumed"
@@ -339,10 +343,10 @@ async def test_an_answer_that_saves_nothing_is_not_given_on_state_another_instan
 
 
 async def test_once_another_writer_is_seen_its_writes_to_cached_aggregates_are_loaded_before_deciding(
-    bus: CommandBus, store: InMemoryEventStore, clock: Clock
+    settings: Settings, bus: CommandBus, store: InMemoryEventStore, clock: Clock
 ) -> None:
     conversation_id = UUID((await bus.execute(StartConversation(title="chat"), "alice"))["conversation_id"])
-    with second_instance(store, clock) as other:
+    async with instance(settings, store, clock) as other:  # a second instance on one database
         for turn in range(6):  # consecutive messages land on either instance, as in a queue group
             writer = bus if turn % 2 == 0 else other
             await writer.execute(AddMessage(conversation_id=conversation_id, role="user", content=f"m{turn}"), "alice")
@@ -366,17 +370,13 @@ class UnreadableReplies(SecondInstance):
 
 
 async def test_a_raced_key_whose_reply_cannot_be_opened_leaves_the_refusal_and_the_writer_running(
-    bus: CommandBus, store: InMemoryEventStore, clock: Clock
+    settings: Settings, bus: CommandBus, store: InMemoryEventStore, clock: Clock
 ) -> None:
     conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
     await bus.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
     await bus.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice", "resume-1")
-    other = CommandBus(UnreadableReplies(store), command_handlers(), failures=DriverFailures(), clock=clock)
-    other.start()
-    try:
+    async with instance(settings, UnreadableReplies(store), clock) as other:
         refusal = await refused_keyed(other, ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice", "resume-1")
         assert refusal.code == "conflict" and "already resumed" in refusal.message
         # The writer thread still answers.
         assert (await other.execute(StartConversation(title="after"), "alice"))["conversation_id"]
-    finally:
-        other.stop()
