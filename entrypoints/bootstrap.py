@@ -25,6 +25,7 @@ import nats
 from chronicle_contract.audit import RecordRead
 from chronicle_contract.bus import usage_subject, user_permissions
 from chronicle_contract.hitl import hitl_stream, hitl_taken_bucket
+from nats.aio.client import Client as NATS
 
 from adapters.auth import TokenAuthority
 from adapters.errors import DriverFailures, statement_failed
@@ -35,6 +36,7 @@ from adapters.generation.generator_openai import OpenAICompatibleGenerator
 from adapters.messaging.callout import AuthCallout
 from adapters.messaging.connect import connect_options
 from adapters.messaging.fair_share import FairShare, Limits
+from adapters.messaging.identities import Role, ServiceIdentities, role_connect_options, service_password
 from adapters.messaging.jetstream import JetStreams, remove_stream
 from adapters.messaging.nats_service import NatsService
 from adapters.messaging.usage_sync import UsageSync
@@ -320,12 +322,11 @@ class Chronicle:
         # read_positions; what the service reads to decide what to do next reads the primary.
         reading, read_positions = self.read_queries, self.read_positions
         prefix = settings.subject_prefix
-        nc = await nats.connect(**connect_options(self.servers.service_nats_url), name=settings.service_name, max_reconnect_attempts=-1,
-                                reconnect_time_wait=0.5, error_cb=nats_error)
-        stack.push_async_callback(nc.drain)
-        if self.servers.callout is not None:
+        if self.servers.callout is not None:  # (first: it admits the service's own connections too)
             await self._answer_callouts(self.servers.callout)
-        js = nc.jetstream()
+        # One connection per job, each allowed only its own subjects (adapters/messaging/identities.py).
+        js = (await self._connect(Role.STREAMS)).jetstream()
+        signals, jobs = await self._connect(Role.SIGNALS), await self._connect(Role.JOBS)
         # Signals once kept their content in a stream, and orchestrators noted the answers
         # they took in a bucket; both are gone (services/hitl/coordinator.py).
         for stream in (hitl_stream(prefix), f"KV_{hitl_taken_bucket(prefix)}"):
@@ -335,12 +336,12 @@ class Chronicle:
         await ensure_upload_bucket(jet_streams, prefix)
         await ensure_job_streams(jet_streams, prefix, settings.job_ack_wait)
         self._scrape("nats", JobQueue(js, streams(prefix)[0], CONSUMER, asyncio.get_running_loop()))
-        job_relay = EventRelay(self.target.url, JobRelay(nc, js, prefix), keys)
+        job_relay = EventRelay(self.target.url, JobRelay(signals, jobs.jetstream(), prefix), keys)
         await self._run(job_relay)
         bus.commit_listeners.append(job_relay.committed)
         if settings.job_workers > 0:
             agent = self.overrides.agent or self._closed_with_service(agent_for(settings))
-            await self._run(JobWorkers(js, prefix, bus, agent, settings.job_workers))
+            await self._run(JobWorkers(jobs.jetstream(), prefix, bus, agent, settings.job_workers))
         blobs = BlobStore(self.target, keys)
         stack.callback(blobs.close)
         previews = Previews(bus, blobs, reading, js, prefix)
@@ -357,14 +358,15 @@ class Chronicle:
         # Every instance relays and sweeps: relays serialise on their tracking row (each
         # instance's own commits go out at once by the fast path) and a second expiry of
         # a checkpoint is a no-op.
-        signal_relay = EventRelay(self.target.url, SignalRelay(nc, prefix), keys)
+        signal_relay = EventRelay(self.target.url, SignalRelay(signals, prefix), keys)
         await self._run(signal_relay)
         bus.commit_listeners.append(signal_relay.committed)
         await self._run(ExpirySweeper(functools.partial(hitl_queries.due_runs, queries), bus.execute))
         self.tracking.relays.update({SignalRelay.name: signal_relay.name, JobRelay.name: job_relay.name})
         if settings.event_feed:
             await ensure_feed_stream(js, prefix, settings.event_feed_max_age, settings.stream_replicas)
-            feed = EventFeed(self.target.url, nc, js, prefix)
+            feed_nc = await self._connect(Role.FEED)
+            feed = EventFeed(self.target.url, feed_nc, feed_nc.jetstream(), prefix)
             await self._run(feed)
             self.tracking.relays[EventFeed.name] = feed.name
         # Every instance may publish digests too: the digest stream records one per position.
@@ -405,9 +407,10 @@ class Chronicle:
         if shared:
             # Started before the endpoints and stopped after them: its last report holds
             # what they served while draining.
-            await self._run(UsageSync(nc, usage_subject(prefix), fair_share, every=settings.limit_sync_interval))
+            usage = await self._connect(Role.USAGE)
+            await self._run(UsageSync(usage, usage_subject(prefix), fair_share, every=settings.limit_sync_interval))
         self.service = NatsService(
-            nc,
+            await self._connect(Role.RESPONDER),
             routes(prefix, bus, read_positions, settings.query_wait_timeout, served),
             self.authority,
             name=settings.service_name,
@@ -432,7 +435,17 @@ class Chronicle:
         await self._run(AuthCallout(
             nc, callout.issuer_seed, verify=self.authority.verify, account=settings.nats_account,
             permissions=functools.partial(user_permissions, settings.subject_prefix),
+            services=ServiceIdentities(settings.subject_prefix, service_password(self.servers.service_nats_url)).admit,
         ))
+
+    async def _connect(self, role: Role) -> NATS:
+        """A connection of the service's for one job: on a bus with the callout, as that role's
+        identity with only its subjects; drained when the instance stops."""
+        options = role_connect_options(self.servers.service_nats_url, role, scoped=self.servers.callout is not None)
+        nc = await nats.connect(**options, name=f"{self.settings.service_name}-{role.value}", max_reconnect_attempts=-1,
+                                reconnect_time_wait=0.5, error_cb=nats_error)
+        self._stack.push_async_callback(nc.drain)
+        return nc
 
     def _scrape(self, name: str, source: Source) -> None:
         """Have scrapes read `source` until this instance stops."""
