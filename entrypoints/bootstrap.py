@@ -75,7 +75,7 @@ from services.hitl.answers import Answers
 from services.hitl.coordinator import ExpirySweeper, SignalRelay
 from services.jobs.request import JobRequests
 from services.jobs.retrieval import FullTextRetriever
-from services.jobs.worker import CONSUMER, JobRelay, JobWorkers, ensure_job_streams, streams
+from services.jobs.worker import CONSUMER, JobOrders, JobRelay, JobWorkers, ensure_job_streams, streams
 from services.ports.agent import Agent
 from services.ports.event_store import Store
 from services.ports.generator import Generator
@@ -170,6 +170,7 @@ class Chronicle:
     tracking: Tracking = field(init=False)  # read-model and relay positions, read when scraped
     digest_publisher: DigestPublisher | None = field(init=False, default=None)
     retention: RetentionSweeper | None = field(init=False, default=None)
+    job_workers: JobWorkers | None = field(init=False, default=None)
     _stack: contextlib.AsyncExitStack = field(init=False, default_factory=contextlib.AsyncExitStack)
 
     async def start(self, through: Stage = Stage.SERVICE) -> Chronicle:
@@ -336,12 +337,14 @@ class Chronicle:
         await ensure_upload_bucket(jet_streams, prefix)
         await ensure_job_streams(jet_streams, prefix, settings.job_ack_wait)
         self._scrape("nats", JobQueue(js, streams(prefix)[0], CONSUMER, asyncio.get_running_loop()))
-        job_relay = EventRelay(self.target.url, JobRelay(signals, jobs.jetstream(), prefix), keys)
+        orders = JobOrders(await asyncio.to_thread(service_key, self.target, "jobs"))  # (workers take only what is signed)
+        job_relay = EventRelay(self.target.url, JobRelay(signals, jobs.jetstream(), prefix, orders), keys)
         await self._run(job_relay)
         bus.commit_listeners.append(job_relay.committed)
         if settings.job_workers > 0:
             agent = self.overrides.agent or self._closed_with_service(agent_for(settings))
-            await self._run(JobWorkers(jobs.jetstream(), prefix, bus, agent, settings.job_workers))
+            self.job_workers = JobWorkers(jobs.jetstream(), prefix, bus, agent, settings.job_workers, orders)
+            await self._run(self.job_workers)
         blobs = BlobStore(self.target, keys)
         stack.callback(blobs.close)
         previews = Previews(bus, blobs, reading, js, prefix)
