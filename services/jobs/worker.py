@@ -13,7 +13,9 @@ took the phase over).
 
 A worker takes only the service's own messages: each carries an HMAC of its body under a
 key of the service's (`JobOrders`), and one without a valid one (whoever managed to put it
-on the queue) is terminated and counted, never retried. A message whose job keeps failing
+on the queue) is terminated and counted, never retried. An earlier version's message, left
+on the queue across an upgrade (unsigned, its message id naming its job), is believed only
+as far as the log agrees: its job must exist and be its owner's, else it is refused too. A message whose job keeps failing
 for a passing reason is given again at most MAX_DELIVER times, then terminated with a log
 line: nothing is retried for ever.
 """
@@ -114,11 +116,23 @@ class JobOrders:
         given = (headers or {}).get(SIGNATURE, "")
         if not hmac.compare_digest(given.encode(), self.signature(body).encode()):
             return None
-        try:
-            order = orjson.loads(body)
-            return UUID(order["job_id"]), str(order["owner"])
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            return None  # (signed by the service, yet unreadable: an older version's shape)
+        return order_of(body)
+
+    @staticmethod
+    def unsigned(body: bytes, headers: dict[str, str] | None) -> tuple[UUID, str] | None:
+        """An earlier version's message (no signature; its message id names its job), or None."""
+        order = order_of(body)
+        if order is None or SIGNATURE in (headers or {}):
+            return None
+        return order if (headers or {}).get("Nats-Msg-Id") == f"job:{order[0]}" else None
+
+
+def order_of(body: bytes) -> tuple[UUID, str] | None:
+    try:
+        order = orjson.loads(body)
+        return UUID(order["job_id"]), str(order["owner"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 class JobRelay(Relay):
@@ -200,17 +214,19 @@ class JobWorkers(Background):
             await subscription.unsubscribe()
 
     async def process(self, message: Any, worker: str) -> None:
-        order = self.orders.read(message.data, message.headers)
+        signed = self.orders.read(message.data, message.headers)
+        order = signed or self.orders.unsigned(message.data, message.headers)
         if order is None:  # never the service's: no retry will make it one
-            self.refused += 1
-            log.warning("job message refused: not signed by the service", extra={"sequence": sequence_of(message)})
-            await message.term()
+            await self.refuse(message)
             return
         job_id, owner = order
         try:
             if await self.run_job(job_id, owner, worker, message):
                 await message.ack()
         except ChronicleError as error:
+            if signed is None and error.code == "not_found":  # the log knows no such job of that owner
+                await self.refuse(message)
+                return
             if any(d.get("rule") == "holds_phase" for d in error.details):
                 return  # another worker took the job over: it holds the message now
             if error.code in ("unavailable", "internal"):
@@ -221,6 +237,11 @@ class JobWorkers(Background):
             await message.ack()
         except Exception as error:  # an agent's bug or a lost connection: another attempt later
             await self.again(message, job_id, type(error).__name__, delay=5)
+
+    async def refuse(self, message: Any) -> None:
+        self.refused += 1
+        log.warning("job message refused: not the service's", extra={"sequence": sequence_of(message)})
+        await message.term()
 
     async def again(self, message: Any, job_id: UUID, error_type: str, *, delay: float) -> None:
         """Have the message given again after `delay`, unless this was its last delivery."""

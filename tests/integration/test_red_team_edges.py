@@ -370,9 +370,16 @@ async def test_messages_put_on_the_job_queue_by_anyone_else_are_terminated_and_c
     intruder = await nats.connect(closed.servers.service_nats_url)  # (whoever got past the bus)
     refused = workers.refused
     try:
-        for forged in (b"not json", b'{"job_id": 1}', orjson.dumps({"job_id": str(uuid.uuid4()), "owner": alice.user})):
-            await intruder.jetstream().publish(f"{prefix}.jobs.work", forged)
-        await eventually(lambda: workers.refused >= refused + 3, "the workers to terminate the three")
+        made_up = uuid.uuid4()
+        order = orjson.dumps({"job_id": str(made_up), "owner": alice.user})
+        forgeries: list[tuple[bytes, dict[str, str]]] = [
+            (b"not json", {}), (b'{"job_id": 1}', {}), (order, {}),
+            (order, {"Chronicle-Signature": "0" * 64}),  # a signature that is not the service's
+            (order, {"Nats-Msg-Id": f"job:{made_up}"}),  # as an earlier version's, for a job the log does not hold
+        ]
+        for forged, headers in forgeries:
+            await intruder.jetstream().publish(f"{prefix}.jobs.work", forged, headers=headers or None)
+        await eventually(lambda: workers.refused >= refused + len(forgeries), "the workers to terminate them all")
         job = await alice.jobs.request("a summary of nothing", "summary")
         assert (await alice.jobs.wait(job.job_id, timeout=60)).status == "completed", "the workers go on"
         stream = f"{prefix.upper()}_JOBS"
