@@ -36,7 +36,7 @@ from adapters.generation.generator_openai import OpenAICompatibleGenerator
 from adapters.messaging.callout import AuthCallout
 from adapters.messaging.connect import connect_options
 from adapters.messaging.fair_share import FairShare, Limits
-from adapters.messaging.identities import Role, ServiceIdentities, role_connect_options, service_password
+from adapters.messaging.identities import Role, ServiceIdentities, connect_role, service_password
 from adapters.messaging.jetstream import JetStreams, remove_stream
 from adapters.messaging.nats_service import NatsService
 from adapters.messaging.usage_sync import UsageSync
@@ -444,8 +444,8 @@ class Chronicle:
     async def _connect(self, role: Role) -> NATS:
         """A connection of the service's for one job: on a bus with the callout, as that role's
         identity with only its subjects; drained when the instance stops."""
-        options = role_connect_options(self.servers.service_nats_url, role, scoped=self.servers.callout is not None)
-        nc = await nats.connect(**options, name=f"{self.settings.service_name}-{role.value}", max_reconnect_attempts=-1,
+        nc = await connect_role(self.servers.service_nats_url, role, scoped=self.servers.callout is not None,
+                                name=f"{self.settings.service_name}-{role.value}", max_reconnect_attempts=-1,
                                 reconnect_time_wait=0.5, error_cb=nats_error)
         self._stack.push_async_callback(nc.drain)
         return nc

@@ -16,20 +16,32 @@ URL: there is no least privilege to have there.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import logging
 from enum import StrEnum
 from typing import Any
 
+import nats
+import nats.errors
 from chronicle_contract.bus import INBOX, usage_subject
 from chronicle_contract.errors import ChronicleError
 from chronicle_contract.events import events_stream
+from nats.aio.client import Client as NATS
 
 from adapters.messaging.connect import connect_options
+
+log = logging.getLogger(__name__)
 
 # Where the service's connections receive JetStream acks and pulled messages: no user may
 # subscribe there (users: `_INBOX.<scope>.>` only) and the responder may not publish there.
 SERVICE_INBOX = "_CHRONICLE"
 JOBS_CONSUMER = "workers"
+# While an earlier version's instance may answer the callout (a rolling upgrade), it refuses
+# the role identities it does not know; the callout's queue group picks a responder at
+# random, so trying again soon reaches one that knows them.
+ADMIT_WAIT = 30.0  # seconds a role's first connect is tried
+ADMIT_RETRY = 0.2
 
 
 class Role(StrEnum):
@@ -112,3 +124,18 @@ def role_connect_options(service_url: str, role: Role, *, scoped: bool) -> dict[
 def service_password(service_url: str) -> str:
     """The password in the service's NATS URL (its roles connect with it)."""
     return str(connect_options(service_url).get("password") or "")
+
+
+async def connect_role(service_url: str, role: Role, *, scoped: bool, **options: Any) -> NATS:
+    """A role's connection (nats.connect `options` besides), its first connect tried for
+    ADMIT_WAIT seconds while the callout refuses it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ADMIT_WAIT
+    while True:
+        try:
+            return await nats.connect(**role_connect_options(service_url, role, scoped=scoped), **options)
+        except nats.errors.Error as refused:
+            if "authorization violation" not in str(refused).lower() or not scoped or loop.time() > deadline:
+                raise
+            log.warning("service connection refused by the auth callout; trying again", extra={"role": role.value})
+            await asyncio.sleep(ADMIT_RETRY)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -16,7 +17,7 @@ import orjson
 import pytest
 from chronicle_client import ChronicleClient, ChronicleError
 from chronicle_client.events import MAX_DELIVER as FEED_MAX_DELIVER
-from chronicle_contract.bus import feed_consumer, inbox_prefix, signals_prefix
+from chronicle_contract.bus import feed_consumer, inbox_prefix, signals_prefix, user_permissions
 from chronicle_contract.conversations import ListConversations
 from chronicle_contract.events import events_stream
 from chronicle_contract.hitl import run_signals
@@ -24,8 +25,10 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from adapters.auth import TokenAuthority
+from adapters.messaging.callout import AuthCallout
+from adapters.messaging.connect import connect_options
 from adapters.messaging.fair_share import FairShare, Limits
-from adapters.messaging.identities import Role, identity, role_connect_options
+from adapters.messaging.identities import Role, connect_role, identity, role_connect_options
 from entrypoints.bootstrap import Chronicle, bootstrap
 from services.conversations.queries import list_conversations
 from services.jobs.worker import MAX_DELIVER
@@ -456,3 +459,25 @@ async def test_forged_resumed_signals_cost_the_waiter_one_take_per_interval(clos
         closed.service.fair_share = service_share
         await alice.close()
         await forger.close()
+
+
+async def test_a_service_connection_is_admitted_while_an_earlier_versions_callout_answers_too(
+    closed: Chronicle,
+) -> None:
+    """A rolling upgrade: an instance that does not know the role identities answers callouts
+    beside this one and refuses them; the role's first connect is tried again until admitted."""
+    callout = closed.servers.callout
+    assert callout is not None
+    earlier = await nats.connect(**connect_options(callout.url))
+    responder = AuthCallout(earlier, callout.issuer_seed, verify=AUTHORITY.verify, account=closed.settings.nats_account,
+                            permissions=functools.partial(user_permissions, closed.settings.subject_prefix))
+    await responder.start()
+    refused = responder.refused
+    try:
+        for _ in range(4):
+            connection = await connect_role(closed.servers.service_nats_url, Role.SIGNALS, scoped=True)
+            await connection.close()
+        assert responder.refused > refused, "the earlier version's callout was asked, and refused"
+    finally:
+        await responder.stop()
+        await earlier.close()
