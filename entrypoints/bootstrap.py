@@ -44,6 +44,7 @@ from adapters.generation.generator_openai import OpenAICompatibleGenerator
 from adapters.messaging.callout import AuthCallout
 from adapters.messaging.connect import connect_options
 from adapters.messaging.fair_share import FairShare, Limits
+from adapters.messaging.identities import Role, ServiceIdentities, connect_role, service_password
 from adapters.messaging.jetstream import JetStreams, remove_stream
 from adapters.messaging.nats_service import NatsService
 from adapters.messaging.usage_sync import UsageSync
@@ -68,6 +69,7 @@ from entrypoints.settings import Settings
 from entrypoints.wiring import (
     Closing,
     Core,
+    ServiceConnections,
     Startable,
     Wiring,
     wire_artifacts,
@@ -82,7 +84,7 @@ from projections.view import Projection
 from services.artifacts.retention import RetentionSweeper
 from services.audit.digests import DigestPublisher
 from services.hitl.coordinator import SignalRelay
-from services.jobs.worker import JobRelay
+from services.jobs.worker import JobRelay, JobWorkers
 from services.ports.agent import Agent
 from services.ports.event_store import Store
 from services.ports.generator import Generator
@@ -167,6 +169,7 @@ class Chronicle:
     usage: UsageSync | None  # shares per-user rates with the other instances
     service: NatsService
     retention: RetentionSweeper | None
+    job_workers: JobWorkers | None  # this instance's, if it runs any
     digest_publisher: DigestPublisher | None
     rebuilding: list[str] = field(default_factory=list)  # read models still rebuilt when it started
     _stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
@@ -298,10 +301,11 @@ class Chronicle:
     async def _start_service(self) -> None:
         """NATS: the service's connection, the callouts, each capability's streams and running
         pieces, the shared rates, and last the endpoints."""
-        settings, nc = self.settings, self.core.nc
-        await self._connect(nc, self.servers.service_nats_url, settings.service_name)
-        if self.servers.callout is not None:
+        if self.servers.callout is not None:  # (first: it admits the service's own connections too)
             await self._answer_callouts(self.servers.callout)
+        # One connection per job, each allowed only its own subjects (adapters/messaging/identities.py).
+        for role, nc in self.core.nats.by_role().items():
+            await self._connect_role(nc, role)
         await self._remove_earlier_streams()
         for wiring in self.capabilities:
             for ensure in wiring.streams:
@@ -335,6 +339,7 @@ class Chronicle:
         await self._run(AuthCallout(
             self.callout_nc, callout.issuer_seed, verify=self.authority.verify, account=settings.nats_account,
             permissions=functools.partial(user_permissions, settings.subject_prefix),
+            services=ServiceIdentities(settings.subject_prefix, service_password(self.servers.service_nats_url)).admit,
         ))
 
     async def _connect(self, nc: NATS, url: str, name: str) -> None:
@@ -342,6 +347,14 @@ class Chronicle:
         # (A dict: nats-py types reconnect_time_wait as int, and takes a fraction of a second.)
         behaviour: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "error_cb": nats_error}
         await nc.connect(**connect_options(url), name=name, **behaviour)
+        self._stack.push_async_callback(nc.drain)
+
+    async def _connect_role(self, nc: NATS, role: Role) -> None:
+        """Connect one of the service's connections as its role: on a bus with the callout, that
+        role's identity, allowed only its subjects; drained on stop."""
+        behaviour: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "error_cb": nats_error}
+        await connect_role(self.servers.service_nats_url, role, scoped=self.servers.callout is not None, client=nc,
+                           name=f"{self.settings.service_name}-{role.value}", **behaviour)
         self._stack.push_async_callback(nc.drain)
 
     def _scrape(self, name: str, source: Source) -> None:
@@ -399,31 +412,32 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
             settings, replica.url, replica_reachability, semantic, settings.query_pool_size, cursors
         )
         read_positions = ReplayedPositions(replica, read_models.candidates, reachability=replica_reachability)
-    nc = NATS()
-    js = nc.jetstream()
+    connections = ServiceConnections()
+    js = connections.streams.jetstream()
     core = Core(
         settings=settings, target=target, keys=keys, postgres_store=postgres_store, bus=bus,
         queries=queries, positions=positions, read_queries=read_queries, read_positions=read_positions,
-        nc=nc, js=js, streams=JetStreams(js, settings.stream_replicas), tracking=Tracking(target, read_models.names), scraped=scraped,
+        nats=connections, js=js, streams=JetStreams(js, settings.stream_replicas), tracking=Tracking(target, read_models.names), scraped=scraped,
     )
     generator = overrides.generator or generator_for(settings)
     agent = (overrides.agent or agent_for(settings)) if settings.job_workers > 0 else None
     made = [c for c, given in ((generator, overrides.generator), (agent, overrides.agent)) if given is None and c]
     artifacts = wire_artifacts(core, generator)
+    jobs = wire_jobs(core, agent)
     audit = wire_audit(core)
     capabilities = [
         Wiring(running=[Closing(client) for client in made]),  # (stopped last: after what uses them)
         wire_read_models(core),
         wire_hitl(core),
         artifacts,
-        wire_jobs(core, agent),
+        jobs,
         audit,
         wire_users(core, forget=[artifacts.previews.forget_uploads] if artifacts.previews else []),
     ]
-    fair_share, usage = shared_limits(settings, nc, metrics)
+    fair_share, usage = shared_limits(settings, connections.usage, metrics)
     served = {kind: instance for wiring in capabilities for kind, instance in wiring.served.items()}
     service = NatsService(
-        nc,
+        connections.responder,
         routes(settings.subject_prefix, bus, read_positions, settings.query_wait_timeout, served),
         authority,
         name=settings.service_name,
@@ -437,7 +451,7 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
         settings=settings, overrides=overrides, authority=authority, metrics=metrics, scraped=scraped,
         servers=servers, read_models=read_models, core=core, store=store, engine=engine, semantic=semantic,
         cursors=cursors, capabilities=capabilities, callout_nc=NATS(), usage=usage, service=service,
-        retention=artifacts.retention, digest_publisher=audit.digest_publisher,
+        retention=artifacts.retention, digest_publisher=audit.digest_publisher, job_workers=jobs.workers,
     )
 
 

@@ -21,6 +21,7 @@ from chronicle_contract.audit import RecordRead
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
+from adapters.messaging.identities import Role
 from adapters.messaging.jetstream import JetStreams
 from adapters.read_side.event_feed import EventFeed, ensure_feed_stream
 from adapters.read_side.positions import ProjectionPositions
@@ -31,7 +32,7 @@ from adapters.store.audit_decoder import Decoder
 from adapters.store.blobs import BlobStore
 from adapters.store.digest import PostgresDigests
 from adapters.store.event_store import EventStore
-from adapters.store.keys import KeyRing
+from adapters.store.keys import KeyRing, service_key
 from adapters.store.postgres import PostgresTarget
 from adapters.store.user_data import PostgresUserData
 from entrypoints.settings import Settings
@@ -45,7 +46,7 @@ from services.hitl.answers import Answers
 from services.hitl.coordinator import ExpirySweeper, SignalRelay
 from services.jobs.request import JobRequests
 from services.jobs.retrieval import FullTextRetriever
-from services.jobs.worker import CONSUMER, JobRelay, JobWorkers, ensure_job_streams, streams
+from services.jobs.worker import CONSUMER, JobOrders, JobRelay, JobWorkers, ensure_job_streams, streams
 from services.ports.agent import Agent
 from services.ports.generator import Generator
 from services.ports.read_models import Queries
@@ -57,6 +58,23 @@ from services.users.erasure import Erasure
 class Startable(Protocol):
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ServiceConnections:
+    """The service's NATS clients, one per job (adapters/messaging/identities.py): each is
+    connected on start as its role and, on a bus with the auth callout, may publish only that
+    role's subjects, so no request can aim the service at anything else."""
+
+    responder: NATS = field(default_factory=NATS)  # answers requests: users' inboxes only
+    signals: NATS = field(default_factory=NATS)  # HITL and job progress signals
+    jobs: NATS = field(default_factory=NATS)  # the work queue: put and pulled
+    feed: NATS = field(default_factory=NATS)  # the event feed
+    usage: NATS = field(default_factory=NATS)  # the instances' usage reports
+    streams: NATS = field(default_factory=NATS)  # streams, consumers and object stores
+
+    def by_role(self) -> dict[Role, NATS]:
+        return {role: getattr(self, role.value) for role in Role}
 
 
 @dataclass(frozen=True)
@@ -73,8 +91,8 @@ class Core:
     # What callers read and wait on: a streaming replica's (settings.read_database_url), or the above.
     read_queries: PostgresQueries
     read_positions: ProjectionPositions
-    nc: NATS  # the service's connection, opened on start
-    js: JetStreamContext
+    nats: ServiceConnections  # opened on start
+    js: JetStreamContext  # the streams connection's
     streams: JetStreams  # what makes the streams and stores the capabilities need, on js
     tracking: Tracking
     scraped: Scraped
@@ -136,6 +154,21 @@ class Closing:
             await aclose()
 
 
+class SignedOrders:
+    """Gives the job orders their signing key on start: the one every instance on the
+    database shares (adapters/store/keys.py service_key), so any worker checks any order."""
+
+    def __init__(self, orders: JobOrders, target: PostgresTarget) -> None:
+        self.orders = orders
+        self.target = target
+
+    async def start(self) -> None:
+        self.orders.use(await asyncio.to_thread(service_key, self.target, "jobs"))
+
+    async def stop(self) -> None:
+        pass
+
+
 class ScrapedJobQueue:
     """The job queue's depth in scrapes while the service runs (read on its event loop)."""
 
@@ -171,7 +204,7 @@ def wire_hitl(core: Core) -> Wiring:
     return Wiring(
         served={Answers: Answers(core.bus, core.postgres_store.events_of)},
         running=[
-            relayed(core, SignalRelay(core.nc, prefix)),
+            relayed(core, SignalRelay(core.nats.signals, prefix)),
             ExpirySweeper(functools.partial(hitl_queries.due_runs, core.queries), core.bus.execute),
         ],
     )
@@ -211,24 +244,35 @@ def wire_artifacts(core: Core, generator: Generator) -> Artifacts:
     )
 
 
-def wire_jobs(core: Core, agent: Agent | None) -> Wiring:
+@dataclass
+class Jobs(Wiring):
+    """The jobs' wiring, and this instance's workers (whose refusals tests count)."""
+
+    workers: JobWorkers | None = None
+
+
+def wire_jobs(core: Core, agent: Agent | None) -> Jobs:
     """Job requests (their retrieval snapshot waits for the caller's min_position, as a query
     does), the work queue, its relay and this instance's workers (with `agent`; none without)."""
     settings, prefix = core.settings, core.settings.subject_prefix
     requests = JobRequests(
         core.bus, FullTextRetriever(core.read_queries), core.read_positions, settings.query_wait_timeout
     )
-    workers: list[Startable] = []
+    orders = JobOrders()  # (workers take only orders the service signed)
+    queue = core.nats.jobs.jetstream()
+    workers = None
     if agent is not None and settings.job_workers > 0:
-        workers = [JobWorkers(core.js, prefix, core.bus, agent, settings.job_workers)]
-    return Wiring(
+        workers = JobWorkers(queue, prefix, core.bus, agent, settings.job_workers, orders)
+    return Jobs(
         served={JobRequests: requests},
         streams=[functools.partial(ensure_job_streams, prefix=prefix, ack_wait=settings.job_ack_wait)],
         running=[
+            SignedOrders(orders, core.target),
             ScrapedJobQueue(core.scraped, core.js, prefix),
-            relayed(core, JobRelay(core.nc, core.js, prefix)),
-            *workers,
+            relayed(core, JobRelay(core.nats.signals, queue, prefix, orders)),
+            *([workers] if workers else []),
         ],
+        workers=workers,
     )
 
 
@@ -253,7 +297,7 @@ def wire_audit(core: Core) -> AuditWiring:
     })
     if settings.event_feed:
         prefix = settings.subject_prefix
-        feed = EventFeed(lambda: core.target.url, core.nc, core.js, prefix)
+        feed = EventFeed(lambda: core.target.url, core.nats.feed, core.nats.feed.jetstream(), prefix)
         core.tracking.relays[EventFeed.name] = feed.name
         wiring.streams.append(
             lambda _: ensure_feed_stream(core.js, prefix, settings.event_feed_max_age, settings.stream_replicas)

@@ -6,7 +6,9 @@ verifies the bearer token and answers with an authorization response holding a u
 both signed with the issuer account key the server's `auth_callout.issuer` names. The user
 JWT places the connection in the service's account with the permissions `permissions`
 gives for that user, and expires when the bearer token does (the server then closes the
-connection). A refused token gets an authorization response carrying an error.
+connection). A refused token gets an authorization response carrying an error. The
+service's own connections come here too, each naming its role as the NATS user with the
+service's password, and get that role's subjects only (adapters/messaging/identities.py).
 
 NATS JWTs are plain JWTs with an ed25519 nkey signature (`alg: ed25519-nkey`), signed with
 the official `nkeys` package; nats-io ships no Python JWT library, and the one on PyPI is
@@ -40,6 +42,9 @@ MAX_REQUEST_BYTES = 64 * 1024  # a callout request is a few hundred bytes; a bea
 # (user id, expiry as epoch seconds or None) of a verified bearer token; ChronicleError when refused
 Verify = Callable[[str], tuple[str, float | None]]
 Permissions = Callable[[str], dict[str, Any]]
+# A service identity's permissions, given the user name and password it connected with
+# (adapters/messaging/identities.py ServiceIdentities.admit); ChronicleError when refused.
+AdmitService = Callable[[str, str], dict[str, Any]]
 
 
 def new_account_seed() -> str:
@@ -82,13 +87,14 @@ class AuthCallout:
 
     def __init__(
         self, nc: NATS, issuer_seed: str, *, verify: Verify, permissions: Permissions, account: str,
-        clock: Callable[[], float] = time.time,
+        services: AdmitService | None = None, clock: Callable[[], float] = time.time,
     ):
         self.nc = nc
         self.issuer = nkeys.from_seed(issuer_seed.encode())
         self.issuer_public = self.issuer.public_key.decode()
         self.verify = verify
         self.permissions = permissions
+        self.services = services
         self.account = account
         self.clock = clock
         self.subscription: Subscription | None = None
@@ -119,17 +125,23 @@ class AuthCallout:
         claims = claims_of(request)
         nats_claims = claims["nats"]
         user_nkey, server_id = nats_claims["user_nkey"], nats_claims["server_id"]["id"]
-        token = (nats_claims.get("connect_opts") or {}).get("auth_token") or ""
+        options = nats_claims.get("connect_opts") or {}
+        token = options.get("auth_token") or ""
         now = int(self.clock())
         response: dict[str, Any] = {
             "iat": now, "iss": self.issuer_public, "sub": user_nkey, "aud": server_id,
             "nats": {"type": "authorization_response", "version": 2},
         }
         try:
-            if not token:
+            if not token and options.get("user") and self.services is not None:
+                # One of the service's own connections, each admitted with its role's subjects only.
+                name = str(options["user"])
+                user_jwt = self.jwt(user_nkey, name, self.services(name, str(options.get("pass") or "")), None, now)
+            elif not token:
                 raise ChronicleError("unauthorized", "connect with your bearer token as the NATS token")
-            user_id, expires = self.verify(token)
-            user_jwt = self.user_jwt(user_nkey, user_id, expires, now)
+            else:
+                user_id, expires = self.verify(token)
+                user_jwt = self.user_jwt(user_nkey, user_id, expires, now)
         except (ChronicleError, ValueError, TypeError) as refused:
             # A request we could read is answered at once, whatever its token holds: without
             # an answer the server waits out its callout timeout (2 s) holding the connect.
@@ -141,11 +153,13 @@ class AuthCallout:
         return encode(response, self.issuer)
 
     def user_jwt(self, user_nkey: str, user_id: str, expires: float | None, now: int) -> str:
+        # The server's logs and monitoring name the connection by the user's scope, not their id.
+        return self.jwt(user_nkey, user_scope(user_id), self.permissions(user_id), expires, now)
+
+    def jwt(self, user_nkey: str, name: str, permissions: dict[str, Any], expires: float | None, now: int) -> str:
         user: dict[str, Any] = {
-            "iat": now, "iss": self.issuer_public, "sub": user_nkey, "aud": self.account,
-            # The server's logs and monitoring name the connection by the user's scope, not their id.
-            "name": user_scope(user_id),
-            "nats": {**self.permissions(user_id), "type": "user", "version": 2},
+            "iat": now, "iss": self.issuer_public, "sub": user_nkey, "aud": self.account, "name": name,
+            "nats": {**permissions, "type": "user", "version": 2},
         }
         if expires is not None:
             user["exp"] = int(expires)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 from nats.js import JetStreamContext
@@ -10,6 +11,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, ObjectStoreConfig, RetentionP
 from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError, ServiceUnavailableError
 
 from services.ports.streams import Streams
+
+log = logging.getLogger(__name__)
 
 DAY = 24 * 3600.0
 PLACEMENT_WAIT = 30.0  # seconds a stream's creation is tried while a new cluster cannot place it yet
@@ -95,17 +98,26 @@ class JetStreams(Streams):
         self.replicas = replicas
 
     async def ensure_work_queue(
-        self, name: str, subjects: list[str], *, consumer: str, ack_wait: float, duplicate_window: float
+        self, name: str, subjects: list[str], *, consumer: str, ack_wait: float, duplicate_window: float,
+        max_deliver: int,
     ) -> None:
         await ensure_stream(
             self.js, name, subjects, retention=RetentionPolicy.WORK_QUEUE, duplicate_window=duplicate_window,
             replicas=self.replicas,
         )
-        config = ConsumerConfig(durable_name=consumer, ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait, max_deliver=-1)
+        config = ConsumerConfig(
+            durable_name=consumer, ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait, max_deliver=max_deliver
+        )
         try:
-            await self.js.consumer_info(name, consumer)
+            info = await self.js.consumer_info(name, consumer)
         except NotFoundError:
             await self.js.add_consumer(name, config)
+            return
+        if info.config.max_deliver != max_deliver:  # (one made before redelivery was bounded: -1)
+            try:
+                await self.js.add_consumer(name, config)  # (the server updates what may be edited)
+            except BadRequestError as refused:
+                log.warning("work queue consumer not updated", extra={"consumer": consumer, "error": str(refused)[:200]})
 
     async def ensure_object_store(self, bucket: str, *, ttl: float) -> None:
         await ensure_object_store(self.js, bucket, ObjectStoreConfig(ttl=ttl, replicas=self.replicas))

@@ -19,7 +19,7 @@ import nats.errors
 import orjson
 from chronicle_contract import request_ids
 from chronicle_contract.base import MAX_JSON_BYTES, idempotency_key
-from chronicle_contract.bus import inbox_prefix
+from chronicle_contract.bus import INBOX, inbox_prefix
 from chronicle_contract.errors import ChronicleError
 from chronicle_contract.request_ids import request_id
 from nats.aio.client import Client as NATS
@@ -28,7 +28,7 @@ from nats.micro.request import Request
 from nats.micro.service import Service
 from pydantic import BaseModel, ValidationError
 
-from adapters.auth import TokenAuthority
+from adapters.auth import Caller, TokenAuthority
 from adapters.errors import translate
 from adapters.messaging.fair_share import FairShare
 from adapters.metrics import Metrics
@@ -106,6 +106,7 @@ class NatsService:
         self.scoped_inboxes = scoped_inboxes
         self.fair_share = fair_share
         self.in_flight: set[asyncio.Task[None]] = set()
+        self.unanswered = 0  # requests whose reply subject was not their caller's inbox
         self.service: Service | None = None
         self.metrics = metrics
         if metrics is not None:  # read when scraped: nothing to record per request
@@ -145,6 +146,8 @@ class NatsService:
     def _dispatcher(self, route: Route) -> Callable[[Request], Awaitable[None]]:
         async def dispatch(request: Request) -> None:
             if len(self.in_flight) >= self.max_in_flight:
+                if self._addressee(route, request) is None:
+                    return
                 error = ChronicleError("rate_limited", "too many requests in flight; retry shortly")
                 await request.respond(envelope_error(error))
                 if self.metrics is not None:
@@ -157,6 +160,30 @@ class NatsService:
 
         return dispatch
 
+    def _addressee(self, route: Route, request: Request) -> Caller | ChronicleError | None:
+        """Who asked (or why they cannot be served), or None: no reply may be sent at all.
+
+        On a scoped bus a reply goes only to the asker's own inbox. A request naming any
+        other reply subject gets no answer, not even a refusal (the service would be
+        publishing where its asker may not: another user's inbox or signals, a stream's
+        subject), and counts against its asker's budget. A request without a valid token
+        has no known asker: its refusal goes only to a user's inbox, never elsewhere."""
+        try:
+            user = self.authority.user_of(request.headers)
+        except ChronicleError as refused:
+            reply = request._msg.reply or ""  # (nats.micro keeps the reply subject private)
+            return refused if not self.scoped_inboxes or reply.startswith(INBOX + ".") else None
+        if self.scoped_inboxes and not (request._msg.reply or "").startswith(inbox_prefix(user) + "."):
+            self.unanswered += 1
+            if self.fair_share is not None:
+                with contextlib.suppress(ChronicleError):  # (past the budget already: nothing more to take)
+                    self.fair_share.admit(user, getattr(route.model, "action", route.subject))
+            if self.metrics is not None:
+                self.metrics.answered(route.subject, "unanswered", None)
+            log.debug("request not answered: its reply subject is not its caller's inbox", extra={"subject": route.subject})
+            return None
+        return user
+
     async def _act(self, route: Route, user: str, request: Request) -> Any:
         payload = parse(route.model, request.data, self.validation_context)
         key = idempotency_key((request.headers or {}).get("Idempotency-Key"))
@@ -167,10 +194,12 @@ class NatsService:
         code = "ok"
         rid = request_id(request.headers)
         request_ids.current.set(rid)  # (this task's context: its log lines carry it)
+        user = self._addressee(route, request)
+        if user is None:
+            return
         try:
-            user = self.authority.user_of(request.headers)
-            if self.scoped_inboxes and not (request._msg.reply or "").startswith(inbox_prefix(user) + "."):
-                raise ChronicleError("unauthorized", "the reply subject must be under your own inbox prefix")
+            if isinstance(user, ChronicleError):
+                raise user
             if self.fair_share is None:
                 data = await self._act(route, user, request)
             else:

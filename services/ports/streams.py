@@ -13,11 +13,13 @@ from abc import ABC, abstractmethod
 class Streams(ABC):
     @abstractmethod
     async def ensure_work_queue(
-        self, name: str, subjects: list[str], *, consumer: str, ack_wait: float, duplicate_window: float
+        self, name: str, subjects: list[str], *, consumer: str, ack_wait: float, duplicate_window: float,
+        max_deliver: int,
     ) -> None:
         """A stream that holds each message until one consumer acks it, with one durable pull
         consumer `consumer` shared by the workers (a message not acked within `ack_wait`
-        seconds goes to another); a message id seen within `duplicate_window` seconds is dropped."""
+        seconds goes to another, at most `max_deliver` times in all); a message id seen
+        within `duplicate_window` seconds is dropped."""
 
     @abstractmethod
     async def ensure_object_store(self, bucket: str, *, ttl: float) -> None:

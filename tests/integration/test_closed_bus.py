@@ -178,15 +178,15 @@ async def test_the_job_workers_consumer_survives_a_user(closed: Chronicle) -> No
 
 async def test_a_token_is_no_use_without_its_users_inbox(closed: Chronicle) -> None:
     """Bob holding alice's token on his own connection: the reply would go to his inbox, so
-    the service refuses to answer there."""
+    the service sends none at all (before: an `unauthorized` there)."""
     alice = f"alice-{uuid.uuid4().hex[:6]}"
     alices_token = authority().issue(alice)
     bob = await user_client(closed, "bob")
     bob.token = alices_token  # the header says alice; the connection receives as bob
+    bob.timeout = 1.0
     try:
-        with pytest.raises(ChronicleError) as refused:
+        with pytest.raises(nats.errors.TimeoutError):
             await bob.conversations.list()
-        assert refused.value.code == "unauthorized"
     finally:
         await bob.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -15,16 +16,25 @@ import nats.errors
 import orjson
 import pytest
 from chronicle_client import ChronicleClient, ChronicleError
-from chronicle_contract.bus import inbox_prefix
+from chronicle_client.events import MAX_DELIVER as FEED_MAX_DELIVER
+from chronicle_contract.bus import feed_consumer, inbox_prefix, signals_prefix, user_permissions
 from chronicle_contract.conversations import ListConversations
 from chronicle_contract.events import events_stream
+from chronicle_contract.hitl import run_signals
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 
 from adapters.auth import TokenAuthority
+from adapters.messaging.callout import AuthCallout
+from adapters.messaging.connect import connect_options
+from adapters.messaging.fair_share import FairShare, Limits
+from adapters.messaging.identities import Role, connect_role, identity, role_connect_options
 from entrypoints.bootstrap import Chronicle, bootstrap
 from services.conversations.queries import list_conversations
+from services.jobs.worker import MAX_DELIVER
 from tests.conftest import JWT_SECRET, ClientFactory, make_settings
 from tests.servers import TestServers
+from tests.waiting import eventually
 
 AUTHORITY = TokenAuthority(secret=JWT_SECRET)
 
@@ -217,3 +227,257 @@ async def test_instances_open_each_others_cursors(
         second_instance.read_queries, user, query.model_copy(update={"cursor": page["next_cursor"]})
     )
     assert [row["title"] for row in page["items"] + on_the_other["items"]] == ["a", "b"]
+
+
+# -- the service is nobody's deputy: it answers only to the asker's own inbox ------------------
+
+
+class Violations:
+    """A raw connection's asynchronous errors: the server's permission violations."""
+
+    def __init__(self) -> None:
+        self.errors: asyncio.Queue[str] = asyncio.Queue()
+
+    async def record(self, error: Exception) -> None:
+        await self.errors.put(str(error))
+
+    async def next(self) -> str:
+        return await asyncio.wait_for(self.errors.get(), timeout=10)
+
+
+async def watched(chronicle: Chronicle, token: str, user: str, violations: Violations) -> NATS:
+    return await nats.connect(
+        chronicle.nats_url, token=token, inbox_prefix=inbox_prefix(user), error_cb=violations.record,
+        allow_reconnect=False, max_reconnect_attempts=0,
+    )
+
+
+class Inbox:
+    """What arrives on a subscription, without ever waiting for nothing to come."""
+
+    def __init__(self) -> None:
+        self.received: list[str] = []
+
+    async def arrived(self, message: Msg) -> None:
+        self.received.append(message.subject)
+
+
+def foreign_replies(chronicle: Chronicle, alice: str) -> list[str]:
+    prefix = chronicle.settings.subject_prefix
+    return [
+        f"{run_signals(signals_prefix(prefix, alice), 'run-1')}.resumed",  # a forged approval for alice
+        f"{inbox_prefix(alice)}.x.y",  # alice's replies
+        f"{prefix}.events.conversation.started",  # into the event feed's stream
+        f"{prefix}.jobs.work",  # into the job queue
+        "nowhere.at.all",
+    ]
+
+
+async def test_a_reply_aimed_anywhere_but_the_askers_inbox_is_not_sent_and_costs_the_asker(closed: Chronicle) -> None:
+    prefix, alice_id, bob_id = closed.settings.subject_prefix, f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
+    alices, alice = Inbox(), await raw(closed, AUTHORITY.issue(alice_id), alice_id)
+    for subject in (f"{signals_prefix(prefix, alice_id)}.>", f"{inbox_prefix(alice_id)}.>"):
+        await alice.subscribe(subject, cb=alices.arrived)
+    await alice.flush()
+    service = await nats.connect(closed.servers.service_nats_url)  # (what reaches the streams, read as the service)
+    streams = {name: (await service.jetstream().stream_info(name)).state.last_seq
+               for name in (events_stream(prefix), f"{prefix.upper()}_JOBS")}
+    bob_token = AUTHORITY.issue(bob_id)
+    bob = await raw(closed, bob_token, bob_id)
+    service_share, closed.service.fair_share = closed.service.fair_share, FairShare(Limits(per_minute={"requests": 5}))
+    unanswered = closed.service.unanswered
+    try:
+        for reply in foreign_replies(closed, alice_id):
+            await bob.publish(f"{prefix}.query.conversations.list", b"{}", reply=reply,
+                              headers={"Authorization": f"Bearer {bob_token}"})
+        await eventually(lambda: closed.service.unanswered >= unanswered + 5, "the service to turn the requests down")
+        await alice.flush()
+        assert alices.received == [], "nothing reached alice's inbox or signals"
+        assert {name: (await service.jetstream().stream_info(name)).state.last_seq for name in streams} == streams
+        bobs = await client_of(closed, bob_token)
+        with pytest.raises(ChronicleError) as refused:  # the five he aimed elsewhere spent his minute's five
+            await bobs.conversations.list()
+        assert refused.value.code == "rate_limited"
+        await bobs.close()
+    finally:
+        closed.service.fair_share = service_share
+        for connection in (alice, bob, service):
+            await connection.close()
+
+
+@pytest.mark.parametrize("verb", ["PING", "INFO", "STATS", "STATS.{name}", "INFO.{name}"])
+async def test_service_discovery_answers_no_user(closed: Chronicle, verb: str) -> None:
+    """Discovery's answers went to any reply subject a request named, and `$SRV.STATS` showed
+    every user's request counts: a user may not ask at all; the service's operators may."""
+    alice_id, bob_id = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
+    subject = "$SRV." + verb.format(name=closed.settings.service_name)
+    alices, alice = Inbox(), await raw(closed, AUTHORITY.issue(alice_id), alice_id)
+    await alice.subscribe(f"{inbox_prefix(alice_id)}.>", cb=alices.arrived)
+    await alice.subscribe(f"{signals_prefix(closed.settings.subject_prefix, alice_id)}.>", cb=alices.arrived)
+    await alice.flush()
+    violations = Violations()
+    bob = await watched(closed, AUTHORITY.issue(bob_id), bob_id, violations)
+    operator = await nats.connect(closed.servers.service_nats_url)
+    try:
+        for reply in foreign_replies(closed, alice_id)[:2] + [f"{inbox_prefix(bob_id)}.own"]:
+            await bob.publish(subject, b"", reply=reply)
+            assert "permissions violation for publish" in (await violations.next()).lower()
+        answer = orjson.loads((await operator.request(subject, b"", timeout=5)).data)
+        assert answer["name"] == closed.settings.service_name  # (discovery still serves the service's own)
+        await alice.flush()
+        assert alices.received == []
+    finally:
+        for connection in (alice, bob, operator):
+            await connection.close()
+
+
+# -- least privilege: each of the service's connections publishes only what its job needs -----
+
+
+@pytest.mark.parametrize(("role", "forbidden"), [
+    (Role.RESPONDER, ["{signals}.hitl.r.resumed", "{prefix}.events.conversation.started", "{prefix}.jobs.work",
+                      "{prefix}.internal.usage", "$JS.API.STREAM.PURGE.{jobs}"]),
+    (Role.SIGNALS, ["{inbox}.x", "{prefix}.events.conversation.started", "{prefix}.jobs.work"]),
+    (Role.FEED, ["{inbox}.x", "{signals}.hitl.r.resumed", "{prefix}.jobs.work"]),
+    (Role.JOBS, ["{inbox}.x", "{signals}.hitl.r.resumed", "{prefix}.events.conversation.started"]),
+    (Role.USAGE, ["{inbox}.x", "{signals}.hitl.r.resumed", "{prefix}.jobs.work"]),
+    (Role.STREAMS, ["{inbox}.x", "{signals}.hitl.r.resumed", "{prefix}.events.conversation.started",
+                    "{prefix}.jobs.work"]),
+], ids=str)
+async def test_each_service_connection_may_publish_its_own_subjects_only(
+    closed: Chronicle, role: Role, forbidden: list[str]
+) -> None:
+    prefix, alice = closed.settings.subject_prefix, f"alice-{uuid.uuid4().hex[:6]}"
+    violations = Violations()
+    options = role_connect_options(closed.servers.service_nats_url, role, scoped=True)
+    connection = await nats.connect(**options, error_cb=violations.record, allow_reconnect=False)
+    try:
+        for subject in forbidden:
+            await connection.publish(subject.format(
+                prefix=prefix, signals=signals_prefix(prefix, alice), inbox=inbox_prefix(alice),
+                jobs=f"{prefix.upper()}_JOBS",
+            ), b"{}")
+            assert "permissions violation for publish" in (await violations.next()).lower(), subject
+    finally:
+        await connection.close()
+    assert closed.service.nc.options["user"] == identity(Role.RESPONDER), "the service answers as the responder"
+
+
+# -- no message poisons a consumer --------------------------------------------------------------
+
+
+async def test_messages_put_on_the_job_queue_by_anyone_else_are_terminated_and_counted(closed: Chronicle) -> None:
+    prefix, workers = closed.settings.subject_prefix, closed.job_workers
+    assert workers is not None
+    alice = await client_of(closed, AUTHORITY.issue(f"alice-{uuid.uuid4().hex[:6]}"))
+    intruder = await nats.connect(closed.servers.service_nats_url)  # (whoever got past the bus)
+    refused = workers.refused
+    try:
+        made_up = uuid.uuid4()
+        order = orjson.dumps({"job_id": str(made_up), "owner": alice.user})
+        forgeries: list[tuple[bytes, dict[str, str]]] = [
+            (b"not json", {}), (b'{"job_id": 1}', {}), (order, {}),
+            (order, {"Chronicle-Signature": "0" * 64}),  # a signature that is not the service's
+            (order, {"Nats-Msg-Id": f"job:{made_up}"}),  # as an earlier version's, for a job the log does not hold
+        ]
+        for forged, headers in forgeries:
+            await intruder.jetstream().publish(f"{prefix}.jobs.work", forged, headers=headers or None)
+        await eventually(lambda: workers.refused >= refused + len(forgeries), "the workers to terminate them all")
+        job = await alice.jobs.request("a summary of nothing", "summary")
+        assert (await alice.jobs.wait(job.job_id, timeout=60)).status == "completed", "the workers go on"
+        stream = f"{prefix.upper()}_JOBS"
+        queue = await intruder.jetstream().consumer_info(stream, "workers")
+        assert (queue.num_pending, queue.num_ack_pending, queue.num_redelivered) == (0, 0, 0), "nothing loops"
+        assert queue.config.max_deliver == MAX_DELIVER
+    finally:
+        await alice.close()
+        await intruder.close()
+
+
+async def test_messages_put_on_the_event_feed_by_anyone_else_are_terminated_and_counted(closed: Chronicle) -> None:
+    prefix = closed.settings.subject_prefix
+    alice = await client_of(closed, AUTHORITY.issue(f"alice-{uuid.uuid4().hex[:6]}"))
+    durable = f"poisoned-{uuid.uuid4().hex[:6]}"
+    loader = await client_of(closed, AUTHORITY.issue("loader-p", claims={"roles": ["feed"], "durables": [durable]}))
+    intruder = await nats.connect(closed.servers.service_nats_url)
+    try:
+        first = await alice.conversations.start(title="one")
+        assert first.position is not None
+        events = loader.events.follow(first.position - 1, durable=durable, filter="conversation.started")
+        assert (await asyncio.wait_for(anext(events), 20)).position == first.position
+        shaped = {"position": 10**9, "aggregate_id": str(uuid.uuid4()), "aggregate": "conversation",
+                  "event": "started", "type": "Conversation.Started", "version": 1,
+                  "timestamp": "2026-01-01T00:00:00Z", "owner": "alice", "data": {}}
+        for forged in (b"{}", orjson.dumps(shaped)):  # (the second without the feed's position header)
+            await intruder.jetstream().publish(f"{prefix}.events.conversation.started", forged)
+        second = await alice.conversations.start(title="two")
+        assert (await asyncio.wait_for(anext(events), 20)).position == second.position, "the follower goes on"
+        assert loader.events.refused == 2
+        kept = await intruder.jetstream().consumer_info(events_stream(prefix), feed_consumer("loader-p", durable))
+        assert kept.config.max_deliver == FEED_MAX_DELIVER, "a message the follower keeps failing on ends"
+        await events.aclose()
+        again = loader.events.follow(0, durable=durable)  # and a restart meets neither again
+        third = await alice.conversations.start(title="three")
+        assert (await asyncio.wait_for(anext(again), 20)).position == second.position  # (not taken before the stop)
+        assert (await asyncio.wait_for(anext(again), 20)).position == third.position
+        await again.aclose()
+        assert loader.events.refused == 2
+    finally:
+        for client in (alice, loader):
+            await client.close()
+        await intruder.close()
+
+
+def takes(chronicle: Chronicle) -> float:
+    subject = f"{chronicle.settings.subject_prefix}.cmd.hitl.take"
+    return chronicle.metrics.registry.get_sample_value("chronicle_requests_total", {"subject": subject, "code": "ok"}) or 0.0
+
+
+async def test_forged_resumed_signals_cost_the_waiter_one_take_per_interval(closed: Chronicle) -> None:
+    """Before, every signal made a take, each a request of alice's budget: a flood of forged
+    ones spent it until her wait raised `rate_limited`. Now the first prompts a take at once
+    and each next waits twice as long after the last (HINT_SECONDS, doubling)."""
+    prefix, alice_id = closed.settings.subject_prefix, f"alice-{uuid.uuid4().hex[:6]}"
+    alice = await client_of(closed, AUTHORITY.issue(alice_id))
+    forger = await nats.connect(closed.servers.service_nats_url)  # (whoever could publish there)
+    service_share, closed.service.fair_share = closed.service.fair_share, FairShare(Limits(per_minute={"requests": 20}))
+    try:
+        started = await alice.conversations.start(title="deploy")
+        handle = await alice.hitl.pause(started.conversation_id, step="deploy", prompt="Deploy?")
+        before = takes(closed)
+        waiting = asyncio.create_task(handle.wait_for_resume(timeout=60))
+        await eventually(lambda: takes(closed) >= before + 1, "the waiter's first take")
+        subject = f"{run_signals(signals_prefix(prefix, alice_id), handle.run_id)}.resumed"
+        for _ in range(2000):
+            await forger.publish(subject, orjson.dumps({"event": "resumed", "run_id": handle.run_id, "position": 1}))
+            await forger.flush()  # (one at a time, as a flood spread over a while)
+        assert takes(closed) - before - 1 <= 8, "a few takes, not one per signal"
+        await alice.hitl.resume(handle.run_id, approved=True, feedback="yes")
+        answer = await waiting  # (before: rate_limited, her minute's 20 requests spent by the signals)
+        assert (answer.approved, answer.feedback) == (True, "yes")
+    finally:
+        closed.service.fair_share = service_share
+        await alice.close()
+        await forger.close()
+
+
+async def test_a_service_connection_is_admitted_while_an_earlier_versions_callout_answers_too(
+    closed: Chronicle,
+) -> None:
+    """A rolling upgrade: an instance that does not know the role identities answers callouts
+    beside this one and refuses them; the role's first connect is tried again until admitted."""
+    callout = closed.servers.callout
+    assert callout is not None
+    earlier = await nats.connect(**connect_options(callout.url))
+    responder = AuthCallout(earlier, callout.issuer_seed, verify=AUTHORITY.verify, account=closed.settings.nats_account,
+                            permissions=functools.partial(user_permissions, closed.settings.subject_prefix))
+    await responder.start()
+    refused = responder.refused
+    try:
+        for _ in range(4):
+            connection = await connect_role(closed.servers.service_nats_url, Role.SIGNALS, scoped=True)
+            await connection.close()
+        assert responder.refused > refused, "the earlier version's callout was asked, and refused"
+    finally:
+        await responder.stop()
+        await earlier.close()

@@ -62,7 +62,7 @@ def test_a_valid_token_becomes_a_user_of_the_service_account_with_its_own_subjec
     assert (user["sub"], user["aud"], user["exp"]) == (USER_NKEY, "CHRONICLE", NOW + 60)
     assert "alice" not in orjson.dumps(user).decode(), "the server's logs name a scope, not the user id"
     assert user["nats"]["sub"]["allow"] == [f"{inbox_prefix('alice')}.>", f"{signals_prefix('chronicle', 'alice')}.>"]
-    assert user["nats"]["pub"]["allow"] == ["chronicle.cmd.>", "chronicle.query.>", "$SRV.>"]
+    assert user["nats"]["pub"]["allow"] == ["chronicle.cmd.>", "chronicle.query.>"], "no $SRV: discovery answers anywhere"
 
 
 @pytest.mark.parametrize("token", [None, "", "bad"])
@@ -100,3 +100,63 @@ def test_a_feed_tokens_consumer_api_names_its_own_consumers_only() -> None:
     assert all(">" not in s.removesuffix(".>") and "*" not in s for s in mine), "no wildcard over consumer names"
     assert f"$JS.API.CONSUMER.DELETE.CHRONICLE_EVENTS.{feed_consumer('loader-a', 'warehouse')}" in mine
     assert not any("$JS.API" in s for s in user_permissions("chronicle", Caller("bob"))["pub"]["allow"])
+
+
+def service_request(user: str, password: str) -> bytes:
+    server = nkeys.from_seed(nkeys.encode_seed(b"\1" * 32, nkeys.PREFIX_BYTE_SERVER))
+    options = {"lang": "python3", "user": user, "pass": password}
+    claims = {"sub": "nats_user_auth_request", "nats": {"user_nkey": USER_NKEY, "server_id": {"id": SERVER_ID},
+                                                       "connect_opts": options, "type": "authorization_request"}}
+    return encode(claims, server).encode()
+
+
+def service_callout(seed: str) -> AuthCallout:
+    from adapters.messaging.identities import ServiceIdentities
+
+    return AuthCallout(
+        None, seed, verify=verify, permissions=lambda user: user_permissions("chronicle", user),  # type: ignore[arg-type]
+        account="CHRONICLE", services=ServiceIdentities("chronicle", "the-service-password").admit, clock=lambda: NOW,
+    )
+
+
+def test_the_services_own_connections_get_their_roles_subjects_only() -> None:
+    from adapters.messaging.identities import Role, identity
+
+    seed = new_account_seed()
+    granted = {}
+    for role in Role:
+        claims = claims_of(service_callout(seed).respond(service_request(identity(role), "the-service-password")))
+        user = claims_of(claims["nats"]["jwt"])
+        assert user["name"] == identity(role) and "exp" not in user
+        granted[role] = user["nats"]
+    assert granted[Role.RESPONDER]["pub"]["allow"] == ["_INBOX.>"], "the responder publishes to inboxes only"
+    assert granted[Role.SIGNALS]["pub"]["allow"] == ["chronicle.signals.>"]
+    assert granted[Role.USAGE]["pub"]["allow"] == ["chronicle.internal.usage"]
+    publishers = {Role.SIGNALS: "chronicle.signals.", Role.FEED: "chronicle.events.", Role.JOBS: "chronicle.jobs.",
+                  Role.USAGE: "chronicle.internal.", Role.RESPONDER: "_INBOX."}
+    for role, permissions in granted.items():  # each publishes no other role's subjects
+        for other, subjects in publishers.items():
+            if other is not role:
+                assert not any(s.startswith(subjects) for s in permissions["pub"]["allow"]), (role, other)
+        assert ">" not in permissions["pub"]["allow"]
+
+
+@pytest.mark.parametrize(("user", "password"), [
+    ("chronicle-responder", "wrong"), ("chronicle-responder", ""), ("chronicle", "the-service-password"),
+    ("chronicle-root", "the-service-password"),
+])
+def test_a_service_identity_needs_a_known_role_and_the_services_password(user: str, password: str) -> None:
+    claims = claims_of(service_callout(new_account_seed()).respond(service_request(user, password)))
+    assert claims["nats"]["error"] and "jwt" not in claims["nats"]
+
+
+def test_a_user_name_is_no_service_identity_where_the_callout_admits_none() -> None:
+    claims = claims_of(callout(new_account_seed()).respond(service_request("chronicle-responder", "x")))
+    assert claims["nats"]["error"] and "jwt" not in claims["nats"]
+
+
+def test_the_jobs_role_names_the_work_queue_the_workers_use() -> None:
+    from adapters.messaging.identities import JOBS_CONSUMER, jobs_stream
+    from services.jobs.worker import CONSUMER, streams
+
+    assert (jobs_stream("a.b"), JOBS_CONSUMER) == (streams("a.b")[0], CONSUMER)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
@@ -16,11 +17,29 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
+from pydantic import ValidationError
 
 from chronicle_client.transport import token_claims
 
 if TYPE_CHECKING:
     from chronicle_client.transport import Transport
+
+log = logging.getLogger(__name__)
+
+# Deliveries of one feed message to a consumer: a follower that fails on an event again and
+# again (and hands it back each time) gets past it in the end, with a log line, never loops.
+MAX_DELIVER = 100
+
+
+def feed_event_of(message: Msg) -> FeedEvent | None:
+    """The event a feed message carries, or None: not one the service published (its
+    position header and its body's position agree on every message the feed sends)."""
+    try:
+        event = FeedEvent.model_validate_json(message.data)
+    except ValidationError:
+        return None
+    header = (message.headers or {}).get(POSITION_HEADER)
+    return event if header == str(event.position) else None
 
 
 class Events:
@@ -28,6 +47,7 @@ class Events:
 
     def __init__(self, client: Transport):
         self._client = client
+        self.refused = 0  # messages terminated as not the feed's
 
     async def follow(
         self,
@@ -59,6 +79,7 @@ class Events:
             opt_start_seq=start,
             ack_policy=AckPolicy.EXPLICIT,
             max_ack_pending=max(batch, 1000),
+            max_deliver=MAX_DELIVER,
             inactive_threshold=None if durable else 60.0,
         )
         if durable is not None:
@@ -76,7 +97,12 @@ class Events:
                 except nats.errors.TimeoutError:
                     continue
                 while untaken:
-                    event = FeedEvent.model_validate_json(untaken[0].data)
+                    event = feed_event_of(untaken[0])
+                    if event is None:  # whoever put it there, no retry makes it the feed's
+                        self.refused += 1
+                        log.warning("feed message refused: not the service's", extra={"stream": stream})
+                        await untaken.pop(0).term()
+                        continue
                     if event.position > last:  # (a message given again after a lost ack)
                         yield event
                         last = event.position

@@ -6,6 +6,12 @@ orchestrator that was down when the person answered, or at a new process with th
 run id. Waiting listens to the run's signals on the owner's own subjects (they carry no
 content: only that something happened) and asks again when one comes, or every
 POLL_SECONDS in case one was missed while the connection was away.
+
+A signal is a hint, never trusted: whoever could publish on the owner's signal subjects
+must not be able to spend the owner's request budget through the takes it prompts. The
+first signal after a take prompts the next take at once (an answer arrives without
+delay); while signal-prompted takes find nothing, each waits twice as long after the one
+before (HINT_SECONDS, doubling up to POLL_SECONDS), the signals meanwhile counting as one.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
     from chronicle_client.transport import Transport
 
 POLL_SECONDS = 10.0
+HINT_SECONDS = 0.5  # the least time between two signal-prompted takes that found nothing
 RETRY_SECONDS = 0.5  # between sends of a take whose reply did not come (the service was away)
 
 
@@ -63,9 +70,11 @@ class RunHandle:
         signals = await client.nc.subscribe(f"{run_signals(signals_prefix(client.prefix, owner), self.run_id)}.*")
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
+        gap = 0.0  # how long after the last take a signal's take waits
         try:
             while True:
                 taken = await self._take(deadline)
+                last = loop.time()
                 if taken.status == "expired":
                     raise Expired(self.run_id)
                 if taken.status == "resumed" and taken.answer is not None:
@@ -76,7 +85,13 @@ class RunHandle:
                 try:  # a signal, or time to ask again
                     await signals.next_msg(timeout=min(remaining, POLL_SECONDS))
                 except nats.errors.TimeoutError:
-                    pass
+                    gap = 0.0  # quiet for a poll's time: the next signal is taken at once again
+                    continue
+                wake = last + gap if deadline is None else min(last + gap, deadline)
+                await asyncio.sleep(max(0.0, wake - loop.time()))
+                while signals.pending_msgs:  # what came meanwhile is the same hint
+                    await signals.next_msg(timeout=0.1)
+                gap = min(max(HINT_SECONDS, gap * 2), POLL_SECONDS)
         finally:
             await signals.unsubscribe()
 

@@ -59,14 +59,16 @@ def usage_subject(prefix: str) -> str:
 
 
 def user_permissions(prefix: str, user_id: str) -> dict[str, Any]:
-    """A user's connection: requests to the service's command and query subjects (and
-    service discovery), replies on its own inbox, its own signals; nothing else. It cannot
-    subscribe to the service's subjects (so it cannot answer them), publish a signal, or
-    reach the JetStream API (streams, consumers, buckets, object stores). A token with the
+    """A user's connection: requests to the service's command and query subjects, replies
+    on its own inbox, its own signals; nothing else. It cannot subscribe to the service's
+    subjects (so it cannot answer them), publish a signal, or reach the JetStream API
+    (streams, consumers, buckets, object stores). Nor service discovery (`$SRV.>`): its
+    answers went to whatever reply subject a request named, and `$SRV.STATS` counts every
+    user's requests; the service's own identities and operators still use it. A token with the
     `feed` role (a system following every user's events: a warehouse loader, a notifier)
     may also read the event feed's stream through consumers of its own (`feed_consumer`);
     it can publish nothing to the stream and reach no other consumer."""
-    publish = [f"{prefix}.cmd.>", f"{prefix}.query.>", "$SRV.>"]
+    publish = [f"{prefix}.cmd.>", f"{prefix}.query.>"]
     if FEED_ROLE in getattr(user_id, "roles", ()):  # (the callout passes the Caller, who carries the roles)
         publish += feed_api(prefix, user_id, getattr(user_id, "durables", ()))
     return {
