@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from adapters.store.postgres import PostgresTarget, migrate
 from bench.scratch import remove_streams
 from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.settings import Settings
-from tests.servers import TestServers, test_servers
+from tests.servers import DataDirWatch, ServerChoice, TestServers, test_servers
 
 JWT_SECRET = "chronicle-test-secret-that-is-long-enough-for-hs256"
 PREFIXES_USED: list[str] = []  # subject prefixes of this session's instances: their streams go at its end
@@ -28,6 +29,29 @@ def new_prefix(kind: str = "t") -> str:
     prefix = f"{kind}{uuid.uuid4().hex[:10]}"
     PREFIXES_USED.append(prefix)
     return prefix
+
+
+WATCH = pytest.StashKey[DataDirWatch]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Say which servers this run uses (with -q too), and begin watching the repository's
+    own data dir, which no test may write to."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(ServerChoice.of(os.environ).describe())
+    session.config.stash[WATCH] = DataDirWatch.begin()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    watch = session.config.stash.get(WATCH, None)
+    changed = watch.changed() if watch is not None else []
+    if changed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"tests wrote under {watch.data_dir} (the developer's own): "  # type: ignore[union-attr]
+                                + ", ".join(changed[:10]), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
