@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 import nats
+import nats.errors
 from chronicle_contract.audit import RecordRead
 from chronicle_contract.bus import usage_subject, user_permissions
 from chronicle_contract.hitl import hitl_stream, hitl_taken_bucket
@@ -196,8 +197,15 @@ class Chronicle:
 
     async def _start_database(self, *, nats: bool) -> None:
         """Sets the target, the key ring and the Postgres event store."""
-        servers = await asyncio.to_thread(Servers(self.settings).start, nats=nats)
-        self._stack.callback(servers.stop)
+        servers = Servers(self.settings)
+        self._stack.callback(servers.stop)  # (first: what a start cut short had started is stopped too)
+        starting = asyncio.ensure_future(asyncio.to_thread(servers.start, nats=nats))
+        try:
+            await asyncio.shield(starting)
+        except asyncio.CancelledError:  # (a signal during start): the thread finishes, then all is stopped
+            with contextlib.suppress(Exception):
+                await starting
+            raise
         self.servers = servers
         self.nats_url = servers.nats_url
         self.target = PostgresTarget(servers.database_url)
@@ -322,7 +330,7 @@ class Chronicle:
         prefix = settings.subject_prefix
         nc = await nats.connect(**connect_options(self.servers.service_nats_url), name=settings.service_name, max_reconnect_attempts=-1,
                                 reconnect_time_wait=0.5, error_cb=nats_error)
-        stack.push_async_callback(nc.drain)
+        stack.push_async_callback(drain, nc)
         if self.servers.callout is not None:
             await self._answer_callouts(self.servers.callout)
         js = nc.jetstream()
@@ -428,7 +436,7 @@ class Chronicle:
         settings = self.settings
         nc = await nats.connect(**connect_options(callout.url), name=f"{settings.service_name}-auth", max_reconnect_attempts=-1,
                                 reconnect_time_wait=0.5, error_cb=nats_error)
-        self._stack.push_async_callback(nc.drain)
+        self._stack.push_async_callback(drain, nc)
         await self._run(AuthCallout(
             nc, callout.issuer_seed, verify=self.authority.verify, account=settings.nats_account,
             permissions=functools.partial(user_permissions, settings.subject_prefix),
@@ -448,6 +456,14 @@ class Chronicle:
     async def _run(self, component: Startable) -> None:
         await component.start()
         self._stack.push_async_callback(component.stop)
+
+
+async def drain(nc: nats.NATS) -> None:
+    """Drain a connection; one that has lost its server cannot drain, and is closed."""
+    try:
+        await nc.drain()
+    except (nats.errors.ConnectionReconnectingError, nats.errors.ConnectionClosedError):
+        await nc.close()
 
 
 async def nats_error(error: Exception) -> None:
