@@ -564,12 +564,14 @@ def parser() -> argparse.ArgumentParser:
         prog="chronicle",
         description="Chronicle: event-sourced memory for AI systems. Configured by CHRONICLE_* variables "
         "(CHRONICLE_DATABASE_URL, CHRONICLE_NATS_URL, ...); without URLs it starts embedded servers "
-        "under ./.chronicle/.",
+        "under ./.chronicle/ (CHRONICLE_DATA_DIR), which the other commands share while `chronicle serve` runs.",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("serve", help="run the service in the foreground until SIGINT/SIGTERM")
-    sub.add_parser("http", help="run the REST API alone, a client of the service at CHRONICLE_NATS_URL")
-    mc = sub.add_parser("mcp", help="run the MCP server: over stdio (CHRONICLE_TOKEN), or --http")
+    sub.add_parser("http", help="run the REST API alone, a client of the service at CHRONICLE_NATS_URL (unset: the "
+                   "one `chronicle serve` runs on CHRONICLE_DATA_DIR)")
+    mc = sub.add_parser("mcp", help="run the MCP server: over stdio (CHRONICLE_TOKEN), or --http; a client of the "
+                        "service at CHRONICLE_NATS_URL (unset: the one `chronicle serve` runs on CHRONICLE_DATA_DIR)")
     mc.add_argument("--http", action="store_true", help="streamable HTTP on CHRONICLE_MCP_PORT (tokens per request)")
     t = sub.add_parser("token", help="print a bearer token for USER (local HS256 secret)")
     t.add_argument("user")
