@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -32,6 +34,25 @@ def new_prefix(kind: str = "t") -> str:
 
 
 WATCH = pytest.StashKey[DataDirWatch]()
+TEMPROOT = "PYTEST_DEBUG_TEMPROOT"  # where pytest makes its pytest-of-USER directory of temporary paths
+OWN_TEMPROOT = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Temporary paths under a directory of this run's own. Embedded servers keep their data
+    there, and as root pgserver runs Postgres as another user, which must be let through
+    pytest-of-root; every pytest run that starts on the machine makes that directory private
+    again (pytest does so for its shared one), which pulled the data dir from under a running
+    Postgres (PANIC: could not open pg_control: Permission denied)."""
+    if TEMPROOT not in os.environ:
+        config.stash[OWN_TEMPROOT] = os.environ[TEMPROOT] = tempfile.mkdtemp(prefix="chronicle-tests-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(OWN_TEMPROOT, None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
+        del os.environ[TEMPROOT]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -83,7 +83,8 @@ def test_the_test_servers_are_chosen_by_variables_only() -> None:
 
 @pytest.mark.parametrize("named", [False, True])
 def test_a_test_run_prints_its_servers_first_even_quiet(named: bool) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in (DATABASE_VARIABLE, NATS_VARIABLE)}
+    # (Without this run's temporary root: the run below makes its own.)
+    env = {k: v for k, v in os.environ.items() if k not in (DATABASE_VARIABLE, NATS_VARIABLE, "PYTEST_DEBUG_TEMPROOT")}
     if named:
         env.update({DATABASE_VARIABLE: "postgresql://postgres@127.0.0.1:5432/postgres", NATS_VARIABLE: "nats://127.0.0.1:4222"})
     run = subprocess.run(
