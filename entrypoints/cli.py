@@ -60,20 +60,20 @@ async def unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) ->
     return True
 
 
-def check_port_free(host: str, port: int, variable: str) -> None:
+def check_port_free(host: str, port: int, variable: str, hint: str = "") -> None:
     """Fail before anything starts when a port this process must listen on is taken."""
     from adapters.embedded import port_free
 
     if port and not port_free(host, port):
         raise SetupError(f"port {port} on {host} is in use ({variable}): stop what listens there, or set {variable} "
-                         "to another port")
+                         f"to another port{hint}")
 
 
 async def serve(settings: Settings) -> None:
     from entrypoints.bootstrap import build
 
     stop = stop_on_signals()
-    check_port_free(settings.http_host, settings.http_port, "CHRONICLE_HTTP_PORT (0: no REST API)")
+    check_port_free(settings.http_host, settings.http_port, "CHRONICLE_HTTP_PORT", " (0: no REST API)")
     chronicle = build(settings)
     metrics = metrics_endpoint(settings, chronicle)  # from the start: a long first build shows its progress
     http = None

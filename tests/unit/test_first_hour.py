@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.embedded import forget_dead_users
 from adapters.store.postgres import PostgresTarget
 from entrypoints import cli
 from entrypoints.settings import SetupError, load_settings
@@ -120,3 +121,14 @@ def test_the_watch_leaves_a_running_services_own_files_to_it(tmp_path: Path) -> 
     assert watch.changed() == []
     (tmp_path / "nats-secrets.json").write_text("{}")
     assert watch.changed() == ["nats-secrets.json"]
+
+
+def test_a_killed_process_does_not_keep_the_embedded_postgres_running(tmp_path: Path) -> None:
+    """pgserver stops its server when the last process listed as using it stops it: a pid of
+    a process that was killed is dropped from the list before anyone joins it."""
+    killed = subprocess.Popen([sys.executable, "-c", "pass"])
+    killed.wait()
+    pids = tmp_path / ".handle_pids.json"
+    pids.write_text(f"[{killed.pid}, {os.getpid()}]")
+    forget_dead_users(pids)
+    assert pids.read_text() == f"[{os.getpid()}]"
