@@ -65,14 +65,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the run when a test wrote under the repository's own data dir."""
     watch = session.config.stash.get(WATCH, None)
     changed = watch.changed() if watch is not None else []
-    if changed:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(f"tests wrote under {watch.data_dir} (the developer's own): "  # type: ignore[union-attr]
-                                + ", ".join(changed[:10]), red=True)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if watch is None or not changed:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write("\n")  # (after the progress line)
+        reporter.write_line(f"FAILED: tests wrote under {watch.data_dir} (the developer's own): {', '.join(changed[:10])}",
+                            red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
