@@ -36,6 +36,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def port_free(host: str, port: int) -> bool:
+    """Whether a server could listen on host:port now (as a server would: address reuse on)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 class EmbeddedPostgres:
     """A PostgreSQL server (pgserver) whose data lives under `data_dir`; shared by processes."""
 
@@ -47,6 +58,7 @@ class EmbeddedPostgres:
         import pgserver  # imported here: it is only needed when no URL is configured
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        forget_dead_users(self.data_dir / ".handle_pids.json")
         self.server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
         return str(self.server.get_uri())
 
@@ -54,6 +66,19 @@ class EmbeddedPostgres:
         if self.server is not None:
             self.server.cleanup()
             self.server = None
+
+
+def forget_dead_users(pids_file: Path) -> None:
+    """pgserver stops its server when the last process using it stops it, and keeps those
+    processes' pids in this file: one killed (SIGKILL) stays listed and would keep the server
+    running for ever, so the pids of processes gone are dropped first (under pgserver's lock)."""
+    from pgserver.postgres_server import PostgresServer
+
+    with PostgresServer._lock, contextlib.suppress(OSError, ValueError):
+        pids = json.loads(pids_file.read_text())
+        alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+        if alive != pids:
+            pids_file.write_text(json.dumps(alive))
 
 
 def nats_server_binary() -> str:

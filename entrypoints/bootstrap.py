@@ -31,6 +31,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 from uuid import UUID
 
+import nats.errors
 from chronicle_contract.bus import usage_subject, user_permissions
 from chronicle_contract.hitl import hitl_stream, hitl_taken_bucket
 from nats.aio.client import Client as NATS
@@ -248,8 +249,14 @@ class Chronicle:
     async def _start_database(self, *, nats: bool) -> None:
         """The servers (embedded ones for the URLs not set), the schema, and which read models
         the server keeps; the key ring and the event store connect as they are first used."""
-        await asyncio.to_thread(self.servers.start, nats=nats)
-        self._stack.callback(self.servers.stop)
+        self._stack.callback(self.servers.stop)  # (first: what a start cut short had started is stopped too)
+        starting = asyncio.ensure_future(asyncio.to_thread(self.servers.start, nats=nats))
+        try:
+            await asyncio.shield(starting)
+        except asyncio.CancelledError:  # (a signal during start): the thread finishes, then all is stopped
+            with contextlib.suppress(Exception):
+                await starting
+            raise
         await asyncio.to_thread(migrate, self.target)
         await asyncio.to_thread(self.read_models.choose, self.target)
         self.tracking.read_models = self.read_models.names
@@ -347,7 +354,7 @@ class Chronicle:
         # (A dict: nats-py types reconnect_time_wait as int, and takes a fraction of a second.)
         behaviour: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "error_cb": nats_error}
         await nc.connect(**connect_options(url), name=name, **behaviour)
-        self._stack.push_async_callback(nc.drain)
+        self._stack.push_async_callback(drain, nc)
 
     async def _connect_role(self, nc: NATS, role: Role) -> None:
         """Connect one of the service's connections as its role: on a bus with the callout, that
@@ -355,7 +362,7 @@ class Chronicle:
         behaviour: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "error_cb": nats_error}
         await connect_role(self.servers.service_nats_url, role, scoped=self.servers.callout is not None, client=nc,
                            name=f"{self.settings.service_name}-{role.value}", **behaviour)
-        self._stack.push_async_callback(nc.drain)
+        self._stack.push_async_callback(drain, nc)
 
     def _scrape(self, name: str, source: Source) -> None:
         """Have scrapes read `source` until this instance stops."""
@@ -365,6 +372,14 @@ class Chronicle:
     async def _run(self, component: Startable) -> None:
         await component.start()
         self._stack.push_async_callback(component.stop)
+
+
+async def drain(nc: NATS) -> None:
+    """Drain a connection; one that has lost its server cannot drain, and is closed."""
+    try:
+        await nc.drain()
+    except (nats.errors.ConnectionReconnectingError, nats.errors.ConnectionClosedError):
+        await nc.close()
 
 
 async def nats_error(error: Exception) -> None:

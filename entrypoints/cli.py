@@ -10,13 +10,17 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from chronicle_contract.audit import AUDITOR
 from chronicle_contract.bus import DURABLES_CLAIM
+from chronicle_contract.events import FEED_ROLE
+from chronicle_contract.limits import BULK_ROLE
 
 from entrypoints import logs
-from entrypoints.settings import Settings
+from entrypoints.settings import Settings, SetupError, load_settings
+from services.users.erasure import ADMIN
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator
+    from collections.abc import Awaitable, Callable, Coroutine, Iterator
 
     from adapters.metrics import GatewayMetrics, MetricsEndpoint
     from adapters.store.postgres import PostgresTarget
@@ -28,46 +32,80 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chronicle")
 Report = TypeVar("Report")
+ROLES = (AUDITOR, ADMIN, BULK_ROLE, FEED_ROLE)  # the roles something checks for; a token names only these
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event SIGINT and SIGTERM set, from now on (during a start too)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def unless_stopped(work: Coroutine[Any, Any, Any], stop: asyncio.Event) -> bool:
+    """Run `work` to its end (True), unless `stop` is set first: then it is cancelled (its
+    own clean-up runs) and the answer is False."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return False
+    task.result()  # (raises what the work raised)
+    return True
+
+
+def check_port_free(host: str, port: int, variable: str, hint: str = "") -> None:
+    """Fail before anything starts when a port this process must listen on is taken."""
+    from adapters.embedded import port_free
+
+    if port and not port_free(host, port):
+        raise SetupError(f"port {port} on {host} is in use ({variable}): stop what listens there, or set {variable} "
+                         f"to another port{hint}")
 
 
 async def serve(settings: Settings) -> None:
     from entrypoints.bootstrap import build
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
+    check_port_free(settings.http_host, settings.http_port, "CHRONICLE_HTTP_PORT", " (0: no REST API)")
     chronicle = build(settings)
     metrics = metrics_endpoint(settings, chronicle)  # from the start: a long first build shows its progress
+    http = None
     try:
-        await chronicle.start()
-        http = await rest_server(settings, chronicle.nats_url, gateway_metrics(chronicle)) if settings.http_port else None
-    except BaseException:
+        if not await unless_stopped(chronicle.start(), stop):
+            log.info("stopped while starting")
+            return
+        if settings.http_port:
+            http = await rest_server(settings, chronicle.nats_url, gateway_metrics(chronicle))
+        log.info(
+            "ready",
+            extra={
+                "postgres": chronicle.target.describe(),
+                "nats": chronicle.nats_url,
+                "subjects": f"{settings.subject_prefix}.cmd.>, {settings.subject_prefix}.query.>",
+                "endpoints": len(chronicle.subjects),
+                "http": http.url if http else None,
+                "metrics": metrics.url if metrics else None,
+                "rebuilding": chronicle.rebuilding,  # read models behind the log while a rebuild runs
+                "search": semantic_search(chronicle),
+            },
+        )
+        await stop.wait()
+        log.info("stopping: finishing in-flight requests")
+        if http is not None:
+            await http.stop()
+        await chronicle.stop()
+        log.info("stopped")
+    finally:  # (also after a failed or interrupted start: nothing it started is left running)
         await chronicle.stop()
         if metrics is not None:
             await asyncio.to_thread(metrics.stop)
-        raise
-    log.info(
-        "ready",
-        extra={
-            "postgres": chronicle.target.describe(),
-            "nats": chronicle.nats_url,
-            "subjects": f"{settings.subject_prefix}.cmd.>, {settings.subject_prefix}.query.>",
-            "endpoints": len(chronicle.subjects),
-            "http": http.url if http else None,
-            "metrics": metrics.url if metrics else None,
-            "rebuilding": chronicle.rebuilding,  # read models behind the log while a rebuild runs
-            "search": semantic_search(chronicle),
-        },
-    )
-    await stop.wait()
-    log.info("stopping: finishing in-flight requests")
-    if http is not None:
-        await http.stop()
-    if metrics is not None:
-        await asyncio.to_thread(metrics.stop)
-    await chronicle.stop()
-    log.info("stopped")
 
 
 async def rest_server(settings: Settings, nats_url: str, metrics: GatewayMetrics) -> HttpServer:
@@ -109,12 +147,10 @@ def metrics_endpoint(settings: Settings, chronicle: Chronicle) -> MetricsEndpoin
 async def serve_gateway(settings: Settings, kind: str) -> None:
     """`chronicle http` / `chronicle mcp --http`: a gateway alone, a client of the service at
     CHRONICLE_NATS_URL (run as many as you like)."""
-    if not settings.nats_url:
-        raise SystemExit("set CHRONICLE_NATS_URL: the gateway reaches the service over NATS")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    assert settings.nats_url  # (service_url found it)
+    stop = stop_on_signals()
+    check_port_free(settings.http_host, settings.http_port if kind == "http" else settings.mcp_port,
+                    "CHRONICLE_HTTP_PORT" if kind == "http" else "CHRONICLE_MCP_PORT")
     from adapters.metrics import GatewayMetrics, MetricsEndpoint
 
     metrics = GatewayMetrics()
@@ -136,6 +172,21 @@ async def serve_gateway(settings: Settings, kind: str) -> None:
     if endpoint is not None:
         await asyncio.to_thread(endpoint.stop)
     log.info("stopped")
+
+
+def service_url(settings: Settings) -> Settings:
+    """The settings of a client of the service (a gateway): CHRONICLE_NATS_URL, else the
+    embedded NATS of the `chronicle serve` that ran on CHRONICLE_DATA_DIR (its port is kept
+    across restarts)."""
+    from entrypoints.servers import local_nats_url
+
+    url = settings.nats_url or local_nats_url(settings.data_dir)
+    if url is None:
+        raise SetupError(
+            f"no Chronicle service found: none ever ran on {settings.data_dir.resolve()}; start `chronicle serve` "
+            "(or set CHRONICLE_DATA_DIR to the data dir of the one that runs), or set CHRONICLE_NATS_URL"
+        )
+    return settings.model_copy(update={"nats_url": url})
 
 
 def nats_secrets(url: str) -> None:
@@ -512,17 +563,20 @@ def parser() -> argparse.ArgumentParser:
         prog="chronicle",
         description="Chronicle: event-sourced memory for AI systems. Configured by CHRONICLE_* variables "
         "(CHRONICLE_DATABASE_URL, CHRONICLE_NATS_URL, ...); without URLs it starts embedded servers "
-        "under ./.chronicle/.",
+        "under ./.chronicle/ (CHRONICLE_DATA_DIR), which the other commands share while `chronicle serve` runs.",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("serve", help="run the service in the foreground until SIGINT/SIGTERM")
-    sub.add_parser("http", help="run the REST API alone, a client of the service at CHRONICLE_NATS_URL")
-    mc = sub.add_parser("mcp", help="run the MCP server: over stdio (CHRONICLE_TOKEN), or --http")
+    sub.add_parser("http", help="run the REST API alone, a client of the service at CHRONICLE_NATS_URL (unset: the "
+                   "one `chronicle serve` runs on CHRONICLE_DATA_DIR)")
+    mc = sub.add_parser("mcp", help="run the MCP server: over stdio (CHRONICLE_TOKEN), or --http; a client of the "
+                        "service at CHRONICLE_NATS_URL (unset: the one `chronicle serve` runs on CHRONICLE_DATA_DIR)")
     mc.add_argument("--http", action="store_true", help="streamable HTTP on CHRONICLE_MCP_PORT (tokens per request)")
     t = sub.add_parser("token", help="print a bearer token for USER (local HS256 secret)")
     t.add_argument("user")
     t.add_argument("--ttl", type=int, default=30 * 24 * 3600, help="lifetime in seconds (default 30 days)")
-    t.add_argument("--role", action="append", default=[], dest="roles", help="a role claim: auditor, admin, bulk, feed (repeatable)")
+    t.add_argument("--role", action="append", default=[], dest="roles", choices=ROLES, metavar="ROLE",
+                   help=f"a role claim: {', '.join(ROLES)} (repeatable)")
     t.add_argument(
         "--durable", action="append", default=[], dest="durables",
         help="an event feed durable the token's holder may keep (with --role feed; repeatable, at most 8)",
@@ -590,18 +644,27 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    settings = Settings()
+    try:
+        run(args)
+    except SetupError as error:  # a bad setting or a server out of reach: one line, no traceback
+        sys.exit(f"chronicle {args.command}: {error}")
+    except KeyboardInterrupt:  # (a command that installs no handler of its own)
+        sys.exit(130)
+
+
+def run(args: argparse.Namespace) -> None:
+    settings = load_settings()
     logs.configure(settings.log_level)
     if args.command == "serve":
         asyncio.run(serve(settings))
     elif args.command == "http" or (args.command == "mcp" and args.http):
         import uvloop  # (uvicorn[standard]'s event loop: a gateway is all sockets and parsing)
 
-        uvloop.run(serve_gateway(settings, "http" if args.command == "http" else "mcp"))
+        uvloop.run(serve_gateway(service_url(settings), "http" if args.command == "http" else "mcp"))
     elif args.command == "mcp":
         from entrypoints.gateways.mcp import run_stdio
 
-        run_stdio(settings)
+        run_stdio(service_url(settings))
     elif args.command == "token":
         token(settings, args.user, args.ttl, args.roles, args.durables)
     elif args.command == "replay":

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from chronicle_contract.bus import server_urls
+from psycopg.conninfo import conninfo_to_dict
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+NATS_SCHEMES = ("nats", "tls", "ws", "wss")
+
+
+class SetupError(Exception):
+    """Why Chronicle cannot start with these settings or servers, in one line that says what
+    to set: the command line prints it and exits, with no traceback."""
 
 
 class Settings(BaseSettings):
@@ -36,6 +46,11 @@ class Settings(BaseSettings):
         default=True,
         description="an embedded nats-server requires credentials (auth callout); users connect with their token; "
         "false: an open bus anyone on the machine can read and write",
+    )
+    embedded_nats_port: int = Field(
+        default=0, ge=0, le=65535,
+        description="the embedded nats-server's port; 0: the one remembered in data_dir (a free one on the first"
+        " start), so a client configured once keeps finding it",
     )
     data_dir: Path = Field(default=Path(".chronicle"), description="where embedded servers keep data")
     subject_prefix: str = Field(default="chronicle", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
@@ -166,6 +181,31 @@ class Settings(BaseSettings):
         default=None, description="`chronicle mcp` over stdio: the bearer token its tools act with (never logged)"
     )
 
+    @field_validator("database_url", "read_database_url")
+    @classmethod
+    def _postgres_url(cls, url: str | None) -> str | None:
+        if url:
+            try:
+                conninfo_to_dict(url)
+            except Exception:
+                raise ValueError(
+                    "not a PostgreSQL URL: write postgresql://USER@HOST:PORT/DATABASE (or libpq's key=value form)"
+                ) from None
+        return url
+
+    @field_validator("nats_url", "nats_callout_url")
+    @classmethod
+    def _nats_url(cls, url: str | None) -> str | None:
+        for server in server_urls(url) if url else []:
+            parts = urllib.parse.urlsplit(server)
+            try:
+                parts.port  # noqa: B018  # (raises on a port that is not a number)
+            except ValueError:
+                parts = parts._replace(netloc="")
+            if parts.scheme not in NATS_SCHEMES or not parts.hostname:
+                raise ValueError("not a NATS URL: write nats://HOST:PORT (a cluster's nodes comma-separated)")
+        return url
+
     generator: Literal["offline", "openai"] = Field(
         default="offline", description="artifact generator: the built-in offline one, or an OpenAI-compatible endpoint"
     )
@@ -186,3 +226,22 @@ class Settings(BaseSettings):
     job_ack_wait: float = Field(
         default=30, gt=0, description="seconds a job stays with a silent worker before another takes it over"
     )
+
+
+def load_settings() -> Settings:
+    """The settings from the environment; a bad value is a SetupError naming the variable."""
+    try:
+        return Settings()
+    except ValidationError as error:
+        raise SetupError(settings_problem(error)) from None
+
+
+def settings_problem(error: ValidationError) -> str:
+    """One line naming each bad variable and why; never its value (it may hold a password)."""
+    prefix = Settings.model_config.get("env_prefix", "")
+    problems = []
+    for found in error.errors():
+        name = prefix + "_".join(str(part) for part in found["loc"][:1]).upper()
+        message = found["msg"].removeprefix("Value error, ")
+        problems.append(f"{name}: {message[:1].lower()}{message[1:]}")
+    return "bad setting " + "; ".join(problems) + " (fix it, or unset it for the default)"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -17,7 +20,7 @@ from adapters.store.postgres import PostgresTarget, migrate
 from bench.scratch import remove_streams
 from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.settings import Settings
-from tests.servers import TestServers, test_servers
+from tests.servers import DataDirWatch, ServerChoice, TestServers, test_servers
 
 JWT_SECRET = "chronicle-test-secret-that-is-long-enough-for-hs256"
 PREFIXES_USED: list[str] = []  # subject prefixes of this session's instances: their streams go at its end
@@ -28,6 +31,51 @@ def new_prefix(kind: str = "t") -> str:
     prefix = f"{kind}{uuid.uuid4().hex[:10]}"
     PREFIXES_USED.append(prefix)
     return prefix
+
+
+WATCH = pytest.StashKey[DataDirWatch]()
+TEMPROOT = "PYTEST_DEBUG_TEMPROOT"  # where pytest makes its pytest-of-USER directory of temporary paths
+OWN_TEMPROOT = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Temporary paths under a directory of this run's own. Embedded servers keep their data
+    there, and as root pgserver runs Postgres as another user, which must be let through
+    pytest-of-root; every pytest run that starts on the machine makes that directory private
+    again (pytest does so for its shared one), which pulled the data dir from under a running
+    Postgres (PANIC: could not open pg_control: Permission denied)."""
+    if TEMPROOT not in os.environ:
+        config.stash[OWN_TEMPROOT] = os.environ[TEMPROOT] = tempfile.mkdtemp(prefix="chronicle-tests-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(OWN_TEMPROOT, None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
+        del os.environ[TEMPROOT]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Say which servers this run uses (with -q too), and begin watching the repository's
+    own data dir, which no test may write to."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(ServerChoice.of(os.environ).describe())
+    session.config.stash[WATCH] = DataDirWatch.begin()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the run when a test wrote under the repository's own data dir."""
+    watch = session.config.stash.get(WATCH, None)
+    changed = watch.changed() if watch is not None else []
+    if watch is None or not changed:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write("\n")  # (after the progress line)
+        reporter.write_line(f"FAILED: tests wrote under {watch.data_dir} (the developer's own): {', '.join(changed[:10])}",
+                            red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import urllib.parse
 from collections.abc import Callable
 from importlib import resources
 
@@ -40,9 +41,14 @@ class PostgresTarget:
         }
 
     def describe(self) -> str:
-        """Host, port and database without credentials, safe for logs."""
+        """A URL psql accepts, without the password: safe for logs, usable as printed (a
+        Unix socket's directory goes in `host=`, as libpq reads it)."""
         p = self.params
-        return f"{p['host']}:{p['port']}/{p['dbname']}"
+        user, dbname = urllib.parse.quote(p["user"], safe=""), urllib.parse.quote(p["dbname"], safe="")
+        if p["host"].startswith("/"):
+            return f"postgresql://{user}@/{dbname}?host={urllib.parse.quote(p['host'], safe='/')}&port={p['port']}"
+        host = f"[{p['host']}]" if ":" in p["host"] else p["host"]
+        return f"postgresql://{user}@{host}:{p['port']}/{dbname}"
 
     def connect(self, **kwargs: object) -> psycopg.Connection:
         return psycopg.connect(self.url, **kwargs)  # type: ignore[arg-type]

@@ -288,7 +288,7 @@ def request_tool(tools: Tools, request_type: type[Command[Any]] | type[Query[Any
 def run_stdio(settings: Any) -> None:
     """`chronicle mcp`: a desktop agent starts it and talks over stdin/stdout, as CHRONICLE_TOKEN's user."""
     if not settings.nats_url or settings.token is None:
-        raise SystemExit("set CHRONICLE_NATS_URL and CHRONICLE_TOKEN (`chronicle token USER` makes one)")
+        raise SystemExit("chronicle mcp: set CHRONICLE_TOKEN (`chronicle token USER` makes one)")
     clients = UserClients(settings.nats_url, settings.subject_prefix)
     build_server(clients, settings.token.get_secret_value()).run("stdio")
 

@@ -11,6 +11,12 @@ from pathlib import Path
 
 import psycopg
 
+from adapters.auth import TokenAuthority
+from adapters.embedded import free_port
+from entrypoints.bootstrap import Chronicle
+from entrypoints.gateways.clients import UserClients
+from entrypoints.gateways.http_server import HttpServer
+from entrypoints.gateways.rest import build_app
 from tests.conftest import new_prefix
 from tests.servers import TestServers
 
@@ -18,9 +24,52 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def run_example(name: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CHRONICLE_")}
     return subprocess.run(
-        [sys.executable, str(EXAMPLES / name)], env={**os.environ, **env}, capture_output=True, text=True, timeout=120
+        [sys.executable, str(EXAMPLES / name)], env={**clean, **env}, capture_output=True, text=True, timeout=120
     )
+
+
+async def test_rest_conversations_story_over_plain_http(chronicle: Chronicle, authority: TokenAuthority) -> None:
+    """Seed 001: a front end's conversations, through the REST API with nothing but HTTP."""
+    app = build_app(UserClients(chronicle.nats_url, chronicle.settings.subject_prefix))
+    server = await HttpServer(app, "127.0.0.1", free_port()).start()
+    try:
+        token = authority.issue(f"rest-{uuid.uuid4().hex[:8]}")
+        result = await asyncio.to_thread(
+            run_example, "rest_conversations.py", {"CHRONICLE_API_URL": server.url, "CHRONICLE_TOKEN": token}
+        )
+    finally:
+        await server.stop()
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "2 conversations:"
+    assert lines[1].split() == ["Quarterly", "report", "1", "messages", "first:", "'Summarise", "the", "sales", "figures'"]
+    assert lines[2].split()[:5] == ["Trip", "to", "Lisbon", "4", "messages"]
+    assert lines[3] == "search 'sardines': Trip to Lisbon (Try the grilled <mark>sardines</mark>.)"
+    assert "continuing 'Trip to Lisbon' after 4 messages" in lines
+    assert "stats: 2 conversations, 6 messages, 3.0 on average, top tags ['food', 'travel', 'work']" in lines
+    assert "Book a table for two" in result.stdout and "Lisbon food" in result.stdout
+    assert lines[-1] == "after deleting the report: ['Lisbon food']"
+
+
+async def test_mcp_agent_session_story(chronicle: Chronicle, authority: TokenAuthority) -> None:
+    """Seed 000: an agent's session through `chronicle mcp`, with the official SDK's client."""
+    token = authority.issue(f"agent-{uuid.uuid4().hex[:8]}")
+    result = await asyncio.to_thread(
+        run_example, "mcp_agent_session.py",
+        {"CHRONICLE_NATS_URL": chronicle.nats_url, "CHRONICLE_SUBJECT_PREFIX": chronicle.settings.subject_prefix,
+         "CHRONICLE_TOKEN": token},
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "generate_variations" in lines[0] and "refine_layout" in lines[0]
+    variations = [line.split()[1] for line in lines if line.startswith("  #")]
+    assert len(variations) == 3
+    refined = next(line for line in lines if line.startswith("refined ")).split()
+    assert refined[3] == variations[1]
+    assert "compared: 1 pair(s)" in lines and "history: 4 artifacts" in lines
+    assert f"  gen 1 {refined[1]} <- {variations[1]}" in lines
 
 
 async def test_hitl_error_recovery_story(servers: TestServers, tmp_path: Path) -> None:

@@ -161,7 +161,12 @@ async def test_verify_catches_rows_changed_behind_the_projections_back(
     await client.close()
 
 
-def test_verify_of_an_unknown_projection_fails_clearly(capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_of_an_unknown_projection_fails_clearly(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The test database and a data dir of its own: never the repository's .chronicle.
+    monkeypatch.setenv("CHRONICLE_DATABASE_URL", database_url)
+    monkeypatch.setenv("CHRONICLE_DATA_DIR", str(tmp_path))
     with pytest.raises(SystemExit) as exited:
         cli.main(["projections", "verify", "history", "nonsense"])
     assert exited.value.code != 0 and "unknown projection(s): nonsense" in str(exited.value.code)
