@@ -51,11 +51,13 @@ from adapters.store.audit_decoder import Decoder
 from adapters.store.blobs import BlobStore
 from adapters.store.digest import PostgresDigests
 from adapters.store.event_store import EventStore
+from adapters.store.kek_rotation import PostgresKeyRotation, attach
 from adapters.store.keys import KeyRing, service_key
 from adapters.store.postgres import PostgresTarget, migrate
 from adapters.store.reachability import Reachability, fail_fast
 from adapters.store.snapshots import SealedSnapshots
 from adapters.store.user_data import PostgresUserData
+from entrypoints.kek import key_encryption_keys
 from entrypoints.projection_process import ProjectionProcess
 from entrypoints.read_models import ReadModels, embedder, kept, postgres_read_models, projection_engine
 from entrypoints.routes import command_handlers, routes
@@ -77,11 +79,13 @@ from services.jobs.worker import CONSUMER, JobRelay, JobWorkers, ensure_job_stre
 from services.ports.agent import Agent
 from services.ports.event_store import Store
 from services.ports.generator import Generator
+from services.ports.keys import KeyEncryptionKeys
 from services.ports.read_models import Queries, SemanticSearch
 from services.runtime.command_bus import CommandBus
 from services.runtime.cursors import CursorSeal
 from services.runtime.snapshots import SnapshotTaker
 from services.users.erasure import Erasure
+from services.users.rotation import KeyRotator
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +155,7 @@ class Chronicle:
     read_models: ReadModels = field(init=False)  # which ones this deployment keeps, once Postgres is known
     projections: list[Projection[Any]] = field(init=False)
     keys: KeyRing = field(init=False)
+    keks: KeyEncryptionKeys = field(init=False)  # what wraps the keys, outside Postgres
     store: Store = field(init=False)
     postgres_store: EventStore = field(init=False)  # the same store, when it is the Postgres one
     bus: CommandBus = field(init=False)
@@ -204,7 +209,11 @@ class Chronicle:
         await asyncio.to_thread(migrate, self.target)
         self.read_models = await asyncio.to_thread(kept, self.settings, self.target)
         self.projections = [r.build() for r in postgres_read_models(self.settings, self.read_models.classes)]
-        self.keys = KeyRing(self.target)
+        # Data keys are kept wrapped by keys held outside Postgres (a store of an earlier
+        # version has its clear keys wrapped here, at its first start).
+        self.keks = key_encryption_keys(self.settings)
+        await asyncio.to_thread(attach, self.target, self.keks)
+        self.keys = KeyRing(self.target, self.keks)
         self._stack.callback(self.keys.close)
         self.tracking = Tracking(self.target, [p.name for p in self.projections])
         self._scrape("postgres", self.tracking)
@@ -261,7 +270,7 @@ class Chronicle:
         # Every instance seals cursors under the one key kept in the primary (not a key of its
         # own: a client's next page may reach another instance; not one derived from the JWT
         # secret: a deployment verifying RS256 tokens holds only a public key).
-        cursors = CursorSeal(await asyncio.to_thread(service_key, self.target, "cursors"))
+        cursors = CursorSeal(await asyncio.to_thread(service_key, self.target, "cursors", self.keks))
         # With a replica, the primary's pool serves only the service's own reads (sweepers, digests).
         size = settings.query_pool_size if settings.read_database_url is None else BACKGROUND_POOL_SIZE
         self.queries = await self._queries(self.target.url, reachability, semantic, size, cursors)
@@ -368,6 +377,7 @@ class Chronicle:
             await self._run(feed)
             self.tracking.relays[EventFeed.name] = feed.name
         # Every instance may publish digests too: the digest stream records one per position.
+        await self._run(KeyRotator(PostgresKeyRotation(self.target, self.keks), settings.erasure_epoch))
         if settings.digest_interval > 0:
             self.digest_publisher = DigestPublisher(
                 PostgresDigests(self.target), Digests(queries, self.postgres_store.mapper), bus.execute,

@@ -232,16 +232,18 @@ async def test_after_an_erasure_no_row_version_keeps_the_content_and_the_key_is_
         ids = await write_history(client)
         await client.conversations.update(ids["conversation"], title="tulip health, renamed")  # a dead version more
         await client.conversations.get(ids["conversation"])  # (read models have the writes)
+        key = chronicle.keys.key_for_reading(user)
         with psycopg.connect(url) as conn:
-            [key] = conn.execute("SELECT key FROM chronicle.data_keys WHERE owner = %s", (user,)).fetchone()  # type: ignore[misc]
+            [wrapped] = conn.execute("SELECT wrapped FROM chronicle.data_keys WHERE owner = %s", (user,)).fetchone()  # type: ignore[misc]
         holding = await asyncio.to_thread(relations_holding, url, b"tulip")
         assert {"rm_history.conversations", "rm_history.messages", "rm_search.messages"} <= set(holding)
-        assert await asyncio.to_thread(key_table_pages_holding, url, bytes(key)) == 1
+        assert key is not None and await asyncio.to_thread(key_table_pages_holding, url, key) == 0  # kept wrapped only
+        assert await asyncio.to_thread(key_table_pages_holding, url, bytes(wrapped)) == 1
 
         erased = await admin.request("cmd.user.erase", {"user_id": user})
         await chronicle.positions.wait_for([p.name for p in chronicle.projections], erased["position"], 10)
     finally:
         await client.close()
         await admin.close()
-    assert await asyncio.to_thread(key_table_pages_holding, url, bytes(key)) == 0
+    assert await asyncio.to_thread(key_table_pages_holding, url, bytes(wrapped)) == 0
     await eventually(lambda: not relations_holding(url, b"tulip"), "the read models the erasure touched to be vacuumed")

@@ -1,0 +1,144 @@
+"""Attaching a store to its key-encryption keys (and wrapping the clear keys of an older
+store), and rotating them after an erasure.
+
+A rotation, run by one instance at a time (a Postgres advisory lock), in an order that a
+crash anywhere leaves safe and the next attempt finishes:
+1. the next KEK generation is made and written durably (KeyEncryptionKeys.next_generation:
+   a crash after it leaves it made, and the next attempt takes the same one);
+2. `chronicle.kek_state.generation` moves to it: keys made from then on are wrapped under it
+   (a key being made under the old one is waited for: its INSERT reads the row FOR SHARE);
+3. every live key wrapped under an older generation is unwrapped and wrapped again under
+   the new one, a batch per transaction, until none is left (each row is updated only if
+   still what was read, so an erasure meanwhile wins);
+4. only then are the older generations destroyed (file overwritten, flushed, removed),
+5. and the erased rows whose key they wrapped are marked covered (`kek_generation` NULL).
+From 4 on, no copy of the database made before (WAL, replica, backup) can unwrap any key
+erased before 3 read it: what wrapped it exists nowhere. Other instances meet the new
+generation when they next read or make a key, and read it from the shared KEK store.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import psycopg
+
+from adapters.store.keys import current_generation, data_key_context, service_key_context
+from adapters.store.postgres import PostgresTarget
+from adapters.store.reachability import CONNECT_TIMEOUT
+from services.ports.keys import KeyEncryptionKeys, KeyRotation
+
+log = logging.getLogger(__name__)
+ROTATION_LOCK = 0x43485232  # "CHR2": one rotation at a time across the fleet
+REWRAP_BATCH = 1000
+Context = Callable[[str], bytes]  # whose key: what a wrapping is bound to
+# (table, key name column, context of a key's wrapping)
+KEY_TABLES: tuple[tuple[str, str, Context], ...] = (("data_keys", "owner", data_key_context), ("service_keys", "name", service_key_context))
+
+
+def attach(target: PostgresTarget, keks: KeyEncryptionKeys) -> None:
+    """Record where this store's KEKs are (on first start) and wrap any key still kept in
+    clear (a store made before keys were wrapped): then the clear column is emptied and the
+    tables rewritten (VACUUM FULL), so the clear bytes leave the live heap. Idempotent."""
+    with target.connect(autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (ROTATION_LOCK,))
+        try:
+            generation = keks.generations()[-1]
+            conn.execute(
+                "INSERT INTO chronicle.kek_state (location, generation) VALUES (%s, %s)"
+                " ON CONFLICT (one_row) DO UPDATE SET location = excluded.location",
+                (keks.location, generation),
+            )
+            generation = current_generation(conn)
+            wrapped_any = False
+            for table, name, context in KEY_TABLES:
+                while rows := conn.execute(
+                    f"SELECT {name}, key FROM chronicle.{table} WHERE key IS NOT NULL LIMIT %s", (REWRAP_BATCH,)
+                ).fetchall():
+                    names = [row[0] for row in rows]
+                    wrapped = [keks.wrap(generation, bytes(row[1]), context(row[0])) for row in rows]
+                    conn.execute(
+                        f"UPDATE chronicle.{table} t SET key = NULL, wrapped = v.wrapped, kek_generation = %s"
+                        f" FROM unnest(%s::text[], %s::bytea[]) AS v(n, wrapped) WHERE t.{name} = v.n",
+                        (generation, names, wrapped),
+                    )
+                    wrapped_any = True
+            if wrapped_any:
+                for table, _, _ in KEY_TABLES:
+                    conn.execute(f"VACUUM (FULL) chronicle.{table}")
+                log.info("clear keys wrapped under the key-encryption key; key tables rewritten")
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (ROTATION_LOCK,))
+
+
+class PostgresKeyRotation(KeyRotation):
+    def __init__(self, target: PostgresTarget, keks: KeyEncryptionKeys) -> None:
+        self.target = target
+        self.keks = keks
+
+    def due_in(self, epoch: float) -> float | None:
+        """A rotation is due half an epoch after the first erasure it would cover (so the
+        erasures of that half share one), and at once when one was left unfinished."""
+        with self.target.connect(autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+            generation = current_generation(conn)
+            unfinished = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM chronicle.data_keys WHERE wrapped IS NOT NULL AND kek_generation < %(g)s)"
+                " OR EXISTS (SELECT 1 FROM chronicle.service_keys WHERE wrapped IS NOT NULL AND kek_generation < %(g)s)",
+                {"g": generation},
+            ).fetchone()
+            first = conn.execute(
+                "SELECT extract(epoch FROM now() - min(erased_at)) FROM chronicle.data_keys"
+                " WHERE erased_at IS NOT NULL AND kek_generation IS NOT NULL"
+            ).fetchone()
+        if (unfinished and unfinished[0]) or len(self.keks.generations()) > 1:
+            return 0.0
+        if first is None or first[0] is None:
+            return None
+        return max(0.0, epoch / 2 - float(first[0]))
+
+    def rotate(self) -> bool:
+        with self.target.connect(autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+            [locked] = conn.execute("SELECT pg_try_advisory_lock(%s)", (ROTATION_LOCK,)).fetchone()  # type: ignore[misc]
+            if not locked:
+                return False
+            try:
+                self._rotate(conn)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (ROTATION_LOCK,))
+        return True
+
+    def _rotate(self, conn: psycopg.Connection) -> None:
+        started = time.monotonic()
+        new = self.keks.next_generation()  # 1. durable before anything is wrapped under it
+        conn.execute("UPDATE chronicle.kek_state SET generation = %s WHERE generation < %s", (new, new))  # 2.
+        rewrapped = sum(self._rewrap(conn, table, name, context, new) for table, name, context in KEY_TABLES)  # 3.
+        self.keks.destroy_before(new)  # 4.
+        conn.execute(  # 5.
+            "UPDATE chronicle.data_keys SET kek_generation = NULL WHERE wrapped IS NULL AND kek_generation < %s", (new,)
+        )
+        log.info(
+            "key-encryption key rotated",
+            extra={"generation": new, "keys": rewrapped, "seconds": round(time.monotonic() - started, 3)},
+        )
+
+    def _rewrap(self, conn: psycopg.Connection, table: str, name: str, context: Context, new: int) -> int:
+        done = 0
+        while rows := conn.execute(
+            f"SELECT {name}, wrapped, kek_generation FROM chronicle.{table}"
+            f" WHERE wrapped IS NOT NULL AND kek_generation < %s LIMIT %s",
+            (new, REWRAP_BATCH),
+        ).fetchall():
+            names = [row[0] for row in rows]
+            olds = [bytes(row[1]) for row in rows]
+            news = [self.keks.wrap(new, self.keks.unwrap(row[2], bytes(row[1]), context(row[0])), context(row[0])) for row in rows]
+            conn.execute(
+                f"UPDATE chronicle.{table} t SET wrapped = v.new, kek_generation = %s"
+                f" FROM unnest(%s::text[], %s::bytea[], %s::bytea[]) AS v(n, old, new)"
+                f" WHERE t.{name} = v.n AND t.wrapped = v.old",
+                (new, names, olds, news),
+            )
+            done += len(rows)
+        return done
+
