@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import psycopg
 
+from adapters.store.kek import keks_at
 from adapters.store.keys import current_generation, data_key_context, service_key_context
 from adapters.store.postgres import PostgresTarget
 from adapters.store.reachability import CONNECT_TIMEOUT
@@ -41,36 +42,83 @@ KEY_TABLES: tuple[tuple[str, str, Context], ...] = (("data_keys", "owner", data_
 def attach(target: PostgresTarget, keks: KeyEncryptionKeys) -> None:
     """Record where this store's KEKs are (on first start) and wrap any key still kept in
     clear (a store made before keys were wrapped): then the clear column is emptied and the
-    tables rewritten (VACUUM FULL), so the clear bytes leave the live heap. Idempotent."""
+    tables rewritten (VACUUM FULL), so the clear bytes leave the live heap. A store whose
+    keys another KEK store wraps (the deployment moved them: another directory, a secret)
+    has them unwrapped with the recorded one and wrapped under these. Idempotent."""
     with target.connect(autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (ROTATION_LOCK,))
         try:
+            recorded = conn.execute("SELECT location FROM chronicle.kek_state").fetchone()
             generation = keks.generations()[-1]
-            conn.execute(
-                "INSERT INTO chronicle.kek_state (location, generation) VALUES (%s, %s)"
-                " ON CONFLICT (one_row) DO UPDATE SET location = excluded.location",
-                (keks.location, generation),
-            )
+            if recorded is None or recorded[0] != keks.location:
+                previous = keks_at(str(recorded[0])) if recorded is not None else None
+                for table, name, context in KEY_TABLES:
+                    if previous is not None:
+                        rewrap(conn, table, name, context, previous, keks, generation, every=True)
+                conn.execute(
+                    "INSERT INTO chronicle.kek_state (location, generation) VALUES (%s, %s)"
+                    " ON CONFLICT (one_row) DO UPDATE SET location = excluded.location, generation = excluded.generation",
+                    (keks.location, generation),
+                )
+                log.info("key-encryption keys attached", extra={"moved": previous is not None})
             generation = current_generation(conn)
-            wrapped_any = False
-            for table, name, context in KEY_TABLES:
-                while rows := conn.execute(
-                    f"SELECT {name}, key FROM chronicle.{table} WHERE key IS NOT NULL LIMIT %s", (REWRAP_BATCH,)
-                ).fetchall():
-                    names = [row[0] for row in rows]
-                    wrapped = [keks.wrap(generation, bytes(row[1]), context(row[0])) for row in rows]
-                    conn.execute(
-                        f"UPDATE chronicle.{table} t SET key = NULL, wrapped = v.wrapped, kek_generation = %s"
-                        f" FROM unnest(%s::text[], %s::bytea[]) AS v(n, wrapped) WHERE t.{name} = v.n",
-                        (generation, names, wrapped),
-                    )
-                    wrapped_any = True
-            if wrapped_any:
+            if sum(wrap_clear(conn, table, name, context, keks, generation) for table, name, context in KEY_TABLES):
                 for table, _, _ in KEY_TABLES:
                     conn.execute(f"VACUUM (FULL) chronicle.{table}")
                 log.info("clear keys wrapped under the key-encryption key; key tables rewritten")
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (ROTATION_LOCK,))
+
+
+def wrap_clear(
+    conn: psycopg.Connection, table: str, name: str, context: Context, keks: KeyEncryptionKeys, generation: int
+) -> int:
+    done = 0
+    while rows := conn.execute(
+        f"SELECT {name}, key FROM chronicle.{table} WHERE key IS NOT NULL LIMIT %s", (REWRAP_BATCH,)
+    ).fetchall():
+        conn.execute(
+            f"UPDATE chronicle.{table} t SET key = NULL, wrapped = v.wrapped, kek_generation = %s"
+            f" FROM unnest(%s::text[], %s::bytea[]) AS v(n, wrapped) WHERE t.{name} = v.n",
+            (generation, [row[0] for row in rows], [keks.wrap(generation, bytes(row[1]), context(row[0])) for row in rows]),
+        )
+        done += len(rows)
+    return done
+
+
+def rewrap(
+    conn: psycopg.Connection,
+    table: str,
+    name: str,
+    context: Context,
+    source: KeyEncryptionKeys,
+    keks: KeyEncryptionKeys,
+    new: int,
+    *,
+    every: bool = False,
+) -> int:
+    """Every live key of `table` wrapped under an older generation than `new` (`every`: under
+    any generation of `source`) wrapped again under `new`, a batch per transaction; a row is
+    updated only if still what was read, so an erasure meanwhile wins."""
+    done = 0
+    after = ""
+    while rows := conn.execute(
+        f"SELECT {name}, wrapped, kek_generation FROM chronicle.{table}"
+        f" WHERE wrapped IS NOT NULL AND (%s OR kek_generation < %s) AND {name} > %s ORDER BY {name} LIMIT %s",
+        (every, new, after, REWRAP_BATCH),
+    ).fetchall():
+        names = [row[0] for row in rows]
+        olds = [bytes(row[1]) for row in rows]
+        news = [keks.wrap(new, source.unwrap(row[2], bytes(row[1]), context(row[0])), context(row[0])) for row in rows]
+        conn.execute(
+            f"UPDATE chronicle.{table} t SET wrapped = v.new, kek_generation = %s"
+            f" FROM unnest(%s::text[], %s::bytea[], %s::bytea[]) AS v(n, old, new)"
+            f" WHERE t.{name} = v.n AND t.wrapped = v.old",
+            (new, names, olds, news),
+        )
+        done += len(rows)
+        after = names[-1]
+    return done
 
 
 class PostgresKeyRotation(KeyRotation):
@@ -113,7 +161,7 @@ class PostgresKeyRotation(KeyRotation):
         started = time.monotonic()
         new = self.keks.next_generation()  # 1. durable before anything is wrapped under it
         conn.execute("UPDATE chronicle.kek_state SET generation = %s WHERE generation < %s", (new, new))  # 2.
-        rewrapped = sum(self._rewrap(conn, table, name, context, new) for table, name, context in KEY_TABLES)  # 3.
+        rewrapped = sum(rewrap(conn, table, name, context, self.keks, self.keks, new) for table, name, context in KEY_TABLES)  # 3.
         self.keks.destroy_before(new)  # 4.
         conn.execute(  # 5.
             "UPDATE chronicle.data_keys SET kek_generation = NULL WHERE wrapped IS NULL AND kek_generation < %s", (new,)
@@ -123,22 +171,13 @@ class PostgresKeyRotation(KeyRotation):
             extra={"generation": new, "keys": rewrapped, "seconds": round(time.monotonic() - started, 3)},
         )
 
-    def _rewrap(self, conn: psycopg.Connection, table: str, name: str, context: Context, new: int) -> int:
-        done = 0
-        while rows := conn.execute(
-            f"SELECT {name}, wrapped, kek_generation FROM chronicle.{table}"
-            f" WHERE wrapped IS NOT NULL AND kek_generation < %s LIMIT %s",
-            (new, REWRAP_BATCH),
-        ).fetchall():
-            names = [row[0] for row in rows]
-            olds = [bytes(row[1]) for row in rows]
-            news = [self.keks.wrap(new, self.keks.unwrap(row[2], bytes(row[1]), context(row[0])), context(row[0])) for row in rows]
-            conn.execute(
-                f"UPDATE chronicle.{table} t SET wrapped = v.new, kek_generation = %s"
-                f" FROM unnest(%s::text[], %s::bytea[], %s::bytea[]) AS v(n, old, new)"
-                f" WHERE t.{name} = v.n AND t.wrapped = v.old",
-                (new, names, olds, news),
-            )
-            done += len(rows)
-        return done
 
+def attached(target: PostgresTarget, otherwise: KeyEncryptionKeys) -> KeyEncryptionKeys:
+    """The KEKs the store records; a store that records none is attached to `otherwise` (a
+    tool seeding a fresh store: a service started on it later moves the keys to its own)."""
+    with target.connect(autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+        recorded = conn.execute("SELECT location FROM chronicle.kek_state").fetchone()
+    if recorded is not None:
+        return keks_at(str(recorded[0]))
+    attach(target, otherwise)
+    return otherwise

@@ -26,7 +26,7 @@ from adapters.store.kek import KekDirectory
 from adapters.store.kek_rotation import PostgresKeyRotation, attach
 from adapters.store.keys import KeyRing, data_key_context
 from adapters.store.mapper import associated_data
-from adapters.store.postgres import PostgresTarget
+from adapters.store.postgres import PostgresTarget, migrate
 from entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import make_settings
 from tests.servers import TestServers
@@ -198,9 +198,12 @@ async def test_the_kek_is_a_private_file_and_keys_are_stored_wrapped_only(instan
         assert conn.execute("SELECT count(*) FROM chronicle.service_keys WHERE key IS NOT NULL OR wrapped IS NULL").fetchone() == (0,)
 
 
-def test_a_store_with_clear_keys_is_converted_by_the_usual_start(target: PostgresTarget, tmp_path: Path) -> None:
+def test_a_store_with_clear_keys_is_converted_by_the_usual_start(own_postgres: tuple[str, Path], tmp_path: Path) -> None:
     """A store made before keys were wrapped holds them in clear: `attach`, which every start
-    runs, wraps them in place and rewrites the tables so the clear bytes leave the heap."""
+    runs, wraps them in place and rewrites the tables so the clear bytes leave the heap. (On a
+    server of its own: a rewrite keeps row versions a transaction open elsewhere may still see.)"""
+    target = PostgresTarget(own_postgres[0])
+    migrate(target)
     old_keys = {f"old-{i}": secrets.token_bytes(KEY_BYTES) for i in range(3)}
     cursors = secrets.token_bytes(KEY_BYTES)
     with psycopg.connect(target.url, autocommit=True) as conn:  # the rows as the earlier version wrote them
@@ -277,3 +280,24 @@ def test_two_instances_rotating_at_once_rotate_once(target: PostgresTarget, tmp_
         conn.execute("SELECT pg_advisory_lock(%s)", (0x43485232,))  # another instance is rotating
         assert not PostgresKeyRotation(target, keks).rotate()
     assert keks.generations() == [1]
+
+
+def test_keys_follow_the_kek_store_the_deployment_moves_to(target: PostgresTarget, tmp_path: Path) -> None:
+    """A start with other KEKs than the store records (a directory moved, a secret given)
+    unwraps the keys with the recorded ones and wraps them under the new."""
+    before = KekDirectory(tmp_path / "before")
+    attach(target, before)
+    ring = KeyRing(target, before)
+    try:
+        key = ring.key_for_writing("mover")
+    finally:
+        ring.close()
+    after = KekDirectory(tmp_path / "after")
+    attach(target, after)
+    moved = KeyRing(target)  # (what the store records now)
+    try:
+        assert moved.key_for_reading("mover") == key
+    finally:
+        moved.close()
+    with psycopg.connect(target.url) as conn:
+        assert conn.execute("SELECT location FROM chronicle.kek_state").fetchone() == (after.location,)
