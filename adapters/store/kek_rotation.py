@@ -62,6 +62,11 @@ def attach(target: PostgresTarget, keks: KeyEncryptionKeys) -> None:
                 )
                 log.info("key-encryption keys attached", extra={"moved": previous is not None})
             generation = current_generation(conn)
+            if generation not in keks.generations():
+                raise LookupError(
+                    f"this store's keys are wrapped under key-encryption key generation {generation},"
+                    f" which {keks.location} does not hold: give the deployment's KEKs (CHRONICLE_KEK_DIR, ...)"
+                )
             if sum(wrap_clear(conn, table, name, context, keks, generation) for table, name, context in KEY_TABLES):
                 for table, _, _ in KEY_TABLES:
                     conn.execute(f"VACUUM (FULL) chronicle.{table}")

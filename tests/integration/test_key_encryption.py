@@ -301,3 +301,12 @@ def test_keys_follow_the_kek_store_the_deployment_moves_to(target: PostgresTarge
         moved.close()
     with psycopg.connect(target.url) as conn:
         assert conn.execute("SELECT location FROM chronicle.kek_state").fetchone() == (after.location,)
+
+
+def test_a_start_without_the_stores_kek_generation_refuses_to_go_on(target: PostgresTarget, tmp_path: Path) -> None:
+    keks = KekDirectory(tmp_path / "kek")
+    attach(target, keks)
+    PostgresKeyRotation(target, keks).rotate()  # generation 2
+    (tmp_path / "kek" / "kek-2").unlink()  # the KEK directory lost (an empty one makes generation 1)
+    with pytest.raises(LookupError, match="generation 2"):
+        attach(target, KekDirectory(tmp_path / "kek"))
