@@ -174,6 +174,8 @@ async def test_after_an_erasure_and_its_epoch_no_window_of_the_wal_opens_the_era
         keks.unwrap(generation, bytes(wrapped), data_key_context(erased_user))
     assert await asyncio.to_thread(keys_opening, wal, erased_event) == []
     assert await asyncio.to_thread(keys_opening, wal, live_event) == []
+    # (Nor is either key in clear in any file of the server: heap, indexes, every WAL segment.)
+    assert not [f for f in data_dir.rglob("*") if f.is_file() and (erased_key in f.read_bytes() or live_key in f.read_bytes())]
 
     # The scan is not hollow: a key kept in clear, as keys were before they were wrapped, is
     # found in the WAL and opens its owner's events.
