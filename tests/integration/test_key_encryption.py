@@ -24,7 +24,7 @@ from adapters.auth import TokenAuthority
 from adapters.embedded import EmbeddedPostgres
 from adapters.store.kek import KekDirectory
 from adapters.store.kek_rotation import PostgresKeyRotation, attach
-from adapters.store.keys import KeyRing, data_key_context
+from adapters.store.keys import INSERT_WRAPPED, KeyRing, data_key_context
 from adapters.store.mapper import associated_data
 from adapters.store.postgres import PostgresTarget, migrate
 from entrypoints.bootstrap import Chronicle, bootstrap
@@ -312,3 +312,34 @@ def test_a_start_without_the_stores_kek_generation_refuses_to_go_on(target: Post
     (tmp_path / "kek" / "kek-2").unlink()  # the KEK directory lost (an empty one makes generation 1)
     with pytest.raises(LookupError, match="generation 2"):
         attach(target, KekDirectory(tmp_path / "kek"))
+
+
+def test_another_instance_goes_on_with_the_new_generation_after_a_rotation(target: PostgresTarget, tmp_path: Path) -> None:
+    """Instances share the KEK directory: one rotates, the other meets the new generation
+    when it next reads or makes a key, and reads it from the directory."""
+    mine, theirs = KekDirectory(tmp_path / "kek"), KekDirectory(tmp_path / "kek")
+    attach(target, mine)
+    ring = KeyRing(target, mine)
+    try:
+        before = ring.key_for_writing("early")
+        assert PostgresKeyRotation(target, theirs).rotate()
+        ring.evict("early")
+        assert ring.key_for_reading("early") == before  # wrapped again under generation 2, opened
+        ring.key_for_writing("late")
+    finally:
+        ring.close()
+    with psycopg.connect(target.url) as conn:
+        assert conn.execute("SELECT DISTINCT kek_generation FROM chronicle.data_keys").fetchall() == [(2,)]
+
+
+def test_no_key_is_made_under_a_generation_a_rotation_moved_on_from(target: PostgresTarget, tmp_path: Path) -> None:
+    """A key wrapped under the old generation by an instance that did not yet see the rotation
+    is not inserted (its maker tries again under the new one): none is left for the old KEK's
+    destruction to lose."""
+    keks = KekDirectory(tmp_path / "kek")
+    attach(target, keks)
+    stale = keks.wrap(1, secrets.token_bytes(KEY_BYTES), data_key_context("racer"))
+    assert PostgresKeyRotation(target, keks).rotate()
+    with psycopg.connect(target.url, autocommit=True) as conn:
+        inserted = conn.execute(INSERT_WRAPPED.format(table="data_keys", name="owner"), ("racer", stale, 1))
+        assert inserted.rowcount == 0
