@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable
 
 import psycopg
+from cryptography.exceptions import InvalidTag
 
 from adapters.store.kek import keks_at
-from adapters.store.keys import current_generation, data_key_context, service_key_context
+from adapters.store.keys import current_generation, data_key_context, service_key, service_key_context
 from adapters.store.postgres import PostgresTarget
 from adapters.store.reachability import CONNECT_TIMEOUT
 from services.ports.keys import KeyEncryptionKeys, KeyRotation
@@ -34,33 +35,46 @@ from services.ports.keys import KeyEncryptionKeys, KeyRotation
 log = logging.getLogger(__name__)
 ROTATION_LOCK = 0x43485232  # "CHR2": one rotation at a time across the fleet
 REWRAP_BATCH = 1000
+CHECK_KEY = "kek-check"  # a service key no one uses: opening it proves the KEKs are the store's
 Context = Callable[[str], bytes]  # whose key: what a wrapping is bound to
 # (table, key name column, context of a key's wrapping)
 KEY_TABLES: tuple[tuple[str, str, Context], ...] = (("data_keys", "owner", data_key_context), ("service_keys", "name", service_key_context))
 
 
-def attach(target: PostgresTarget, keks: KeyEncryptionKeys) -> None:
+def attach(target: PostgresTarget, keks: KeyEncryptionKeys, *, provisional: bool = False) -> None:
     """Record where this store's KEKs are (on first start) and wrap any key still kept in
     clear (a store made before keys were wrapped): then the clear column is emptied and the
-    tables rewritten (VACUUM FULL), so the clear bytes leave the live heap. A store whose
-    keys another KEK store wraps (the deployment moved them: another directory, a secret)
-    has them unwrapped with the recorded one and wrapped under these. Idempotent."""
+    tables rewritten (VACUUM FULL), so the clear bytes leave the live heap. Idempotent.
+
+    Every process on a store must be given the same KEKs: one given others is refused (it
+    would wrap keys the others cannot open), as is one whose KEKs do not open the store's
+    check key (the same path, but not a shared directory). Only a store attached
+    `provisional`ly (by a tool seeding it before any service ran) has its keys moved to the
+    KEKs of the first process that attaches it for good."""
     with target.connect(autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (ROTATION_LOCK,))
         try:
-            recorded = conn.execute("SELECT location FROM chronicle.kek_state").fetchone()
+            recorded = conn.execute("SELECT location, provisional FROM chronicle.kek_state").fetchone()
+            if recorded is not None and recorded[0] != keks.location and not recorded[1]:
+                raise LookupError(
+                    f"this store's keys are wrapped by the key-encryption keys at {recorded[0]}, and this process"
+                    f" is given {keks.location}: give every process of the deployment the same ones"
+                )
             generation = keks.generations()[-1]
             if recorded is None or recorded[0] != keks.location:
-                previous = keks_at(str(recorded[0])) if recorded is not None else None
-                for table, name, context in KEY_TABLES:
-                    if previous is not None:
+                if recorded is not None:
+                    previous = keks_at(str(recorded[0]))
+                    for table, name, context in KEY_TABLES:
                         rewrap(conn, table, name, context, previous, keks, generation, every=True)
                 conn.execute(
-                    "INSERT INTO chronicle.kek_state (location, generation) VALUES (%s, %s)"
-                    " ON CONFLICT (one_row) DO UPDATE SET location = excluded.location, generation = excluded.generation",
-                    (keks.location, generation),
+                    "INSERT INTO chronicle.kek_state (location, generation, provisional) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (one_row) DO UPDATE"
+                    " SET location = excluded.location, generation = excluded.generation, provisional = excluded.provisional",
+                    (keks.location, generation, provisional),
                 )
-                log.info("key-encryption keys attached", extra={"moved": previous is not None})
+                log.info("key-encryption keys attached", extra={"moved": recorded is not None})
+            elif recorded[1] and not provisional:
+                conn.execute("UPDATE chronicle.kek_state SET provisional = false")
             generation = current_generation(conn)
             if generation not in keks.generations():
                 raise LookupError(
@@ -73,6 +87,13 @@ def attach(target: PostgresTarget, keks: KeyEncryptionKeys) -> None:
                 log.info("clear keys wrapped under the key-encryption key; key tables rewritten")
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (ROTATION_LOCK,))
+    try:
+        service_key(target, CHECK_KEY, keks)  # made by the first process, opened by every other
+    except InvalidTag:
+        raise LookupError(
+            f"the key-encryption keys at {keks.location} do not open this store's keys: every process must"
+            " read the same KEK directory (one volume they all mount), not a copy of its own"
+        ) from None
 
 
 def wrap_clear(
@@ -184,5 +205,5 @@ def attached(target: PostgresTarget, otherwise: KeyEncryptionKeys) -> KeyEncrypt
         recorded = conn.execute("SELECT location FROM chronicle.kek_state").fetchone()
     if recorded is not None:
         return keks_at(str(recorded[0]))
-    attach(target, otherwise)
+    attach(target, otherwise, provisional=True)
     return otherwise

@@ -26,10 +26,14 @@ ALTER TABLE chronicle.service_keys
 -- generation new keys are wrapped under. A key is made only under this generation (its
 -- INSERT reads this row FOR SHARE), so a rotation that moved it on waits for the keys
 -- being made under the old one, and none is made under the old one after.
+-- `provisional`: attached by a tool that seeded the store before any service ran; the
+-- first service to start moves the keys to its own KEKs. Otherwise a process given other
+-- KEKs than these is refused.
 CREATE TABLE chronicle.kek_state (
     one_row boolean PRIMARY KEY DEFAULT true CHECK (one_row),
     location text NOT NULL,
-    generation integer NOT NULL
+    generation integer NOT NULL,
+    provisional boolean NOT NULL DEFAULT false
 );
 
 -- Erasure as in 0007, keyed on `erased_at` (a live key is now `wrapped`, not `key`).

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from adapters.auth import TokenAuthority
 from adapters.embedded import EmbeddedPostgres
 from adapters.store.kek import KekDirectory
-from adapters.store.kek_rotation import PostgresKeyRotation, attach
+from adapters.store.kek_rotation import PostgresKeyRotation, attach, attached
 from adapters.store.keys import INSERT_WRAPPED, KeyRing, data_key_context
 from adapters.store.mapper import associated_data
 from adapters.store.postgres import PostgresTarget, migrate
@@ -284,25 +284,36 @@ def test_two_instances_rotating_at_once_rotate_once(target: PostgresTarget, tmp_
     assert keks.generations() == [1]
 
 
-def test_keys_follow_the_kek_store_the_deployment_moves_to(target: PostgresTarget, tmp_path: Path) -> None:
-    """A start with other KEKs than the store records (a directory moved, a secret given)
-    unwraps the keys with the recorded ones and wraps them under the new."""
-    before = KekDirectory(tmp_path / "before")
-    attach(target, before)
-    ring = KeyRing(target, before)
+def test_a_seeded_stores_keys_move_to_the_first_services_kek_store(target: PostgresTarget, tmp_path: Path) -> None:
+    """A tool seeding a fresh store attaches it provisionally (bench/seed.py); the first
+    start given other KEKs unwraps the keys with the recorded ones and wraps them under its own."""
+    seeding = attached(target, KekDirectory(tmp_path / "seeding"))
+    ring = KeyRing(target, seeding)
     try:
         key = ring.key_for_writing("mover")
     finally:
         ring.close()
-    after = KekDirectory(tmp_path / "after")
-    attach(target, after)
+    service = KekDirectory(tmp_path / "service")
+    attach(target, service)
     moved = KeyRing(target)  # (what the store records now)
     try:
         assert moved.key_for_reading("mover") == key
     finally:
         moved.close()
     with psycopg.connect(target.url) as conn:
-        assert conn.execute("SELECT location FROM chronicle.kek_state").fetchone() == (after.location,)
+        assert conn.execute("SELECT location, provisional FROM chronicle.kek_state").fetchone() == (service.location, False)
+
+
+def test_a_process_given_other_keks_than_the_stores_is_refused(target: PostgresTarget, tmp_path: Path) -> None:
+    """Another directory (a setting that differs), or the same path holding other keys (a
+    directory each container keeps for itself, not one shared volume), would wrap keys the
+    other processes cannot open: the start stops instead."""
+    attach(target, KekDirectory(tmp_path / "shared"))
+    with pytest.raises(LookupError, match="same ones"):
+        attach(target, KekDirectory(tmp_path / "elsewhere"))
+    (tmp_path / "shared" / "kek-1").unlink()  # another container's own directory at that path
+    with pytest.raises(LookupError, match="do not open"):
+        attach(target, KekDirectory(tmp_path / "shared"))
 
 
 def test_a_start_without_the_stores_kek_generation_refuses_to_go_on(target: PostgresTarget, tmp_path: Path) -> None:
