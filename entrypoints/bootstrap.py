@@ -211,7 +211,7 @@ class Chronicle:
         self.projections = [r.build() for r in postgres_read_models(self.settings, self.read_models.classes)]
         # Data keys are kept wrapped by keys held outside Postgres (a store of an earlier
         # version has its clear keys wrapped here, at its first start).
-        self.keks = key_encryption_keys(self.settings)
+        self.keks = await asyncio.to_thread(key_encryption_keys, self.settings, self.target)
         await asyncio.to_thread(attach, self.target, self.keks)
         self.keys = KeyRing(self.target, self.keks)
         self._stack.callback(self.keys.close)

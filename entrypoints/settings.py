@@ -127,8 +127,8 @@ class Settings(BaseSettings):
     kek_dir: Path | None = Field(
         default=None,
         description="directory of the key-encryption keys that wrap every data key (one file per generation, mode"
-        " 0600; the service rotates them after an erasure); unset: data_dir/kek. On several machines, a volume"
-        " every instance mounts read-write",
+        " 0600; the service rotates them after an erasure); unset: the ones the store records, for a new store"
+        " data_dir/kek. On several machines, a volume every process mounts read-write",
     )
     kek_file: Path | None = Field(
         default=None,

@@ -198,6 +198,13 @@ class PostgresKeyRotation(KeyRotation):
         )
 
 
+def recorded_location(target: PostgresTarget) -> str | None:
+    """Where the store records its KEKs are, if it records any (provisional ones are not the deployment's)."""
+    with target.connect(autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+        row = conn.execute("SELECT location FROM chronicle.kek_state WHERE NOT provisional").fetchone()
+    return str(row[0]) if row is not None else None
+
+
 def attached(target: PostgresTarget, otherwise: KeyEncryptionKeys) -> KeyEncryptionKeys:
     """The KEKs the store records; a store that records none is attached to `otherwise` (a
     tool seeding a fresh store: a service started on it later moves the keys to its own)."""

@@ -28,6 +28,8 @@ from adapters.store.keys import INSERT_WRAPPED, KeyRing, data_key_context
 from adapters.store.mapper import associated_data
 from adapters.store.postgres import PostgresTarget, migrate
 from entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.kek import key_encryption_keys
+from entrypoints.settings import Settings
 from tests.conftest import make_settings
 from tests.servers import TestServers
 from tests.waiting import eventually
@@ -354,3 +356,13 @@ def test_no_key_is_made_under_a_generation_a_rotation_moved_on_from(target: Post
     with psycopg.connect(target.url, autocommit=True) as conn:
         inserted = conn.execute(INSERT_WRAPPED.format(table="data_keys", name="owner"), ("racer", stale, 1))
         assert inserted.rowcount == 0
+
+
+def test_with_no_kek_setting_a_process_opens_the_stores_recorded_keks(target: PostgresTarget, tmp_path: Path) -> None:
+    """An operator command run with another data directory opens the service's KEKs; a
+    setting that names others is refused at attach (above)."""
+    service = KekDirectory(tmp_path / "service" / "kek")
+    attach(target, service)
+    chosen = key_encryption_keys(Settings(database_url=target.url, data_dir=tmp_path / "operator"), target)
+    assert chosen.location == service.location
+    assert not (tmp_path / "operator").exists()
