@@ -19,6 +19,7 @@ generation when they next read or make a key, and read it from the shared KEK st
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -30,11 +31,12 @@ from adapters.store.kek import keks_at
 from adapters.store.keys import current_generation, data_key_context, service_key, service_key_context
 from adapters.store.postgres import PostgresTarget
 from adapters.store.reachability import CONNECT_TIMEOUT
-from services.ports.keys import KeyEncryptionKeys, KeyRotation
+from services.ports.keys import KeyEncryptionKeys, KeyRotation, RotationUnavailable
 
 log = logging.getLogger(__name__)
 ROTATION_LOCK = 0x43485232  # "CHR2": one rotation at a time across the fleet
 REWRAP_BATCH = 1000
+NO_GENERATION_LEFT = 2**31 - 1  # destroy_before it: every generation
 CHECK_KEY = "kek-check"  # a service key no one uses: opening it proves the KEKs are the store's
 Context = Callable[[str], bytes]  # whose key: what a wrapping is bound to
 # (table, key name column, context of a key's wrapping)
@@ -66,6 +68,8 @@ def attach(target: PostgresTarget, keks: KeyEncryptionKeys, *, provisional: bool
                     previous = keks_at(str(recorded[0]))
                     for table, name, context in KEY_TABLES:
                         rewrap(conn, table, name, context, previous, keks, generation, every=True)
+                    with contextlib.suppress(RotationUnavailable):  # (the seeding tool's keys serve no one now)
+                        previous.destroy_before(NO_GENERATION_LEFT)
                 conn.execute(
                     "INSERT INTO chronicle.kek_state (location, generation, provisional) VALUES (%s, %s, %s)"
                     " ON CONFLICT (one_row) DO UPDATE"

@@ -304,6 +304,7 @@ def test_a_seeded_stores_keys_move_to_the_first_services_kek_store(target: Postg
         moved.close()
     with psycopg.connect(target.url) as conn:
         assert conn.execute("SELECT location, provisional FROM chronicle.kek_state").fetchone() == (service.location, False)
+    assert list((tmp_path / "seeding").iterdir()) == []  # (the seeding tool's KEKs are destroyed)
 
 
 def test_a_process_given_other_keks_than_the_stores_is_refused(target: PostgresTarget, tmp_path: Path) -> None:
