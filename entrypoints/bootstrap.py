@@ -51,13 +51,13 @@ from adapters.store.audit_decoder import Decoder
 from adapters.store.blobs import BlobStore
 from adapters.store.digest import PostgresDigests
 from adapters.store.event_store import EventStore
-from adapters.store.kek_rotation import PostgresKeyRotation, attach
+from adapters.store.kek_rotation import PostgresKeyRotation
 from adapters.store.keys import KeyRing, service_key
 from adapters.store.postgres import PostgresTarget, migrate
 from adapters.store.reachability import Reachability, fail_fast
 from adapters.store.snapshots import SealedSnapshots
 from adapters.store.user_data import PostgresUserData
-from entrypoints.kek import key_encryption_keys
+from entrypoints.kek import attached_keks
 from entrypoints.projection_process import ProjectionProcess
 from entrypoints.read_models import ReadModels, embedder, kept, postgres_read_models, projection_engine
 from entrypoints.routes import command_handlers, routes
@@ -211,8 +211,7 @@ class Chronicle:
         self.projections = [r.build() for r in postgres_read_models(self.settings, self.read_models.classes)]
         # Data keys are kept wrapped by keys held outside Postgres (a store of an earlier
         # version has its clear keys wrapped here, at its first start).
-        self.keks = await asyncio.to_thread(key_encryption_keys, self.settings, self.target)
-        await asyncio.to_thread(attach, self.target, self.keks)
+        self.keks = await asyncio.to_thread(attached_keks, self.settings, self.target)
         self.keys = KeyRing(self.target, self.keks)
         self._stack.callback(self.keys.close)
         self.tracking = Tracking(self.target, [p.name for p in self.projections])

@@ -1,13 +1,13 @@
-"""Which key-encryption keys the settings choose: a static one (a variable, a secret file),
-a directory the settings name, or, with none of them set, the ones the store records (by
-default a directory under the data directory, made on the store's first start)."""
+"""Which key-encryption keys the settings choose, attached to the store: a static one (a
+variable, a secret file), a directory the settings name, or, with none of them set, the
+ones the store records (for a new store, a directory under the data directory)."""
 
 from __future__ import annotations
 
 import base64
 
-from adapters.store.kek import KekDirectory, StaticKek, keks_at
-from adapters.store.kek_rotation import recorded_location
+from adapters.store.kek import KekDirectory, StaticKek
+from adapters.store.kek_rotation import attach
 from adapters.store.postgres import PostgresTarget
 from entrypoints.settings import Settings
 from services.ports.keys import KeyEncryptionKeys
@@ -15,18 +15,19 @@ from services.ports.keys import KeyEncryptionKeys
 KEK_VARIABLE = "CHRONICLE_KEK"
 
 
-def key_encryption_keys(settings: Settings, target: PostgresTarget) -> KeyEncryptionKeys:
+def attached_keks(settings: Settings, target: PostgresTarget) -> KeyEncryptionKeys:
     """The variable wins over the file, the file over the directory. A static key is recorded
     as where it is (`env:CHRONICLE_KEK`, `file:PATH`), so that every process of the deployment
     reads it from there, never from the database. With none set, a process opens the KEKs
-    the store records (an operator command run with another data directory still opens the
-    service's); a new store gets `<data dir>/kek`. Blocking (reads the store)."""
+    the store records (an operator command run with another data directory opens the
+    service's; instances starting at once on a new store agree on the first one's); a new
+    store gets `<data dir>/kek`. Blocking (attaches them: adapters/store/kek_rotation.py)."""
     if settings.kek is not None:
-        return StaticKek(f"env:{KEK_VARIABLE}", base64.b64decode(settings.kek.get_secret_value().strip(), validate=True))
+        secret = base64.b64decode(settings.kek.get_secret_value().strip(), validate=True)
+        return attach(target, StaticKek(f"env:{KEK_VARIABLE}", secret))
     if settings.kek_file is not None:
         path = settings.kek_file.absolute()
-        return StaticKek(f"file:{path}", base64.b64decode(path.read_text().strip(), validate=True))
+        return attach(target, StaticKek(f"file:{path}", base64.b64decode(path.read_text().strip(), validate=True)))
     if settings.kek_dir is not None:
-        return KekDirectory(settings.kek_dir)
-    recorded = recorded_location(target)
-    return keks_at(recorded) if recorded is not None else KekDirectory(settings.data_dir / "kek")
+        return attach(target, KekDirectory(settings.kek_dir))
+    return attach(target, KekDirectory(settings.data_dir / "kek"), or_recorded=True)

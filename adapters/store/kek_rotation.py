@@ -43,7 +43,9 @@ Context = Callable[[str], bytes]  # whose key: what a wrapping is bound to
 KEY_TABLES: tuple[tuple[str, str, Context], ...] = (("data_keys", "owner", data_key_context), ("service_keys", "name", service_key_context))
 
 
-def attach(target: PostgresTarget, keks: KeyEncryptionKeys, *, provisional: bool = False) -> None:
+def attach(
+    target: PostgresTarget, keks: KeyEncryptionKeys, *, provisional: bool = False, or_recorded: bool = False
+) -> KeyEncryptionKeys:
     """Record where this store's KEKs are (on first start) and wrap any key still kept in
     clear (a store made before keys were wrapped): then the clear column is emptied and the
     tables rewritten (VACUUM FULL), so the clear bytes leave the live heap. Idempotent.
@@ -52,11 +54,15 @@ def attach(target: PostgresTarget, keks: KeyEncryptionKeys, *, provisional: bool
     would wrap keys the others cannot open), as is one whose KEKs do not open the store's
     check key (the same path, but not a shared directory). Only a store attached
     `provisional`ly (by a tool seeding it before any service ran) has its keys moved to the
-    KEKs of the first process that attaches it for good."""
+    KEKs of the first process that attaches it for good. `or_recorded`: `keks` are only a
+    default (no setting named them): a store that records others keeps those. Returns the
+    KEKs attached."""
     with target.connect(autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (ROTATION_LOCK,))
         try:
             recorded = conn.execute("SELECT location, provisional FROM chronicle.kek_state").fetchone()
+            if or_recorded and recorded is not None and not recorded[1]:
+                keks = keks_at(str(recorded[0]))
             if recorded is not None and recorded[0] != keks.location and not recorded[1]:
                 raise LookupError(
                     f"this store's keys are wrapped by the key-encryption keys at {recorded[0]}, and this process"
@@ -98,6 +104,7 @@ def attach(target: PostgresTarget, keks: KeyEncryptionKeys, *, provisional: bool
             f"the key-encryption keys at {keks.location} do not open this store's keys: every process must"
             " read the same KEK directory (one volume they all mount), not a copy of its own"
         ) from None
+    return keks
 
 
 def wrap_clear(
@@ -200,13 +207,6 @@ class PostgresKeyRotation(KeyRotation):
             "key-encryption key rotated",
             extra={"generation": new, "keys": rewrapped, "seconds": round(time.monotonic() - started, 3)},
         )
-
-
-def recorded_location(target: PostgresTarget) -> str | None:
-    """Where the store records its KEKs are, if it records any (provisional ones are not the deployment's)."""
-    with target.connect(autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
-        row = conn.execute("SELECT location FROM chronicle.kek_state WHERE NOT provisional").fetchone()
-    return str(row[0]) if row is not None else None
 
 
 def attached(target: PostgresTarget, otherwise: KeyEncryptionKeys) -> KeyEncryptionKeys:

@@ -28,7 +28,7 @@ from adapters.store.keys import INSERT_WRAPPED, KeyRing, data_key_context
 from adapters.store.mapper import associated_data
 from adapters.store.postgres import PostgresTarget, migrate
 from entrypoints.bootstrap import Chronicle, bootstrap
-from entrypoints.kek import key_encryption_keys
+from entrypoints.kek import attached_keks
 from entrypoints.settings import Settings
 from tests.conftest import make_settings
 from tests.servers import TestServers
@@ -364,6 +364,8 @@ def test_with_no_kek_setting_a_process_opens_the_stores_recorded_keks(target: Po
     setting that names others is refused at attach (above)."""
     service = KekDirectory(tmp_path / "service" / "kek")
     attach(target, service)
-    chosen = key_encryption_keys(Settings(database_url=target.url, data_dir=tmp_path / "operator"), target)
+    chosen = attached_keks(Settings(database_url=target.url, data_dir=tmp_path / "operator"), target)
     assert chosen.location == service.location
     assert not (tmp_path / "operator").exists()
+    with pytest.raises(LookupError, match="same ones"):
+        attached_keks(Settings(database_url=target.url, kek_dir=tmp_path / "operator" / "kek"), target)
