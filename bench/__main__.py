@@ -31,6 +31,7 @@ def parser() -> argparse.ArgumentParser:
         "`python -m bench optimization --help`: trial.record throughput and optimizations.history; "
         "`python -m bench snapshots --help`: loading and auditing a 10,000-event aggregate; "
         "`python -m bench audit --help`: hash-chain verification and export rates; "
+        "`python -m bench erasure --help`: erasing a user and the key-encryption key rotation after it; "
         "`python -m bench artifacts --help`: artifacts.get, lineage, search and variation sets over 1M artifacts; "
         "`python -m bench jobs --help`: jobs/s, latency and pipeline overhead with 1, 2 and 4 job workers; "
         "`python -m bench gateway --help`: what the REST API adds over NATS; "
@@ -107,6 +108,7 @@ SUITES = {
     "optimization": "bench.optimization",  # trial.record throughput, optimizations.history
     "snapshots": "bench.snapshots",  # loading and auditing a 10,000-event aggregate
     "audit": "bench.audit",  # hash-chain verification and export rates
+    "erasure": "bench.erasure",  # erase-user and the key-encryption key rotation after it
     "artifacts": "bench.artifacts",  # artifacts.get, lineage, search, variation sets over 1M artifacts
     "jobs": "bench.jobs",  # jobs/s, latency and pipeline overhead with 1, 2, 4 job workers
     "gateway": "bench.gateway",  # what the REST API adds over NATS: reads p50/p95, writes/s

@@ -10,6 +10,7 @@ events while another inserts the previous batch.
 from __future__ import annotations
 
 import random
+import tempfile
 import time
 import uuid
 from collections import deque
@@ -18,12 +19,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
+from pathlib import Path
 from typing import Any
 
 from eventsourcing.domain import CanMutateAggregate
 from eventsourcing.persistence import StoredEvent
 
 from adapters.store.event_store import EventStore
+from adapters.store.kek import KekDirectory
+from adapters.store.kek_rotation import attached
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget
 from bench.corpus import Corpus
@@ -164,7 +168,8 @@ def insert_all(
 ) -> None:
     """Insert each batch `batches(store)` yields in one transaction, sealed per owner as the
     service writes, one thread inserting while the caller builds the next batch."""
-    keys = KeyRing(target)
+    keks = attached(target, KekDirectory(Path(tempfile.mkdtemp(prefix="chronicle-seed-kek-"))))
+    keys = KeyRing(target, keks)
     store = EventStore(target, pool_size=1, keys=keys)
     in_flight: deque[Future[Any]] = deque()
     try:

@@ -57,11 +57,13 @@ from adapters.read_side.replayed_positions import ReplayedPositions
 from adapters.read_side.tracking import tracked_version
 from adapters.scraped import Scraped, Source, Tracking
 from adapters.store.event_store import EventStore
+from adapters.store.kek import AttachedKeks
 from adapters.store.keys import KeyRing, service_key
 from adapters.store.postgres import PostgresTarget, migrate
 from adapters.store.reachability import Reachability, fail_fast
 from adapters.store.snapshots import SealedSnapshots
 from entrypoints import logs
+from entrypoints.kek import attached_keks
 from entrypoints.projection_process import PREPARED, ProjectionProcess, die_with_parent
 from entrypoints.read_models import InProcessEngine, ReadModels, embedder
 from entrypoints.routes import command_handlers, routes
@@ -185,6 +187,11 @@ class Chronicle:
         return self.core.keys
 
     @property
+    def keks(self) -> AttachedKeks:
+        """What wraps the keys, outside Postgres (attached on start)."""
+        return self.core.keks
+
+    @property
     def postgres_store(self) -> EventStore:
         return self.core.postgres_store
 
@@ -258,6 +265,9 @@ class Chronicle:
                 await starting
             raise
         await asyncio.to_thread(migrate, self.target)
+        # Data keys are kept wrapped by keys held outside Postgres (a store of an earlier
+        # version has its clear keys wrapped here, at its first start).
+        self.keks.attach(await asyncio.to_thread(attached_keks, self.settings, self.target))
         await asyncio.to_thread(self.read_models.choose, self.target)
         self.tracking.read_models = self.read_models.names
         self._scrape("postgres", self.tracking)
@@ -279,7 +289,7 @@ class Chronicle:
         # Every instance seals cursors under the one key kept in the primary (not a key of its
         # own: a client's next page may reach another instance; not one derived from the JWT
         # secret: a deployment verifying RS256 tokens holds only a public key).
-        self.cursors.use(await asyncio.to_thread(service_key, self.target, "cursors"))
+        self.cursors.use(await asyncio.to_thread(service_key, self.target, "cursors", self.keks))
         for queries in dict.fromkeys([self.queries, self.read_queries]):
             await queries.pool.open()
             self._stack.push_async_callback(queries.pool.close)
@@ -396,7 +406,8 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
     servers = Servers(settings)
     target = PostgresTarget(functools.partial(started_database_url, servers))
     read_models = ReadModels(settings)
-    keys = KeyRing(target)
+    keks = AttachedKeks()  # (attached on start: entrypoints/kek.py)
+    keys = KeyRing(target, keks)
     postgres_store = EventStore(
         target, relay_channels=relay_channels([SignalRelay, JobRelay]), keys=keys,
         unavailable_after=settings.database_unavailable_after,
@@ -430,7 +441,7 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
     connections = ServiceConnections()
     js = connections.streams.jetstream()
     core = Core(
-        settings=settings, target=target, keys=keys, postgres_store=postgres_store, bus=bus,
+        settings=settings, target=target, keks=keks, keys=keys, postgres_store=postgres_store, bus=bus,
         queries=queries, positions=positions, read_queries=read_queries, read_positions=read_positions,
         nats=connections, js=js, streams=JetStreams(js, settings.stream_replicas), tracking=Tracking(target, read_models.names), scraped=scraped,
     )

@@ -450,13 +450,22 @@ def replay(settings: Settings, ident: str, at_version: int | None, at_time: str 
 
 def erase_user_command(settings: Settings, user: str) -> None:
     """Erase a user now (no service needed): record the erasure, destroy the key."""
+    from adapters.store.kek_rotation import PostgresKeyRotation
     from adapters.store.user_data import PostgresUserData
     from entrypoints.bootstrap import Stage
+    from services.ports.keys import RotationUnavailable
     from services.users.erasure import erase_user
 
     with database(settings, through=Stage.BUS) as chronicle:
         reply = asyncio.run(erase_user(chronicle.bus, chronicle.keys, PostgresUserData(chronicle.target), user, "cli"))
-    print(f"user {user}: {'erased' if reply['erased'] else 'was already erased'} (key destroyed)")
+        print(f"user {user}: {'erased' if reply['erased'] else 'was already erased'} (key destroyed)")
+        # Rotated now rather than within the epoch: no service need be running for it.
+        try:
+            rotated = PostgresKeyRotation(chronicle.target, chronicle.keks).rotate()
+        except RotationUnavailable:
+            print("the key-encryption key is static: rotate it yourself (README, backups)", file=sys.stderr)
+            return
+    print("key-encryption key rotated" if rotated else "key-encryption key rotation: under way on another instance")
 
 
 def export_command(settings: Settings, user: str | None, session: str | None, since: str | None, output: str | None) -> None:
@@ -610,7 +619,7 @@ def parser() -> argparse.ArgumentParser:
     dg.add_argument(
         "--check", nargs=2, metavar=("POSITION", "ROOT"), help="recompute the root at POSITION; exit 1 unless it is ROOT"
     )
-    eu = sub.add_parser("erase-user", help="erase a user: destroy their data key (crypto-shredding)")
+    eu = sub.add_parser("erase-user", help="erase a user: destroy their data key (crypto-shredding), then rotate the key-encryption key")
     eu.add_argument("user")
     ex = sub.add_parser("export", help="write an audit log as JSON lines (one event a line, with its hash)")
     what = ex.add_mutually_exclusive_group(required=True)

@@ -139,6 +139,27 @@ class Settings(BaseSettings):
     semantic_min_similarity: float = Field(
         default=0.3, ge=-1, le=1, description="cosine similarity below which a semantic match is not a hit"
     )
+    kek_dir: Path | None = Field(
+        default=None,
+        description="directory of the key-encryption keys that wrap every data key (one file per generation, mode"
+        " 0600; the service rotates them after an erasure); unset: the ones the store records, for a new store"
+        " data_dir/kek. On several machines, a volume every process mounts read-write",
+    )
+    kek_file: Path | None = Field(
+        default=None,
+        description="a static key-encryption key instead: a file holding 32 bytes in base64 (a mounted secret);"
+        " the service cannot rotate it (see the README on backups)",
+    )
+    kek: SecretStr | None = Field(
+        default=None,
+        description="a static key-encryption key instead, 32 bytes in base64 (never logged); the service cannot"
+        " rotate it",
+    )
+    erasure_epoch: float = Field(
+        default=3600, ge=0.5, le=30 * 86400,
+        description="seconds within which an erasure's key-encryption key rotation is done: after it, no WAL"
+        " segment, replica or backup can unwrap the erased user's key",
+    )
     digest_interval: float = Field(
         default=3600, ge=0, description="seconds between audit digests, published only when events arrived; 0: never"
     )

@@ -32,6 +32,8 @@ from adapters.store.audit_decoder import Decoder
 from adapters.store.blobs import BlobStore
 from adapters.store.digest import PostgresDigests
 from adapters.store.event_store import EventStore
+from adapters.store.kek import AttachedKeks
+from adapters.store.kek_rotation import PostgresKeyRotation
 from adapters.store.keys import KeyRing, service_key
 from adapters.store.postgres import PostgresTarget
 from adapters.store.user_data import PostgresUserData
@@ -53,6 +55,7 @@ from services.ports.read_models import Queries
 from services.ports.streams import Streams
 from services.runtime.command_bus import CommandBus
 from services.users.erasure import Erasure
+from services.users.rotation import KeyRotator
 
 
 class Startable(Protocol):
@@ -83,6 +86,7 @@ class Core:
 
     settings: Settings
     target: PostgresTarget  # the primary
+    keks: AttachedKeks  # what wraps the data keys and service keys, outside Postgres (attached on start)
     keys: KeyRing
     postgres_store: EventStore
     bus: CommandBus
@@ -158,12 +162,13 @@ class SignedOrders:
     """Gives the job orders their signing key on start: the one every instance on the
     database shares (adapters/store/keys.py service_key), so any worker checks any order."""
 
-    def __init__(self, orders: JobOrders, target: PostgresTarget) -> None:
+    def __init__(self, orders: JobOrders, target: PostgresTarget, keks: AttachedKeks) -> None:
         self.orders = orders
         self.target = target
+        self.keks = keks
 
     async def start(self) -> None:
-        self.orders.use(await asyncio.to_thread(service_key, self.target, "jobs"))
+        self.orders.use(await asyncio.to_thread(service_key, self.target, "jobs", self.keks))
 
     async def stop(self) -> None:
         pass
@@ -238,7 +243,7 @@ def wire_artifacts(core: Core, generator: Generator) -> Artifacts:
     return Artifacts(
         served={Generating: Generating(core.bus, generator), Previews: previews},
         streams=[functools.partial(ensure_upload_bucket, prefix=prefix)],
-        running=[Opening(blobs.open, blobs.close), *([retention] if retention else [])],
+        running=[Opening(blobs.open_pool, blobs.close), *([retention] if retention else [])],
         previews=previews,
         retention=retention,
     )
@@ -267,7 +272,7 @@ def wire_jobs(core: Core, agent: Agent | None) -> Jobs:
         served={JobRequests: requests},
         streams=[functools.partial(ensure_job_streams, prefix=prefix, ack_wait=settings.job_ack_wait)],
         running=[
-            SignedOrders(orders, core.target),
+            SignedOrders(orders, core.target, core.keks),
             ScrapedJobQueue(core.scraped, core.js, prefix),
             relayed(core, JobRelay(core.nats.signals, queue, prefix, orders)),
             *([workers] if workers else []),
@@ -315,5 +320,10 @@ def wire_audit(core: Core) -> AuditWiring:
 
 def wire_users(core: Core, forget: list[Callable[[str], Awaitable[None]]]) -> Wiring:
     """Erasure: the user's key destroyed, their stored replies and blobs deleted, and
-    whatever else `forget` names (the uploads waiting in the object store)."""
-    return Wiring(served={Erasure: Erasure(core.bus, core.keys, PostgresUserData(core.target), forget=forget)})
+    whatever else `forget` names (the uploads waiting in the object store); then, within the
+    erasure epoch, the key-encryption key rotated."""
+    return Wiring(
+        served={Erasure: Erasure(core.bus, core.keys, PostgresUserData(core.target), forget=forget)},
+        # Every instance runs a rotator; one at a time rotates (services/users/rotation.py).
+        running=[KeyRotator(PostgresKeyRotation(core.target, core.keks), core.settings.erasure_epoch)],
+    )

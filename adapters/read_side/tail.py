@@ -13,7 +13,7 @@ from adapters.read_side.batcher import Batcher, apply_rows, reached_position
 from adapters.read_side.parking import apply_isolating
 from adapters.read_side.rebuild import rebuild, side_by_side
 from adapters.read_side.tracking import NEXT_EVENTS_OF_ALL, PROGRESS_CHANNEL, SET_TRACKINGS_AND_NOTIFY, tracked_version
-from adapters.read_side.view import ReadModel, postgres_view
+from adapters.read_side.view import ReadModel, no_statistics_on_content, postgres_view
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import PydanticMapper
 from adapters.store.postgres import PostgresTarget
@@ -38,6 +38,8 @@ class Runner:
         """Build the read model when it is missing or the code's version changed."""
         with self.target.connect(autocommit=True) as conn:
             current = tracked_version(conn, self.projection.name) == self.projection.version
+            if current:  # (built by an earlier version, which gathered statistics on content)
+                no_statistics_on_content(conn, self.view.schema)
         if not current:
             log.info("building read model", extra={"projection": self.projection.name})
             rebuild(self.target, self.read_model, batch_size=self.batcher.batch_size, only_if_outdated=True)

@@ -8,6 +8,7 @@ moves the tracking position in the same transaction.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -20,6 +21,8 @@ from psycopg.types.json import Jsonb
 
 from adapters.read_side.batch import Batch, Rows, Totals
 from projections.view import Projection, View
+
+log = logging.getLogger(__name__)
 
 
 class PostgresView(View):
@@ -124,6 +127,42 @@ def create_schema(conn: psycopg.Connection[Any], view: PostgresView, *, defer_bu
     conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(view.schema)))
     for statement in view.create_statements(deferred=False if defer_bulk_indexes else None):
         conn.execute(statement)
+    no_statistics_on_content(conn, view.schema)
+
+
+# Columns (and index expressions) whose values are a user's content: text, JSON, bytes,
+# search vectors and arrays, except the owner and ids, which the planner needs and which
+# are not content. Their statistics (most common values, histograms) would copy values
+# into pg_statistic, where no erasure reaches them.
+CONTENT_COLUMNS = """
+SELECT c.oid, c.relkind, a.attnum, a.attname FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_type t ON t.oid = a.atttypid LEFT JOIN pg_index i ON i.indexrelid = c.oid
+WHERE n.nspname = %s AND a.attnum > 0 AND NOT a.attisdropped
+  AND (c.relkind IN ('r', 'p') OR (c.relkind = 'i' AND i.indkey[a.attnum - 1] = 0))
+  AND (t.typname IN ('text', 'varchar', 'json', 'jsonb', 'bytea', 'tsvector') OR t.typcategory = 'A')
+  AND a.attname <> 'owner' AND a.attname NOT LIKE '%%\\_id'
+  AND coalesce(a.attstattarget, -1) <> 0
+"""
+
+
+def no_statistics_on_content(conn: psycopg.Connection[Any], schema: str) -> None:
+    """ANALYZE gathers no statistics on a read model's content columns (target 0), and any
+    gathered before (a store of an earlier version) are removed: that takes a superuser
+    (the embedded default is one); otherwise they stay until the read model is rebuilt."""
+    for relation, kind, number, name in conn.execute(CONTENT_COLUMNS, (schema,)).fetchall():
+        alter = "ALTER INDEX {}.{} ALTER COLUMN {} SET STATISTICS 0" if kind == "i" else (
+            "ALTER TABLE {}.{} ALTER COLUMN {} SET STATISTICS 0"
+        )
+        [[table]] = conn.execute("SELECT relname FROM pg_class WHERE oid = %s", (relation,)).fetchall()
+        column = SQL(str(number)) if kind == "i" else Identifier(name)
+        conn.execute(SQL(alter).format(Identifier(schema), Identifier(table), column))
+        try:
+            with conn.transaction():
+                conn.execute("DELETE FROM pg_statistic WHERE starelid = %s AND staattnum = %s", (relation, number))
+        except psycopg.errors.InsufficientPrivilege:
+            log.warning("statistics gathered on content before remain until a rebuild (not a superuser)",
+                        extra={"read_model": schema})
 
 
 def vacuum_analyze(conn: psycopg.Connection[Any], schema: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from psycopg_pool import ConnectionPool
 
@@ -23,6 +24,10 @@ def associated_data(owner: str, sha256: str, seq: int) -> bytes:
     return f"{owner}\0{sha256}\0{seq}".encode()
 
 
+def part_data(owner: str, name: str) -> bytes:
+    return f"part\0{owner}\0{name}".encode()
+
+
 class BlobStore(port.BlobStore):
     def __init__(self, target: PostgresTarget, keys: KeyRing, *, pool_size: int = 2):
         self.keys = keys
@@ -31,7 +36,7 @@ class BlobStore(port.BlobStore):
             lambda: target.url, min_size=0, max_size=pool_size, kwargs={"autocommit": False}, open=False
         )
 
-    def open(self) -> None:
+    def open_pool(self) -> None:
         self.pool.open()
 
     def put(self, owner: str, data: bytes) -> str:
@@ -72,6 +77,19 @@ class BlobStore(port.BlobStore):
             raise BlobErased(owner)
         sealed = bytes(row[0])
         return AESGCM(key).decrypt(sealed[:12], sealed[12:], associated_data(owner, sha256, seq))
+
+    def seal(self, owner: str, data: bytes, name: str) -> bytes:
+        nonce = secrets.token_bytes(12)
+        return nonce + AESGCM(self.keys.key_for_writing(owner)).encrypt(nonce, data, part_data(owner, name))
+
+    def open(self, owner: str, sealed: bytes, name: str) -> bytes:
+        key = self.keys.key_for_reading(owner)
+        if key is None:
+            raise BlobErased(owner)
+        try:
+            return AESGCM(key).decrypt(sealed[:12], sealed[12:], part_data(owner, name))
+        except InvalidTag:
+            raise BlobErased(owner) from None
 
     def close(self) -> None:
         self.pool.close()

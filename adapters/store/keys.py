@@ -1,10 +1,12 @@
-"""Per-user data keys for crypto-shredding: AES-256-GCM keys in `chronicle.data_keys`; and
-the service's own keys (`chronicle.service_keys`), shared by its instances.
+"""Per-user data keys for crypto-shredding: AES-256-GCM keys in `chronicle.data_keys`, kept
+wrapped by a key-encryption key held outside Postgres (adapters/store/kek.py); and the
+service's own keys (`chronicle.service_keys`), wrapped the same way, shared by its instances.
 
-A user's key is made on their first write. Erasing the user destroys the key (the row
-keeps only the time of erasure), which makes the content of every event they ever wrote
-unreadable while the events, their ids, timestamps and hash chains stay. Keys never
-leave this module except into the cipher; they are never logged.
+A user's key is made on their first write. Erasing the user destroys the wrapped key (the
+row keeps the time of erasure and the KEK generation that wrapped it, until a rotation
+destroys that generation: adapters/store/kek_rotation.py), which makes the content of every
+event they ever wrote unreadable while the events, their ids, timestamps and hash chains
+stay. Keys never leave this module except into the cipher; they are never logged.
 
 Keys are cached per process for a short time; erasure evicts its own process's cache at
 once, and other processes' caches within KEY_CACHE_SECONDS.
@@ -21,6 +23,7 @@ from typing import TypeVar
 
 import psycopg
 
+from adapters.store.kek import keks_at
 from adapters.store.postgres import PostgresTarget
 from adapters.store.reachability import CONNECT_TIMEOUT
 from domain.erasure import UserErased
@@ -29,14 +32,55 @@ from services.ports import keys as port
 T = TypeVar("T")
 KEY_CACHE_SECONDS = 30.0
 KEY_BYTES = 32
+MAKE_ATTEMPTS = 3  # a rotation moving the generation on under a key being made, at most twice
+
+# A key is made only under the store's current KEK generation, read FOR SHARE: a rotation
+# moving it on waits for this statement, and a statement after it inserts nothing.
+INSERT_WRAPPED = (
+    "INSERT INTO chronicle.{table} ({name}, wrapped, kek_generation)"
+    " SELECT %s, %s, s.generation FROM (SELECT generation FROM chronicle.kek_state FOR SHARE) s"
+    " WHERE s.generation = %s ON CONFLICT ({name}) DO NOTHING"
+)
+
+
+def data_key_context(owner: str) -> bytes:
+    return b"chronicle data key\x00" + owner.encode()
+
+
+def service_key_context(name: str) -> bytes:
+    return b"chronicle service key\x00" + name.encode()
+
+
+def recorded_keks(conn: psycopg.Connection) -> port.KeyEncryptionKeys:
+    """The key-encryption keys this store records it is wrapped by."""
+    row = conn.execute("SELECT location FROM chronicle.kek_state").fetchone()
+    if row is None:
+        raise LookupError("this store records no key-encryption key yet: start the service once (it attaches one)")
+    return keks_at(str(row[0]))
+
+
+def current_generation(conn: psycopg.Connection) -> int:
+    row = conn.execute("SELECT generation FROM chronicle.kek_state").fetchone()
+    if row is None:
+        raise LookupError("this store records no key-encryption key yet: start the service once (it attaches one)")
+    return int(row[0])
+
+
+def unwrapped(keks: port.KeyEncryptionKeys, row: tuple[bytes | None, int | None] | None, context: bytes) -> bytes | None:
+    if row is None or row[0] is None or row[1] is None:
+        return None
+    return keks.unwrap(row[1], bytes(row[0]), context)
 
 
 class KeyRing(port.KeyRing):
     """The data keys of one database. The composition root makes one per process and hands
     it to everything that seals or opens content, so an erasure evicts the one cache."""
 
-    def __init__(self, target: PostgresTarget):
+    def __init__(self, target: PostgresTarget, keks: port.KeyEncryptionKeys | None = None):
+        """`keks`: the key-encryption keys that wrap the data keys; without them, the ones the
+        store records (chronicle.kek_state), read on first use."""
         self.target = target
+        self._keks = keks
         self._lock = threading.Lock()
         self._conn: psycopg.Connection | None = None
         self._cache: dict[str, tuple[bytes | None, float]] = {}
@@ -67,8 +111,9 @@ class KeyRing(port.KeyRing):
         """Destroy the owner's key for good (idempotent); the row remembers when."""
         def destroy(conn: psycopg.Connection) -> None:
             conn.execute(
-                "INSERT INTO chronicle.data_keys (owner, key, erased_at) VALUES (%s, NULL, now())"
-                " ON CONFLICT (owner) DO UPDATE SET key = NULL, erased_at = coalesce(data_keys.erased_at, now())",
+                "INSERT INTO chronicle.data_keys (owner, erased_at) VALUES (%s, now())"
+                " ON CONFLICT (owner) DO UPDATE"
+                " SET key = NULL, wrapped = NULL, erased_at = coalesce(data_keys.erased_at, now())",
                 (owner,),
             )
             self._cache[owner] = (None, time.monotonic() + KEY_CACHE_SECONDS)  # (under the lock, with the write)
@@ -89,28 +134,45 @@ class KeyRing(port.KeyRing):
 
     def _fetch(self, owner: str) -> bytes | None:
         def fetch(conn: psycopg.Connection) -> bytes | None:
-            row = conn.execute("SELECT key FROM chronicle.data_keys WHERE owner = %s", (owner,)).fetchone()
-            # No row yet is not cached: the owner's first write is about to make one.
-            if row is None:
-                return None
-            key = bytes(row[0]) if row[0] is not None else None
-            self._cache[owner] = (key, time.monotonic() + KEY_CACHE_SECONDS)
+            key = self._read(conn, owner)
+            if key is not None or self._exists(conn, owner):  # (no row yet is not cached: a first write is about to make one)
+                self._cache[owner] = (key, time.monotonic() + KEY_CACHE_SECONDS)
             return key
 
         return self._on_connection(fetch)
 
     def _load_or_create(self, owner: str) -> bytes | None:
         def load_or_create(conn: psycopg.Connection) -> bytes | None:
-            conn.execute(
-                "INSERT INTO chronicle.data_keys (owner, key) VALUES (%s, %s) ON CONFLICT (owner) DO NOTHING",
-                (owner, secrets.token_bytes(KEY_BYTES)),
-            )
-            row = conn.execute("SELECT key FROM chronicle.data_keys WHERE owner = %s", (owner,)).fetchone()
-            key = bytes(row[0]) if row and row[0] is not None else None
+            keks = self._keks_on(conn)
+            for _ in range(MAKE_ATTEMPTS):
+                if self._exists(conn, owner):
+                    break
+                generation = current_generation(conn)
+                wrapped = keks.wrap(generation, secrets.token_bytes(KEY_BYTES), data_key_context(owner))
+                conn.execute(INSERT_WRAPPED.format(table="data_keys", name="owner"), (owner, wrapped, generation))
+            key = self._read(conn, owner)
             self._cache[owner] = (key, time.monotonic() + KEY_CACHE_SECONDS)
             return key
 
         return self._on_connection(load_or_create)
+
+    def _read(self, conn: psycopg.Connection, owner: str) -> bytes | None:
+        """The owner's key unwrapped; a rotation that destroyed the row's generation between
+        the read and the unwrapping has wrapped it again under the next: read once more."""
+        select = "SELECT wrapped, kek_generation FROM chronicle.data_keys WHERE owner = %s"
+        try:
+            return unwrapped(self._keks_on(conn), conn.execute(select, (owner,)).fetchone(), data_key_context(owner))
+        except KeyError:
+            return unwrapped(self._keks_on(conn), conn.execute(select, (owner,)).fetchone(), data_key_context(owner))
+
+    @staticmethod
+    def _exists(conn: psycopg.Connection, owner: str) -> bool:
+        return conn.execute("SELECT 1 FROM chronicle.data_keys WHERE owner = %s", (owner,)).fetchone() is not None
+
+    def _keks_on(self, conn: psycopg.Connection) -> port.KeyEncryptionKeys:
+        if self._keks is None:
+            self._keks = recorded_keks(conn)
+        return self._keks
 
     def _on_connection(self, work: Callable[[psycopg.Connection], T]) -> T:
         """`work` on the ring's connection, under its lock. A connection the server dropped
@@ -142,15 +204,22 @@ class KeyRing(port.KeyRing):
                 self._conn.close()
 
 
-def service_key(target: PostgresTarget, name: str) -> bytes:
+def service_key(target: PostgresTarget, name: str, keks: port.KeyEncryptionKeys | None = None) -> bytes:
     """The service's own key `name` (chronicle.service_keys), made by whichever instance
     asks first: every instance on this database reads the same one."""
+    select = "SELECT wrapped, kek_generation FROM chronicle.service_keys WHERE name = %s"
     with target.connect(autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
-        conn.execute(
-            "INSERT INTO chronicle.service_keys (name, key) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
-            (name, secrets.token_bytes(KEY_BYTES)),
-        )
-        row = conn.execute("SELECT key FROM chronicle.service_keys WHERE name = %s", (name,)).fetchone()
-    if row is None:
+        keks = keks or recorded_keks(conn)
+        for _ in range(MAKE_ATTEMPTS):
+            if conn.execute(select, (name,)).fetchone() is not None:
+                break
+            generation = current_generation(conn)
+            wrapped = keks.wrap(generation, secrets.token_bytes(KEY_BYTES), service_key_context(name))
+            conn.execute(INSERT_WRAPPED.format(table="service_keys", name="name"), (name, wrapped, generation))
+        try:
+            key = unwrapped(keks, conn.execute(select, (name,)).fetchone(), service_key_context(name))
+        except KeyError:  # (a rotation between the read and the unwrapping)
+            key = unwrapped(keks, conn.execute(select, (name,)).fetchone(), service_key_context(name))
+    if key is None:
         raise RuntimeError(f"service key {name!r} is neither stored nor made")
-    return bytes(row[0])
+    return key

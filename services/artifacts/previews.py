@@ -102,8 +102,12 @@ class Previews:
 
     async def upload_part(self, user: str, cmd: UploadPart, key: str | None) -> PartUploaded:
         data = base64.b64decode(cmd.data)
+        name = part_name(user, cmd.upload, cmd.index)
+        # Sealed with the uploader's key: JetStream's block files keep what a delete removed,
+        # and once the uploader is erased, those bytes open no more.
+        sealed = await asyncio.to_thread(self.blobs.seal, user, data, name)
         store = await self.js.object_store(self.bucket)
-        await store.put(part_name(user, cmd.upload, cmd.index), data)
+        await store.put(name, sealed)
         return PartUploaded(upload=cmd.upload, index=cmd.index, size=len(data))
 
     async def _claim(self, user: str, name: str) -> bytes:
@@ -111,11 +115,12 @@ class Previews:
         store = await self.js.object_store(self.bucket)
         parts: list[bytes] = []
         for index in range(MAX_UPLOAD_PARTS):
+            part = part_name(user, name, index)
             try:
-                found = await store.get(part_name(user, name, index))
-            except ObjectNotFoundError:
+                found = await store.get(part)
+                parts.append(await asyncio.to_thread(self.blobs.open, user, bytes(found.data or b""), part))
+            except (ObjectNotFoundError, BlobErased):  # (a part of an earlier version, unsealed: uploaded again)
                 break
-            parts.append(bytes(found.data or b""))
         if not parts:
             raise ChronicleError(
                 "not_found", f"no upload named {name!r} of yours (uploads expire after an hour)",

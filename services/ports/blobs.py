@@ -24,4 +24,15 @@ class BlobStore(ABC):
         such chunk; BlobErased when the owner was erased."""
 
     @abstractmethod
+    def seal(self, owner: str, data: bytes, name: str) -> bytes:
+        """`data` sealed with the owner's key, bound to `name`, for bytes kept elsewhere a while
+        (an upload part in JetStream): after an erasure, what a file still holds opens no more.
+        UserErased once the owner was erased."""
+
+    @abstractmethod
+    def open(self, owner: str, sealed: bytes, name: str) -> bytes:
+        """What `seal` sealed under that name; BlobErased when the owner was erased (or the
+        bytes were not sealed for them under that name)."""
+
+    @abstractmethod
     def close(self) -> None: ...

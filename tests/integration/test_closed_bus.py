@@ -255,9 +255,13 @@ async def test_nothing_of_an_erased_user_is_readable_on_nats(closed: Chronicle) 
         await alice.artifacts.cache_preview(artifact.artifact_id, secret.encode() * 40_000)  # in parts
         part = base64.b64encode(secret.encode()).decode()
         await alice.request("cmd.artifact.upload_part", {"upload": "never-claimed", "index": 0, "data": part})
-        assert any(secret.encode() in data for data in await every_stored_message(closed)), "the check can see"
+        sealed_part = len(secret) + 12 + 16  # (nonce and tag: upload parts are sealed with the uploader's key)
+        stored = await every_stored_message(closed)
+        assert any(len(data) == sealed_part for data in stored), "the check sees the unclaimed part"
+        assert not any(secret.encode() in data for data in stored)
         await admin.request("cmd.user.erase", {"user_id": alice_id})
-        assert not any(secret.encode() in data for data in await every_stored_message(closed))
+        stored = await every_stored_message(closed)
+        assert not any(secret.encode() in data or len(data) == sealed_part for data in stored)
     finally:
         await alice.close()
         await admin.close()

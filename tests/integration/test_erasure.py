@@ -13,6 +13,8 @@ from adapters.auth import TokenAuthority
 from adapters.read_side.verify import verify
 from adapters.read_side.views import read_model_of
 from adapters.store.hash_chains import verify_chains
+from adapters.store.kek_rotation import PostgresKeyRotation
+from adapters.store.keys import data_key_context
 from entrypoints.bootstrap import Chronicle
 from entrypoints.read_models import PROJECTIONS
 from tests.conftest import ClientFactory
@@ -219,8 +221,10 @@ def key_table_pages_holding(url: str, key: bytes) -> int:
 async def test_after_an_erasure_no_row_version_keeps_the_content_and_the_key_is_gone_from_its_pages(
     instance: tuple[Chronicle, str], authority: TokenAuthority
 ) -> None:
-    """Deleted rows stay in a table's pages as dead versions until a vacuum; the key's old
-    version held the key itself. An erasure vacuums what it touched (#18)."""
+    """Deleted rows stay in a table's pages as dead versions until a vacuum (#18). The key
+    table's rows hold keys only wrapped (#30): a dead version may keep the erased key, wrapped,
+    while a transaction that began before the erasure runs; the rotation after the erasure
+    destroys what wrapped it."""
     chronicle, url = instance
     user = f"shred-{uuid.uuid4().hex[:8]}"
     prefix = chronicle.settings.subject_prefix
@@ -232,16 +236,23 @@ async def test_after_an_erasure_no_row_version_keeps_the_content_and_the_key_is_
         ids = await write_history(client)
         await client.conversations.update(ids["conversation"], title="tulip health, renamed")  # a dead version more
         await client.conversations.get(ids["conversation"])  # (read models have the writes)
+        key = chronicle.keys.key_for_reading(user)
         with psycopg.connect(url) as conn:
-            [key] = conn.execute("SELECT key FROM chronicle.data_keys WHERE owner = %s", (user,)).fetchone()  # type: ignore[misc]
+            [wrapped, generation] = conn.execute(  # type: ignore[misc]
+                "SELECT wrapped, kek_generation FROM chronicle.data_keys WHERE owner = %s", (user,)
+            ).fetchone()
         holding = await asyncio.to_thread(relations_holding, url, b"tulip")
         assert {"rm_history.conversations", "rm_history.messages", "rm_search.messages"} <= set(holding)
-        assert await asyncio.to_thread(key_table_pages_holding, url, bytes(key)) == 1
+        assert key is not None and await asyncio.to_thread(key_table_pages_holding, url, key) == 0  # kept wrapped only
+        assert await asyncio.to_thread(key_table_pages_holding, url, bytes(wrapped)) == 1
 
         erased = await admin.request("cmd.user.erase", {"user_id": user})
         await chronicle.positions.wait_for([p.name for p in chronicle.projections], erased["position"], 10)
     finally:
         await client.close()
         await admin.close()
-    assert await asyncio.to_thread(key_table_pages_holding, url, bytes(key)) == 0
+    assert await asyncio.to_thread(key_table_pages_holding, url, key) == 0
+    assert await asyncio.to_thread(PostgresKeyRotation(chronicle.target, chronicle.keks).rotate)
+    with pytest.raises(KeyError):  # whatever page still holds the wrapped key, nothing unwraps it
+        chronicle.keks.unwrap(generation, bytes(wrapped), data_key_context(user))
     await eventually(lambda: not relations_holding(url, b"tulip"), "the read models the erasure touched to be vacuumed")
