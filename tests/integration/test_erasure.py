@@ -235,7 +235,8 @@ async def test_after_an_erasure_no_row_version_keeps_the_content_and_the_key_is_
         with psycopg.connect(url) as conn:
             [key] = conn.execute("SELECT key FROM chronicle.data_keys WHERE owner = %s", (user,)).fetchone()  # type: ignore[misc]
         holding = await asyncio.to_thread(relations_holding, url, b"tulip")
-        assert {"rm_history.conversations", "rm_history.messages", "rm_search.messages"} <= set(holding)
+        # (the history and search read models seal it: tests/integration/test_sealed_read_models.py)
+        assert holding and not [r for r in holding if r.startswith(("rm_history.", "rm_search."))], holding
         assert await asyncio.to_thread(key_table_pages_holding, url, bytes(key)) == 1
 
         erased = await admin.request("cmd.user.erase", {"user_id": user})
