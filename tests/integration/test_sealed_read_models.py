@@ -1,4 +1,4 @@
-"""The history and search read models hold no plaintext of a user: content is sealed under
+"""The history, search and HITL read models hold no plaintext of a user: content is sealed under
 the owner's key and searched through blind terms, read back from the relations' files."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from entrypoints.bootstrap import Chronicle
 from entrypoints.read_models import PROJECTIONS
 from tests.integration.test_erasure import owners_rows
 
-SEALED_SCHEMAS = ("rm_history", "rm_search")
+SEALED_SCHEMAS = ("rm_history", "rm_search", "rm_hitl")
 
 
 def relation_files(conn: psycopg.Connection) -> dict[str, bytes]:
@@ -68,6 +68,12 @@ async def write_canary(client: ChronicleClient, canary: str) -> uuid.UUID:
         )
     await client.conversations.update(started.conversation_id, title=f"{canary} retitled", tags=[canary, "kept"])
     await client.artifacts.store({"type": "page", "children": []}, query=f"{canary} artifact query")
+    answered = await client.hitl.pause(
+        started.conversation_id, step=f"{canary} step", prompt=f"{canary} prompt?", data={"draft": canary},
+        run_id="answered-run",
+    )
+    await client.hitl.resume(answered.run_id, approved=False, edits={"draft": f"{canary} edited"}, feedback=f"{canary} feedback")
+    await client.hitl.pause(started.conversation_id, step="second", prompt=f"{canary} waiting", run_id="waiting-run")
     return started.conversation_id
 
 
@@ -100,10 +106,17 @@ async def test_no_plaintext_of_a_user_in_the_files_of_history_and_search_before_
         [session] = [s for s in (await alice.sessions.list()).items if s.id == conversation.session_id]
         assert (session.name, session.description, session.tags) == (f"{canary} renamed", f"{canary} described", [canary, "two"])
         hits = await alice.conversations.search(canary)
-        assert {hit.conversation_id for hit in hits.items} == {conversation_id} and len(hits.items) == 4
+        assert {hit.conversation_id for hit in hits.items} == {conversation_id} and len(hits.items) == 7  # (title, 3 messages, 3 of the pauses)
         assert all(f"<mark>{canary}</mark>" in hit.snippet for hit in hits.items), hits.items
         assert all(hit.title == f"{canary} retitled" for hit in hits.items)
         assert (await alice.artifacts.search(canary)).items
+        [waiting] = (await alice.hitl.list()).items
+        assert (waiting.run_id, waiting.step, waiting.prompt) == ("waiting-run", "second", f"{canary} waiting")
+        status = await alice.hitl.get("answered-run")
+        assert (status.step, status.prompt, status.data) == (f"{canary} step", f"{canary} prompt?", {"draft": canary})
+        assert (status.edits, status.feedback) == ({"draft": f"{canary} edited"}, f"{canary} feedback")
+        answered = [m for m in conversation.messages if m.message_type == "hitl_feedback"]
+        assert answered and answered[0].content == f"{canary} feedback"
         assert (await bob.conversations.search(canary)).items == []  # (terms are keyed by each owner's key)
         assert {hit.conversation_id for hit in (await bob.conversations.search("tulips")).items} == {bobs.conversation_id}
 
