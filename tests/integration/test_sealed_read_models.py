@@ -1,4 +1,4 @@
-"""The history, search and HITL read models hold no plaintext of a user: content is sealed under
+"""The history, search, HITL and jobs read models hold no plaintext of a user: content is sealed under
 the owner's key and searched through blind terms, read back from the relations' files."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from entrypoints.bootstrap import Chronicle
 from entrypoints.read_models import PROJECTIONS
 from tests.integration.test_erasure import owners_rows
 
-SEALED_SCHEMAS = ("rm_history", "rm_search", "rm_hitl")
+SEALED_SCHEMAS = ("rm_history", "rm_search", "rm_hitl", "rm_jobs")
 
 
 def relation_files(conn: psycopg.Connection) -> dict[str, bytes]:
@@ -110,6 +110,10 @@ async def test_no_plaintext_of_a_user_in_the_files_of_history_and_search_before_
         assert all(f"<mark>{canary}</mark>" in hit.snippet for hit in hits.items), hits.items
         assert all(hit.title == f"{canary} retitled" for hit in hits.items)
         assert (await alice.artifacts.search(canary)).items
+        job = await alice.jobs.request(f"a summary of the {canary} notes", "summary")
+        done = await alice.jobs.wait(job.job_id, timeout=60)
+        assert done.status == "completed" and canary in str(done.result), done
+        assert [j.result for j in (await alice.jobs.list()).items] == [done.result]
         [waiting] = (await alice.hitl.list()).items
         assert (waiting.run_id, waiting.step, waiting.prompt) == ("waiting-run", "second", f"{canary} waiting")
         status = await alice.hitl.get("answered-run")
