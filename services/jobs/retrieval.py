@@ -15,20 +15,20 @@ from services.ports.read_models import Queries
 MAX_CHUNK_TEXT = 4_000
 
 # The content's words (its lexemes, as the caller's blind terms) ORed: websearch_to_tsquery
-# would AND a long request into nothing. Matched against the caller's messages (sealed: the
-# text is opened here) and artifact drafts, best first. Source ids, when given, narrow it to
+# would AND a long request into nothing. Matched against the caller's messages and artifact
+# queries and drafts (sealed: their text is opened here), best first. Source ids, when given, narrow it to
 # those conversations and artifacts.
 LEXEMES = "SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s)) AS lexemes"
 CAPTURE = """
 WITH q AS (SELECT %(words)s::tsquery AS words)
 SELECT * FROM (
-    SELECT m.id::text AS chunk_id, m.conversation_id::text AS source_id, m.content AS sealed, NULL AS text,
+    SELECT m.id::text AS chunk_id, m.conversation_id::text AS source_id, m.content AS sealed, NULL::bytea AS draft,
            ts_rank(m.tsv, q.words) AS score
     FROM rm_search.messages m, q
     WHERE m.tsv @@ q.words AND m.owner = %(user)s
       AND (%(all)s OR m.conversation_id::text = ANY(%(sources)s))
     UNION ALL
-    SELECT a.id::text, a.id::text, NULL, left(a.query || E'\\n' || a.draft, %(max_text)s), ts_rank(s.tsv, q.words)
+    SELECT a.id::text, a.id::text, a.query, a.draft, ts_rank(s.tsv, q.words)
     FROM rm_search.artifacts s JOIN rm_artifacts.artifacts a ON a.id = s.id, q
     WHERE s.tsv @@ q.words AND s.owner = %(user)s AND (%(all)s OR s.id::text = ANY(%(sources)s))
 ) found
@@ -63,12 +63,12 @@ class FullTextRetriever:
         rows = await self.queries.fetch_all(
             CAPTURE,
             {
-                "words": words, "user": user, "all": not source_ids, "sources": source_ids,
-                "max_text": MAX_CHUNK_TEXT, "limit": limit,
+                "words": words, "user": user, "all": not source_ids, "sources": source_ids, "limit": limit,
             },
         )
         for row in rows:
-            sealed = row.pop("sealed")
-            if sealed is not None:
-                row["text"] = (seal.open(sealed) or "")[:MAX_CHUNK_TEXT]
+            text, draft = seal.open(row.pop("sealed")) or "", row.pop("draft")
+            if draft is not None:  # (an artifact: its query, then its draft)
+                text += "\n" + (seal.open(draft) or "")
+            row["text"] = text[:MAX_CHUNK_TEXT]
         return rows

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
-from psycopg.sql import SQL, Composable, Composed, Identifier, Literal
+from psycopg.sql import SQL, Composed, Identifier
 
 from services.ports.read_models import Queries
 from services.ports.sealing import UserSeal
@@ -39,11 +39,8 @@ log = logging.getLogger(__name__)
 FUSION_K = 60  # reciprocal rank fusion's constant (the usual one: a rank's weight fades slowly)
 CANDIDATES = 100  # hits each half hands to the fusion (the largest page)
 
-# A CTE named `query`: the words asked for as the caller's blind terms, and as they are
-# (for the snippets of a read model whose text is not sealed yet: artifacts).
-QUERY = SQL(
-    "query AS (SELECT %(blind)s::tsquery AS words, websearch_to_tsquery(%(language)s::regconfig, %(q)s) AS plain)"
-)
+# A CTE named `query`: the words asked for, as the caller's blind terms.
+QUERY = SQL("query AS (SELECT %(blind)s::tsquery AS words)")
 HEADLINE_OPTIONS = "StartSel=<mark>, StopSel=</mark>, MaxWords=30, MinWords=10"
 # Snippets of opened texts, in the order given.
 HEADLINES = SQL(
@@ -57,13 +54,6 @@ def mine_matching(alias: str) -> Composed:
     """The rows of the search table `alias` that are the caller's and match the words."""
     return SQL("{a}.tsv @@ query.words AND {a}.owner = %(user)s AND numnode(query.words) > 0").format(
         a=Identifier(alias)
-    )
-
-
-def headline(document: Composable) -> Composed:
-    """A snippet made in the statement, of a text that is not sealed."""
-    return SQL("ts_headline(%(language)s::regconfig, {document}, query.plain, {options}) AS snippet").format(
-        document=document, options=Literal(HEADLINE_OPTIONS)
     )
 
 

@@ -1,4 +1,4 @@
-"""The history, search, HITL and jobs read models hold no plaintext of a user: content is sealed under
+"""The history, search, HITL, jobs and artifacts read models hold no plaintext of a user: content is sealed under
 the owner's key and searched through blind terms, read back from the relations' files."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from entrypoints.bootstrap import Chronicle
 from entrypoints.read_models import PROJECTIONS
 from tests.integration.test_erasure import owners_rows
 
-SEALED_SCHEMAS = ("rm_history", "rm_search", "rm_hitl", "rm_jobs")
+SEALED_SCHEMAS = ("rm_history", "rm_search", "rm_hitl", "rm_jobs", "rm_artifacts")
 
 
 def relation_files(conn: psycopg.Connection) -> dict[str, bytes]:
@@ -67,7 +67,11 @@ async def write_canary(client: ChronicleClient, canary: str) -> uuid.UUID:
             started.conversation_id, "user", f"message {n} about the {canary} and tulips", metadata={"note": canary}
         )
     await client.conversations.update(started.conversation_id, title=f"{canary} retitled", tags=[canary, "kept"])
-    await client.artifacts.store({"type": "page", "children": []}, query=f"{canary} artifact query")
+    stored = await client.artifacts.store(
+        {"type": "page", "label": f"{canary} label", "children": []}, query=f"{canary} artifact query", tags=[canary],
+        rag_examples=[{"id": "example-1", "score": 0.5, "text": f"{canary} example"}],
+    )
+    await client.artifacts.variations(f"{canary} variants", count=2, base_artifact_id=stored.artifact_id)
     answered = await client.hitl.pause(
         started.conversation_id, step=f"{canary} step", prompt=f"{canary} prompt?", data={"draft": canary},
         run_id="answered-run",
@@ -109,7 +113,12 @@ async def test_no_plaintext_of_a_user_in_the_files_of_history_and_search_before_
         assert {hit.conversation_id for hit in hits.items} == {conversation_id} and len(hits.items) == 7  # (title, 3 messages, 3 of the pauses)
         assert all(f"<mark>{canary}</mark>" in hit.snippet for hit in hits.items), hits.items
         assert all(hit.title == f"{canary} retitled" for hit in hits.items)
-        assert (await alice.artifacts.search(canary)).items
+        found = (await alice.artifacts.search(canary)).items
+        assert found and all(f"<mark>{canary}</mark>" in hit.snippet for hit in found), found
+        [artifact] = (await alice.artifacts.list(tags=[canary])).items
+        assert artifact.query == f"{canary} artifact query" and artifact.tags == [canary]
+        detail = await alice.artifacts.get(artifact.id)
+        assert detail.layout["label"] == f"{canary} label" and detail.rag_examples[0].text == f"{canary} example"
         job = await alice.jobs.request(f"a summary of the {canary} notes", "summary")
         done = await alice.jobs.wait(job.job_id, timeout=60)
         assert done.status == "completed" and canary in str(done.result), done
