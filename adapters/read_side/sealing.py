@@ -99,7 +99,7 @@ class Seals(port.Sealing):
     def __init__(self, keys: KeyRing):
         self.keys = keys
         self._by_key: dict[bytes, UserSeal] = {}
-        self._reading: dict[str, tuple[UserSeal | None, float]] = {}
+        self._reading: dict[str, tuple[UserSeal, float]] = {}
 
     def _seal_of(self, data_key: bytes) -> UserSeal:
         seal = self._by_key.get(data_key)
@@ -118,7 +118,9 @@ class Seals(port.Sealing):
 
     def for_reading(self, owner: str) -> UserSeal | None:
         key = self.keys.key_for_reading(owner)
-        seal = None if key is None else self._seal_of(key)
+        if key is None:  # (not kept: a user without a key yet may be about to write their first)
+            return None
+        seal = self._seal_of(key)
         if len(self._reading) >= MAX_SEALS:
             self._reading.clear()
         self._reading[owner] = (seal, time.monotonic() + SEAL_CACHE_SECONDS)

@@ -58,6 +58,7 @@ def test_an_erased_owner_has_no_seal_and_a_query_sees_none() -> None:
     assert ring.for_writing("carol") is None
     assert asyncio.run(ring.of("carol")) is None
     assert asyncio.run(ring.of("never-wrote")) is None
+    assert keys.key_for_writing("never-wrote") and asyncio.run(ring.of("never-wrote")) is not None  # (None not kept)
 
 
 class LookupCursor:
