@@ -254,15 +254,31 @@ async def conversation_stats(queries: Queries, user: str, q: ConversationStatsQu
         {"user": user},
     )
     assert totals is not None
-    tags = await queries.fetch_all(
-        "SELECT tag, count FROM rm_stats.tags WHERE owner = %s AND count > 0"
-        " ORDER BY count DESC, tag LIMIT %s",
-        (user, q.top_tags),
-    )
+    tags = await top_tags(queries, user, q.top_tags)
     conversations = totals["total_conversations"]
     totals["average_messages"] = round(totals["total_messages"] / conversations, 2) if conversations else 0.0
     totals["top_tags"] = tags
     return Wire(totals)
+
+
+# Tags tied at the cut are ordered by name, which is sealed: the tags counted at least as
+# often as the last one shown are read (at most this many) and ordered here.
+MAX_TIED_TAGS = 10_000
+TOP_TAGS = """
+SELECT tag, count FROM rm_stats.tags WHERE owner = %(user)s AND count >= greatest(1, (
+    SELECT count FROM rm_stats.tags WHERE owner = %(user)s AND count > 0 ORDER BY count DESC OFFSET %(cut)s LIMIT 1
+)) ORDER BY count DESC LIMIT %(most)s
+"""
+
+
+async def top_tags(queries: Queries, user: str, top: int) -> list[dict[str, Any]]:
+    """The caller's `top` most used tags, most used first, then by name."""
+    rows = await queries.fetch_all(TOP_TAGS, {"user": user, "cut": top - 1, "most": MAX_TIED_TAGS})
+    seal = await queries.sealing.of(user) if rows else None
+    if seal is None:
+        return []
+    named = sorted((-row["count"], seal.open(row["tag"]) or "") for row in rows)
+    return [{"tag": tag, "count": -negative} for negative, tag in named[:top]]
 
 
 async def export_conversation(queries: Queries, user: str, q: ExportConversation) -> Export:

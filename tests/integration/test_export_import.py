@@ -182,8 +182,10 @@ def keyed_by_size(column: str, kind: str) -> Composable:
         return SQL("length(t.{})").format(Identifier(column))
     if kind == "tsvector":
         return SQL("length(t.{})").format(Identifier(column))
-    if column == "tag_terms":
+    if column == "tag_terms" or (column == "tags" and kind == "ARRAY"):  # (blind terms)
         return SQL("cardinality(t.{})").format(Identifier(column))
+    if column == "term":
+        return SQL("length(t.{})").format(Identifier(column))
     return SQL("t.{}").format(Identifier(column))
 
 

@@ -1,4 +1,4 @@
-"""The history, search, HITL, jobs and artifacts read models hold no plaintext of a user: content is sealed under
+"""The history, search, HITL, jobs, artifacts and stats read models hold no plaintext of a user: content is sealed under
 the owner's key and searched through blind terms, read back from the relations' files."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from entrypoints.bootstrap import Chronicle
 from entrypoints.read_models import PROJECTIONS
 from tests.integration.test_erasure import owners_rows
 
-SEALED_SCHEMAS = ("rm_history", "rm_search", "rm_hitl", "rm_jobs", "rm_artifacts")
+SEALED_SCHEMAS = ("rm_history", "rm_search", "rm_hitl", "rm_jobs", "rm_artifacts", "rm_stats")
 
 
 def relation_files(conn: psycopg.Connection) -> dict[str, bytes]:
@@ -107,6 +107,8 @@ async def test_no_plaintext_of_a_user_in_the_files_of_history_and_search_before_
         [listed] = (await alice.conversations.list(tags=[canary])).items
         assert listed.id == conversation_id and listed.first_message == conversation.messages[0].content
         assert (await alice.conversations.list(tags=["two"])).items == []
+        stats = await alice.conversations.stats()
+        assert [(t.tag, t.count) for t in stats.top_tags] == [(canary, 1), ("kept", 1)]
         [session] = [s for s in (await alice.sessions.list()).items if s.id == conversation.session_id]
         assert (session.name, session.description, session.tags) == (f"{canary} renamed", f"{canary} described", [canary, "two"])
         hits = await alice.conversations.search(canary)
@@ -145,7 +147,9 @@ async def test_no_plaintext_of_a_user_in_the_files_of_history_and_search_before_
             gathered = conn.execute(
                 "SELECT schemaname || '.' || tablename || '.' || attname FROM pg_stats WHERE schemaname = ANY(%s)"
                 " AND attname IN ('name', 'description', 'tags', 'tag_terms', 'title', 'document_context',"
-                " 'first_message', 'content', 'metadata', 'tsv')",
+                " 'first_message', 'content', 'metadata', 'tsv', 'step', 'prompt', 'data', 'edits', 'feedback',"
+                " 'plan', 'result', 'error', 'query', 'draft', 'layout', 'rag_examples', 'refinement', 'members',"
+                " 'term', 'tag')",
                 (list(SEALED_SCHEMAS),),
             ).fetchall()
         assert gathered == [], "no statistics on sealed or blind columns"
