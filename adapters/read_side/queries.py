@@ -22,6 +22,9 @@ from services.ports.sealing import Sealing
 
 log = logging.getLogger(__name__)
 
+TSQUERY = "SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS words"
+MAX_KEPT_TSQUERIES = 10_000
+
 
 async def read_json_with_orjson(conn: psycopg.AsyncConnection) -> None:
     # jsonb turns a float like 1e20 into the integer 100000000000000000000, which the
@@ -66,8 +69,21 @@ class PostgresQueries(Queries):
         # instance opens every other's (a key of this process alone for one-off reports).
         self.cursors = cursors
         self.sealing = sealing  # opens what the projections sealed under each owner's key
+        self._tsqueries: dict[str, str] = {}
         self.reachability = reachability  # whether the server read from answers (the event store's, on the primary)
         self.semantic = semantic  # None: the semantic read model is not kept, search is full text only
+
+    async def tsquery(self, words: str) -> str:
+        """Kept for the next search of the same words (a round trip less): the answer depends
+        on nothing but the words and the language's dictionaries."""
+        known = self._tsqueries.get(words)
+        if known is None:
+            row = await self.fetch_one(TSQUERY, (self.language, words))
+            known = row["words"] if row else ""
+            if len(self._tsqueries) >= MAX_KEPT_TSQUERIES:
+                self._tsqueries.clear()
+            self._tsqueries[words] = known
+        return known
 
     async def embed(self, words: str) -> str | None:
         """Embedded off the event loop; a failure leaves the search ranking by full text alone."""

@@ -86,10 +86,24 @@ class UserSeal(port.UserSeal):
 
     def blind_tsvector(self, tsvector: str) -> str:
         """A tsvector's text (as Postgres prints it) with each lexeme made its term."""
-        return LEXEME.sub(lambda m: "'" + self.term(_unquoted(m.group(1))) + "'", tsvector)
+        if "''" in tsvector or "\\" in tsvector:
+            return self._blind_any(tsvector)
+        # The common case, without a regular expression's call per lexeme (a rebuild's
+        # hot loop): `'lexeme':positions` separated by single spaces, no quote inside.
+        blind = []
+        term = self.term
+        for entry in tsvector.split(" "):
+            end = entry.rfind("'")
+            if end <= 0 or entry[0] != "'":  # (a lexeme with a space in it)
+                return self._blind_any(tsvector)
+            blind.append("'" + term(entry[1:end]) + entry[end:])
+        return " ".join(blind)
+
+    def _blind_any(self, text: str) -> str:
+        return LEXEME.sub(lambda m: "'" + self.term(_unquoted(m.group(1))) + "'", text)
 
     def blind_query(self, tsquery: str) -> str:
-        return self.blind_tsvector(tsquery)  # (lexemes are printed alike in both)
+        return self._blind_any(tsquery)  # (lexemes are printed alike in both)
 
 
 class Seals(port.Sealing):

@@ -57,6 +57,10 @@ class Queries(ABC):
         after `seconds`, and the caller hears `too_long` (which names the input to ask less of)."""
 
     @abstractmethod
+    async def tsquery(self, words: str) -> str:
+        """The words' full-text query (`websearch_to_tsquery` in `language`) as Postgres prints it."""
+
+    @abstractmethod
     async def embed(self, words: str) -> str | None:
         """The words as a vector literal for the semantic read model; None without an
         embedder, when it fails, or when the words give it nothing to go by."""

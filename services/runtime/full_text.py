@@ -47,7 +47,6 @@ HEADLINES = SQL(
     "SELECT ts_headline(%(language)s::regconfig, d.text, websearch_to_tsquery(%(language)s::regconfig, %(q)s),"
     " %(options)s) AS snippet FROM unnest(%(texts)s::text[]) WITH ORDINALITY AS d(text, n) ORDER BY d.n"
 )
-TSQUERY = "SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS words"
 
 
 def mine_matching(alias: str) -> Composed:
@@ -59,8 +58,7 @@ def mine_matching(alias: str) -> Composed:
 
 async def blind_words(queries: Queries, seal: UserSeal, words: str) -> str:
     """The words' tsquery with each lexeme made the caller's blind term."""
-    row = await queries.fetch_one(TSQUERY, (queries.language, words))
-    return seal.blind_query(row["words"] if row else "")
+    return seal.blind_query(await queries.tsquery(words))
 
 
 async def headlines(queries: Queries, words: str, texts: list[str]) -> list[str]:
