@@ -11,8 +11,10 @@ from chronicle_client import ChronicleClient
 from psycopg.sql import SQL, Identifier
 
 from adapters.auth import TokenAuthority
-from entrypoints.bootstrap import Chronicle
+from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.read_models import PROJECTIONS
+from projections.history import HistoryProjection
+from projections.search import SearchProjection
 from tests.integration.test_erasure import owners_rows
 
 SEALED_SCHEMAS = ("rm_history", "rm_search", "rm_hitl", "rm_jobs", "rm_artifacts", "rm_stats")
@@ -170,3 +172,48 @@ async def test_no_plaintext_of_a_user_in_the_files_of_history_and_search_before_
         assert {hit.conversation_id for hit in (await bob.conversations.search("tulips")).items} == {bobs.conversation_id}
     finally:
         await bob.close()
+
+
+async def test_a_store_from_before_sealing_is_rebuilt_sealed_by_the_usual_start(
+    instance: tuple[Chronicle, str], authority: TokenAuthority
+) -> None:
+    """A read model built by an older version (plaintext columns) is rebuilt at the next
+    start: its old tables and their files are gone, the new ones hold no plaintext."""
+    chronicle, url = instance
+    canary = f"canary{uuid.uuid4().hex[:12]}"
+    user = f"upgraded-{uuid.uuid4().hex[:8]}"
+    client = await ChronicleClient.connect(chronicle.nats_url, authority.issue(user), prefix=chronicle.settings.subject_prefix)
+    try:
+        started = await client.conversations.start(title=f"{canary} title", tags=["kept"])
+        await client.conversations.add_message(started.conversation_id, "user", f"the {canary} message")
+        await client.conversations.get(started.conversation_id)  # (the read models have it)
+    finally:
+        await client.close()
+    await chronicle.stop()
+    with psycopg.connect(url, autocommit=True) as conn:  # what a store from before sealing held
+        conn.execute("ALTER TABLE rm_history.messages ADD COLUMN plain text")
+        conn.execute("UPDATE rm_history.messages SET plain = %s", (f"the {canary} message",))
+        conn.execute("UPDATE chronicle.projections SET version = 1 WHERE name IN ('history', 'search')")
+    assert await asyncio.to_thread(occurrences, url, [canary.encode()])
+
+    restarted = await bootstrap(chronicle.settings)
+    try:
+        with psycopg.connect(url) as conn:
+            versions: dict[str, int] = dict(conn.execute(
+                "SELECT name, version FROM chronicle.projections WHERE name IN ('history', 'search')"
+            ).fetchall())
+        assert versions == {"history": HistoryProjection.version, "search": SearchProjection.version}
+        assert await asyncio.to_thread(occurrences, url, [canary.encode()]) == {}
+        client = await ChronicleClient.connect(
+            restarted.nats_url, authority.issue(user), prefix=restarted.settings.subject_prefix
+        )
+        try:
+            conversation = await client.conversations.get(started.conversation_id)
+            assert [m.content for m in conversation.messages] == [f"the {canary} message"]
+            assert {hit.conversation_id for hit in (await client.conversations.search(canary)).items} == {
+                started.conversation_id
+            }
+        finally:
+            await client.close()
+    finally:
+        await restarted.stop()
