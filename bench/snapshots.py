@@ -20,6 +20,7 @@ from pathlib import Path
 from uuid import UUID, uuid4
 
 from adapters.read_side.queries import PostgresQueries, query_pool
+from adapters.read_side.sealing import Seals
 from adapters.store.audit_decoder import Decoder
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
@@ -63,7 +64,7 @@ def add(report: Report, name: str, times: list[float], aim: bool) -> None:
 
 async def measure_audit(url: str, keys: KeyRing, ids: dict[str, UUID], events: int, runs: int, report: Report) -> None:
     async with query_pool(url, max_size=2) as pool:  # the service's own kind
-        audit = Audit(PostgresQueries(pool, cursors=CursorSeal.of_this_process()), record_read=None, decoder=Decoder(keys))  # type: ignore[arg-type]
+        audit = Audit(PostgresQueries(pool, cursors=CursorSeal.of_this_process(), sealing=Seals(keys)), record_read=None, decoder=Decoder(keys))  # type: ignore[arg-type]
         for version in (events - 1, events // 2):
             for label, conversation_id in ids.items():
                 state, at = await audit.state_at(conversation_id, version, None)

@@ -54,6 +54,7 @@ from adapters.read_side.positions import ProjectionPositions
 from adapters.read_side.queries import PostgresQueries, query_pool
 from adapters.read_side.relay import relay_channels
 from adapters.read_side.replayed_positions import ReplayedPositions
+from adapters.read_side.sealing import Seals
 from adapters.read_side.tracking import tracked_version
 from adapters.scraped import Scraped, Source, Tracking
 from adapters.store.event_store import EventStore
@@ -424,7 +425,8 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
     # With a replica, the primary's pool serves only the service's own reads (sweepers, digests).
     size = settings.query_pool_size if settings.read_database_url is None else BACKGROUND_POOL_SIZE
     reachability = postgres_store.reachability  # (one view of whether the primary answers)
-    queries = postgres_queries(settings, lambda: target.url, reachability, semantic, size, cursors)
+    sealing = Seals(keys)  # (the read models' content, opened with the keys events are)
+    queries = postgres_queries(settings, lambda: target.url, reachability, semantic, size, cursors, sealing)
     positions = ProjectionPositions(target, read_models.candidates, reachability=reachability)
     read_queries, read_positions = queries, positions
     if settings.read_database_url is not None:
@@ -435,7 +437,7 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
             replica.url, settings.database_unavailable_after, is_statement_failure=statement_failed
         )
         read_queries = postgres_queries(
-            settings, replica.url, replica_reachability, semantic, settings.query_pool_size, cursors
+            settings, replica.url, replica_reachability, semantic, settings.query_pool_size, cursors, sealing
         )
         read_positions = ReplayedPositions(replica, read_models.candidates, reachability=replica_reachability)
     connections = ServiceConnections()
@@ -526,12 +528,13 @@ def projection_engine(
 
 def postgres_queries(
     settings: Settings, url: str | Callable[[], str], reachability: Reachability, semantic: SemanticSearch | None,
-    size: int, cursors: CursorSeal,
+    size: int, cursors: CursorSeal, sealing: Seals,
 ) -> PostgresQueries:
     pool = query_pool(url, min_size=min(2, size), max_size=size, application_name=f"{settings.service_name}-queries")
     fail_fast(pool, settings.database_unavailable_after)  # a read waits no longer for Postgres
     return PostgresQueries(
-        pool, language=settings.search_language, reachability=reachability, semantic=semantic, cursors=cursors
+        pool, language=settings.search_language, reachability=reachability, semantic=semantic, cursors=cursors,
+        sealing=sealing,
     )
 
 

@@ -228,10 +228,11 @@ def database(settings: Settings, through: Stage | None = None) -> Iterator[Chron
 def read_models(chronicle: Chronicle, read: Callable[[Queries], Awaitable[Report]]) -> Report:
     """What `read` makes of the read models, read straight from the database (an operator's report)."""
     from adapters.read_side.queries import opened_queries
+    from adapters.read_side.sealing import Seals
     from services.runtime.cursors import CursorSeal
 
     async def run() -> Report:
-        async with opened_queries(chronicle.target.url, CursorSeal.of_this_process()) as queries:
+        async with opened_queries(chronicle.target.url, CursorSeal.of_this_process(), Seals(chronicle.keys)) as queries:
             return await read(queries)
 
     return asyncio.run(run())

@@ -79,7 +79,7 @@ class ArtifactsView(View):
 
 class ArtifactsProjection(Projection[ArtifactsView]):
     name = "artifacts"
-    version = 1
+    version = 2  # 2: content sealed
     weight = 2
 
     @handles(Artifact.Stored)

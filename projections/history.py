@@ -61,7 +61,7 @@ class HistoryView(View):
 
 class HistoryProjection(Projection[HistoryView]):
     name = "history"
-    version = 1
+    version = 2  # 2: content sealed under its owner's key
     weight = 3
 
     @handles(Session.Created)

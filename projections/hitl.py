@@ -41,7 +41,7 @@ class HitlView(View):
 
 class HitlProjection(Projection[HitlView]):
     name = "hitl"
-    version = 2  # 2: a run is its owner's (checkpoints keyed by conversation, run id and seq)
+    version = 3  # 2: a run is its owner's (checkpoints keyed by conversation, run id and seq); 3: content sealed
 
     @handles(Conversation.Started)
     def started(self, e: Conversation.Started) -> None:

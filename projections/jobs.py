@@ -28,7 +28,7 @@ class JobsView(View):
 
 class JobsProjection(Projection[JobsView]):
     name = "jobs"
-    version = 2  # v2: quiz results say `correct_answer` (their events are upcast; the table is rebuilt)
+    version = 3  # v2: quiz results say `correct_answer` (their events are upcast; the table is rebuilt); v3: sealed
 
     @handles(Job.Requested)
     def requested(self, e: Job.Requested) -> None:

@@ -60,7 +60,7 @@ class SearchView(DocumentsView):
 
 class SearchProjection(DocumentsProjection[SearchView]):
     name = "search"
-    version = 6
+    version = 7  # 7: blind terms and sealed texts
     weight = 3
 
     @handles(Conversation.Started)

@@ -44,7 +44,7 @@ class StatsView(View):
 
 class StatsProjection(Projection[StatsView]):
     name = "stats"
-    version = 2
+    version = 3  # 3: tags counted by blind term, their names sealed
     weight = 2
 
     @handles(Conversation.Started)

@@ -24,6 +24,8 @@ class Batcher:
         self.tracking_name = tracking_name
         self.batch_size = batch_size
         self.mapper = PydanticMapper(keys=keys)
+        if keys is not None:
+            self.view.use_keys(keys)
         self.topics = projection.topics()
 
     def ensure_tracking(self, conn: psycopg.Connection) -> None:

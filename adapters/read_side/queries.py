@@ -18,8 +18,12 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from adapters.store.reachability import Reachability, answers_off_loop
 from services.ports.embedder import EmbeddingFailed, vector_literal
 from services.ports.read_models import Cursors, Queries, SemanticSearch
+from services.ports.sealing import Sealing
 
 log = logging.getLogger(__name__)
+
+TSQUERY = "SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS words"
+MAX_KEPT_TSQUERIES = 10_000
 
 
 async def read_json_with_orjson(conn: psycopg.AsyncConnection) -> None:
@@ -29,10 +33,10 @@ async def read_json_with_orjson(conn: psycopg.AsyncConnection) -> None:
 
 
 @contextlib.asynccontextmanager
-async def opened_queries(url: str, cursors: Cursors) -> AsyncIterator[PostgresQueries]:
+async def opened_queries(url: str, cursors: Cursors, sealing: Sealing) -> AsyncIterator[PostgresQueries]:
     """A reader of its own, on a pool of one connection (an operator's report)."""
     async with query_pool(url) as pool:
-        yield PostgresQueries(pool, cursors=cursors)
+        yield PostgresQueries(pool, cursors=cursors, sealing=sealing)
 
 
 def query_pool(
@@ -54,6 +58,7 @@ class PostgresQueries(Queries):
         pool: AsyncConnectionPool,
         *,
         cursors: Cursors,
+        sealing: Sealing,
         language: str = "english",
         reachability: Reachability | None = None,
         semantic: SemanticSearch | None = None,
@@ -63,8 +68,22 @@ class PostgresQueries(Queries):
         # What seals the cursors pages hand out: the service's shared key, so that every
         # instance opens every other's (a key of this process alone for one-off reports).
         self.cursors = cursors
+        self.sealing = sealing  # opens what the projections sealed under each owner's key
+        self._tsqueries: dict[str, str] = {}
         self.reachability = reachability  # whether the server read from answers (the event store's, on the primary)
         self.semantic = semantic  # None: the semantic read model is not kept, search is full text only
+
+    async def tsquery(self, words: str) -> str:
+        """Kept for the next search of the same words (a round trip less): the answer depends
+        on nothing but the words and the language's dictionaries."""
+        known = self._tsqueries.get(words)
+        if known is None:
+            row = await self.fetch_one(TSQUERY, (self.language, words))
+            known = row["words"] if row else ""
+            if len(self._tsqueries) >= MAX_KEPT_TSQUERIES:
+                self._tsqueries.clear()
+            self._tsqueries[words] = known
+        return known
 
     async def embed(self, words: str) -> str | None:
         """Embedded off the event loop; a failure leaves the search ranking by full text alone."""

@@ -155,13 +155,15 @@ def report(verification: Verification) -> list[str]:
 
 
 def _plain(value: Any) -> Any:
-    """A row as a readable dict: ids and times as text, long text cut."""
+    """A row as a readable dict: ids and times as text, bytes (sealed content) as hex, long text cut."""
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_plain(item) for item in value]
     if isinstance(value, UUID | datetime | date):
         return str(value)
+    if isinstance(value, bytes):
+        value = "0x" + value.hex()
     if isinstance(value, str) and len(value) > SAMPLE_TEXT:
         return value[:SAMPLE_TEXT] + "…"
     return value

@@ -20,7 +20,9 @@ from psycopg.sql import SQL, Composed, Identifier
 from psycopg.types.json import Jsonb
 
 from adapters.read_side.batch import Batch, Rows, Totals
+from adapters.read_side.sealing import Seals
 from projections.view import Projection, View
+from services.ports.keys import KeyRing
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,17 @@ class PostgresView(View):
         self.options = options
         self.sinks: list[Rows | Totals] = []  # subclasses list theirs in write order
         self.batch: Batch  # set by `begin`, for a transaction's cursor
+        self._seals: Seals | None = None  # set by `use_keys`
+
+    def use_keys(self, keys: KeyRing) -> None:
+        """The key ring the view seals its owners' content with (the one events are opened with)."""
+        self._seals = Seals(keys)
+
+    @property
+    def seals(self) -> Seals:
+        if self._seals is None:
+            raise RuntimeError(f"{type(self).__name__} seals content: give it the key ring (use_keys) first")
+        return self._seals
 
     def begin(self, cursor: Cursor[Any]) -> Batch:
         """A new batch on this cursor: the writes until the next `begin` go through it."""

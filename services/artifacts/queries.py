@@ -27,7 +27,8 @@ from psycopg.sql import SQL, Composed
 
 from domain.layout import Shape, component_overlap, similarity
 from services.ports.read_models import Queries, not_found
-from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
+from services.ports.sealing import UserSeal, tag_terms
+from services.runtime.full_text import QUERY, fused, headlines, mine_matching, ranked_search
 from services.runtime.paging import Order, page_of
 from services.runtime.replies import Wire
 
@@ -73,10 +74,32 @@ async def get(queries: Queries, user: str, q: GetArtifact) -> Wire[ArtifactView]
         "SELECT " + DETAIL_COLUMNS + ", owner FROM rm_artifacts.artifacts WHERE id = %s AND owner = %s",
         (q.artifact_id, user),
     )
-    if row is None:
+    seal = await queries.sealing.of(user) if row is not None else None
+    if row is None or seal is None:
         raise not_found("artifact", q.artifact_id)
     del row["owner"]
-    return Wire(row)
+    return Wire(opened_artifact(seal, row))
+
+
+SEALED_TEXT = ("query", "draft", "refinement")
+SEALED_JSON = ("layout", "rag_examples", "tags", "members")
+
+
+def opened_artifact(seal: UserSeal, row: dict[str, Any]) -> dict[str, Any]:
+    """The sealed columns an artifact or variation set row has, opened in place."""
+    for name in SEALED_TEXT:
+        if name in row:
+            row[name] = seal.open(row[name])
+    for name in SEALED_JSON:
+        if name in row:
+            row[name] = seal.open_json(row[name])
+    return row
+
+
+async def opened_rows(queries: Queries, user: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The caller's rows opened (none when the caller has no key)."""
+    seal = await queries.sealing.of(user) if rows else None
+    return [opened_artifact(seal, row) for row in rows] if seal is not None else []
 
 
 async def list_artifacts(queries: Queries, user: str, q: ListArtifacts) -> Wire[Page[ArtifactSummaryView]]:
@@ -86,17 +109,22 @@ async def list_artifacts(queries: Queries, user: str, q: ListArtifacts) -> Wire[
         conditions.append(SQL("session_id = %(session)s"))
     if q.parent_id is not None:
         conditions.append(SQL("parent_id = %(parent)s"))
+    seal = await queries.sealing.of(user)
     if q.tags:
-        conditions.append(SQL("tags @> %(tags)s::text[]"))
+        conditions.append(SQL("tag_terms @> %(tags)s::text[]"))
     inner = SQL(
         "SELECT " + SUMMARY_COLUMNS + ", created_at AS page_key, id AS page_id FROM rm_artifacts.artifacts WHERE {where}"
     ).format(where=SQL(" AND ").join(conditions))
-    params = {"user": user, "session": q.session_id, "parent": q.parent_id, "tags": q.tags}
-    return Wire(await page_of(queries, user, NEWEST_ARTIFACTS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor))
+    terms = tag_terms(seal, q.tags) if seal is not None and q.tags else []
+    params = {"user": user, "session": q.session_id, "parent": q.parent_id, "tags": terms}
+    page = await page_of(queries, user, NEWEST_ARTIFACTS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    page["items"] = await opened_rows(queries, user, page["items"])
+    return Wire(page)
 
 
-# Where a hit's snippet comes from: the query, then the start of the draft.
-ARTIFACT_SNIPPET = headline(SQL("a.query || E'\\n' || left(a.draft, 20000)"))
+# Where a hit's snippet comes from: the query, then the start of the draft (both opened).
+ARTIFACT_SNIPPET = SQL("a.draft AS snippet")
+SNIPPET_DRAFT = 20_000
 
 ARTIFACT_HITS_TEXT = SQL("""
     WITH {query},
@@ -106,7 +134,7 @@ ARTIFACT_HITS_TEXT = SQL("""
         ORDER BY score DESC, s.created_at DESC LIMIT %(limit)s
     )
     SELECT best.id AS artifact_id, a.query, best.created_at, {snippet}, ARRAY['text'] AS matched_by
-    FROM best JOIN rm_artifacts.artifacts a ON a.id = best.id, query
+    FROM best JOIN rm_artifacts.artifacts a ON a.id = best.id
     ORDER BY best.score DESC, best.created_at DESC
 """).format(query=QUERY, mine_s=mine_matching("s"), snippet=ARTIFACT_SNIPPET)
 
@@ -127,7 +155,7 @@ ARTIFACT_HITS_HYBRID = SQL("""
     ),
     {fused}
     SELECT f.id AS artifact_id, a.query, a.created_at, {snippet}, f.matched_by
-    FROM fused f JOIN rm_artifacts.artifacts a ON a.id = f.id, query
+    FROM fused f JOIN rm_artifacts.artifacts a ON a.id = f.id
     ORDER BY f.score DESC, a.created_at DESC
 """).format(
     query=QUERY, mine_s=mine_matching("s"), fused=fused("id"), snippet=ARTIFACT_SNIPPET,
@@ -136,7 +164,19 @@ ARTIFACT_HITS_HYBRID = SQL("""
 
 async def search(queries: Queries, user: str, q: SearchArtifacts) -> Wire[ArtifactHits]:
     """Artifacts whose query or draft match the words or mean much the same, best first."""
-    return Wire(await ranked_search(queries, ARTIFACT_HITS_TEXT, user, q.q, q.limit, hybrid=ARTIFACT_HITS_HYBRID))
+    return Wire(await ranked_search(
+        queries, ARTIFACT_HITS_TEXT, user, q.q, q.limit, hybrid=ARTIFACT_HITS_HYBRID, opening=open_hits
+    ))
+
+
+async def open_hits(queries: Queries, seal: UserSeal, words: str, hits: list[dict[str, Any]]) -> None:
+    """Each hit's query opened, and its snippet made from the query and the start of the draft."""
+    texts = []
+    for hit in hits:
+        hit["query"] = seal.open(hit["query"]) or ""
+        texts.append(hit["query"] + "\n" + (seal.open(hit["snippet"]) or "")[:SNIPPET_DRAFT])
+    for hit, snippet in zip(hits, await headlines(queries, words, texts), strict=True):
+        hit["snippet"] = snippet
 
 
 async def lineage(queries: Queries, user: str, q: ArtifactLineage) -> Wire[ArtifactLineageReply]:
@@ -160,9 +200,10 @@ async def rag_influence(queries: Queries, user: str, q: RagInfluence) -> Wire[In
     row = await queries.fetch_one(
         "SELECT rag_examples FROM rm_artifacts.artifacts WHERE id = %s AND owner = %s", (q.artifact_id, user)
     )
-    if row is None:
+    opened = await opened_rows(queries, user, [row] if row is not None else [])
+    if not opened:
         raise not_found("artifact", q.artifact_id)
-    return Wire({"artifact_id": q.artifact_id, "examples": row["rag_examples"]})
+    return Wire({"artifact_id": q.artifact_id, "examples": opened[0]["rag_examples"]})
 
 
 async def by_example(queries: Queries, user: str, q: ByExample) -> Wire[Page[Influenced]]:
@@ -180,7 +221,7 @@ async def compare(queries: Queries, user: str, q: CompareArtifacts) -> Wire[Arti
         " WHERE id = ANY(%s) AND owner = %s",
         (q.artifact_ids, user),
     )
-    by_id = {row["id"]: row for row in rows}
+    by_id = {row["id"]: row for row in await opened_rows(queries, user, rows)}
     for artifact_id in q.artifact_ids:
         if artifact_id not in by_id:
             raise not_found("artifact", artifact_id)
@@ -209,6 +250,7 @@ async def variations(queries: Queries, user: str, q: GetVariations) -> Wire[Vari
         " created_at FROM rm_artifacts.variation_sets WHERE id = %s AND owner = %s",
         (q.variation_set_id, user),
     )
-    if row is None:
+    opened = await opened_rows(queries, user, [row] if row is not None else [])
+    if not opened:
         raise not_found("variation set", q.variation_set_id)
-    return Wire(row)
+    return Wire(opened[0])

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from services.artifacts.queries import ANCESTORS, DESCENDANTS, MAX_DESCENDANTS
+from services.artifacts.queries import ANCESTORS, DESCENDANTS, MAX_DESCENDANTS, opened_rows
 from services.ports.read_models import Queries
 
 DRAFT_LINES = 40
@@ -23,8 +23,13 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 async def load_artifact(queries: Queries, artifact_id: UUID) -> dict[str, Any] | None:
-    """Every column of the live artifact, whoever owns it; None when there is none."""
-    return await queries.fetch_one("SELECT * FROM rm_artifacts.artifacts WHERE id = %s", (artifact_id,))
+    """Every column of the live artifact (its content opened with its owner's key), whoever
+    owns it; None when there is none."""
+    row = await queries.fetch_one("SELECT * FROM rm_artifacts.artifacts WHERE id = %s", (artifact_id,))
+    if row is None:
+        return None
+    opened = await opened_rows(queries, row["owner"], [row])
+    return opened[0] if opened else None
 
 
 async def load_tree(
@@ -43,11 +48,12 @@ async def load_tree(
     ancestors = list(reversed(await queries.fetch_all(ANCESTORS, params)))
     subtree = [artifact, *await queries.fetch_all(DESCENDANTS, params)]
     details = await queries.fetch_all(
-        "SELECT id, origin, left(query, 200) AS query, variation_index FROM rm_artifacts.artifacts"
-        " WHERE id = ANY(%s)",
-        ([row["id"] for row in ancestors + subtree],),
+        "SELECT id, origin, query, variation_index FROM rm_artifacts.artifacts WHERE id = ANY(%s) AND owner = %s",
+        ([row["id"] for row in ancestors + subtree], artifact["owner"]),
     )
-    by_id = {row["id"]: row for row in details}
+    by_id = {row["id"]: row for row in await opened_rows(queries, artifact["owner"], details)}
+    for row in by_id.values():
+        row["query"] = row["query"][:200]
     for row in ancestors + subtree:
         row.update(by_id.get(row["id"], {}))
     return ancestors, subtree

@@ -21,12 +21,14 @@ from chronicle_contract.conversations import (
     SearchConversations,
     SearchResults,
 )
+from chronicle_contract.errors import ChronicleError
 from psycopg.sql import SQL, Composed, Identifier
 
 from services.ports.read_models import Queries, not_found
+from services.ports.sealing import UserSeal, tag_terms
 from services.runtime.cursors import invalid_cursor
-from services.runtime.full_text import QUERY, fused, headline, mine_matching, ranked_search
-from services.runtime.paging import Order, page_of
+from services.runtime.full_text import QUERY, fused, headlines, mine_matching, ranked_search
+from services.runtime.paging import Order, opened, page_of, sealed
 from services.runtime.replies import Wire
 
 CONVERSATION_COLUMNS = (
@@ -34,18 +36,82 @@ CONVERSATION_COLUMNS = (
 )
 
 
+# A list sorted by title is sorted in the service, over the caller's titles opened: at most
+# this many conversations (those the filters leave), beyond which the sort is refused.
+MAX_TITLE_SORTED = 20_000
+
+
 async def list_conversations(queries: Queries, user: str, q: ListConversations) -> Wire[Page[ConversationSummaryView]]:
-    # Only the filters given reach the WHERE clause: a prepared statement with
-    # "tags @> '{}'" gets a generic plan that scans the tags index for every call.
-    # sort_by and order are closed Literals: they become identifiers and keywords.
-    inner = SQL(
-        "SELECT " + CONVERSATION_COLUMNS + ", {sort} AS page_key, id AS page_id FROM rm_history.conversations"
-        " WHERE {where}"
-    ).format(where=conversation_filters(q), sort=Identifier(q.sort_by))
     order = Order(f"conversations:{q.sort_by}:{q.order}", "text" if q.sort_by == "title" else "timestamptz",
                   descending=q.order == "desc")
-    params = {"user": user, "tags": q.tags, "session": q.session_id}
-    return Wire(await page_of(queries, user, order, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor))
+    seal = await queries.sealing.of(user)
+    if seal is None:  # (no key: nothing written, or erased)
+        if q.cursor is not None:
+            opened(queries, user, order, q.cursor)  # (a foreign cursor is still invalid)
+        return Wire({"items": [], "total": 0, "limit": q.limit, "offset": q.offset, "next_cursor": None})
+    params = {"user": user, "tags": tag_terms(seal, q.tags or []), "session": q.session_id}
+    if q.sort_by == "title":
+        page = await page_by_title(queries, user, seal, order, q, params)
+    else:
+        # Only the filters given reach the WHERE clause: a prepared statement with
+        # "tags @> '{}'" gets a generic plan that scans the tags index for every call.
+        # sort_by and order are closed Literals: they become identifiers and keywords.
+        inner = SQL(
+            "SELECT " + CONVERSATION_COLUMNS + ", {sort} AS page_key, id AS page_id FROM rm_history.conversations"
+            " WHERE {where}"
+        ).format(where=conversation_filters(q), sort=Identifier(q.sort_by))
+        page = await page_of(queries, user, order, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    for row in page["items"]:
+        open_conversation(seal, row)
+    return Wire(page)
+
+
+async def page_by_title(
+    queries: Queries, user: str, seal: UserSeal, order: Order, q: ListConversations, params: dict[str, Any]
+) -> dict[str, Any]:
+    """A page of the list sorted by title (then id), as `page_of` gives one: titles are
+    sealed, so the caller's (filtered) titles are read and opened, sorted here, and the
+    page's rows read by id. Its cost grows with the caller's conversations, not the page."""
+    after = opened(queries, user, order, q.cursor) if q.cursor is not None else None
+    titles = await queries.fetch_all(
+        SQL("SELECT id, title FROM rm_history.conversations WHERE {where} LIMIT %(most)s").format(
+            where=conversation_filters(q)
+        ),
+        params | {"most": MAX_TITLE_SORTED + 1},
+    )
+    if len(titles) > MAX_TITLE_SORTED:
+        rule = f"at most {MAX_TITLE_SORTED} conversations sort by title: filter by tags or session"
+        raise ChronicleError("invalid", rule, [{"field": "sort_by", "rule": "title_sort_limit", "message": rule}])
+    keyed = sorted(((seal.open(row["title"]) or "", row["id"]) for row in titles), reverse=order.descending)
+    if after is not None:
+        after_key = (after[0], as_uuid(after[1]))
+        keyed = [k for k in keyed if (k < after_key if order.descending else k > after_key)]
+    window = keyed[q.offset : q.offset + q.limit + 1]
+    taken, more = window[: q.limit], len(window) > q.limit
+    rows = await queries.fetch_all(
+        "SELECT " + CONVERSATION_COLUMNS + " FROM rm_history.conversations WHERE owner = %s AND id = ANY(%s)",
+        (user, [ident for _, ident in taken]),
+    )
+    by_id = {row["id"]: row for row in rows}
+    items = [by_id[ident] for _, ident in taken if ident in by_id]
+    next_cursor = sealed(queries, user, order, *taken[-1]) if more else None
+    return {"items": items, "total": len(titles), "limit": q.limit, "offset": q.offset, "next_cursor": next_cursor}
+
+
+def as_uuid(text: str) -> UUID:
+    try:
+        return UUID(text)
+    except ValueError:  # (sealed by us, so never)
+        raise invalid_cursor("cursor", "not a cursor this service gave you for this list and order") from None
+
+
+def open_conversation(seal: UserSeal, row: dict[str, Any]) -> None:
+    """A conversation row's sealed columns opened, in place."""
+    row["title"] = seal.open(row["title"])
+    row["tags"] = seal.open_json(row["tags"])
+    row["first_message"] = seal.open(row["first_message"])
+    if "document_context" in row:
+        row["document_context"] = seal.open_json(row["document_context"])
 
 
 async def get(queries: Queries, user: str, q: GetConversation) -> Wire[ConversationView]:
@@ -76,6 +142,9 @@ async def get_conversation(
 ) -> dict[str, Any]:
     """The conversation and one page of its messages (all of them when they fit one)."""
     window = window or MessagePage()
+    seal = await queries.sealing.of(user)
+    if seal is None:
+        raise not_found("conversation", conversation_id)
     conversation = await queries.fetch_one(
         "SELECT " + CONVERSATION_COLUMNS + ", document_context, embedding_provider"
         " FROM rm_history.conversations WHERE id = %s AND owner = %s",
@@ -83,14 +152,14 @@ async def get_conversation(
     )
     if conversation is None:
         raise not_found("conversation", conversation_id)
+    open_conversation(seal, conversation)
     newest = window.order == "newest"
     after = (
         decode_cursor(queries, user, conversation_id, window.cursor, window.order, field)
         if window.cursor else (2**63 - 1 if newest else -1)
     )
     rows = await queries.fetch_all(
-        "SELECT id, role, content, metadata, pinned, message_type, created_at, seq,"
-        " length(content) + length(metadata::text) AS size"
+        "SELECT id, role, content, metadata, pinned, message_type, created_at, seq"
         " FROM rm_history.messages WHERE conversation_id = %s"
         + (" AND seq < %s ORDER BY seq DESC" if newest else " AND seq > %s ORDER BY seq")
         + " LIMIT %s",
@@ -99,7 +168,9 @@ async def get_conversation(
     taken: list[dict[str, Any]] = []
     size = 0
     for row in rows[: window.limit]:
-        size += row["size"]
+        content, metadata = seal.open(row["content"]) or "", seal.open(row["metadata"]) or "null"
+        row["content"], row["metadata"] = content, orjson.loads(metadata)
+        size += len(content) + len(metadata)
         if taken and size > PAGE_BYTES:
             break
         taken.append(row)
@@ -108,7 +179,7 @@ async def get_conversation(
         encode_cursor(queries, user, conversation_id, taken[-1]["seq"], window.order) if more else None
     )
     for row in taken:
-        del row["seq"], row["size"]
+        del row["seq"]
     conversation["messages"] = taken[::-1] if newest else taken
     return conversation
 
@@ -128,10 +199,11 @@ CONVERSATION_HITS_TEXT = SQL("""
     best AS (
         SELECT * FROM hits ORDER BY score DESC, created_at DESC LIMIT %(limit)s
     )
-    SELECT best.conversation_id, sc.title, best.message_id, best.created_at, {snippet}, ARRAY['text'] AS matched_by
-    FROM best JOIN rm_search.conversations sc ON sc.id = best.conversation_id, query
+    SELECT best.conversation_id, sc.title, best.message_id, best.created_at, best.text AS snippet,
+           ARRAY['text'] AS matched_by
+    FROM best JOIN rm_search.conversations sc ON sc.id = best.conversation_id
     ORDER BY best.score DESC, best.created_at DESC
-""").format(query=QUERY, matches=TEXT_MATCHES, snippet=headline(SQL("best.text")))
+""").format(query=QUERY, matches=TEXT_MATCHES)
 
 CONVERSATION_HITS_HYBRID = SQL("""
     WITH {query},
@@ -152,19 +224,25 @@ CONVERSATION_HITS_HYBRID = SQL("""
     ),
     {fused}
     SELECT f.conversation_id, sc.title, f.message_id, coalesce(m.created_at, sc.created_at) AS created_at,
-           {snippet}, f.matched_by
+           coalesce(m.content, sc.title) AS snippet, f.matched_by
     FROM fused f JOIN rm_search.conversations sc ON sc.id = f.conversation_id
-    LEFT JOIN rm_search.messages m ON m.conversation_id = f.conversation_id AND m.id = f.message_id, query
+    LEFT JOIN rm_search.messages m ON m.conversation_id = f.conversation_id AND m.id = f.message_id
     ORDER BY f.score DESC, 4 DESC
-""").format(
-    query=QUERY, matches=TEXT_MATCHES, fused=fused("conversation_id, message_id"),
-    snippet=headline(SQL("coalesce(m.content, sc.title)")),
-)
+""").format(query=QUERY, matches=TEXT_MATCHES, fused=fused("conversation_id, message_id"))
 
 
 async def search_conversations(queries: Queries, user: str, q: SearchConversations) -> Wire[SearchResults]:
     """Messages and titles matching the words or meaning much the same, best first."""
-    return Wire(await ranked_search(queries, CONVERSATION_HITS_TEXT, user, q.q, q.limit, hybrid=CONVERSATION_HITS_HYBRID))
+    return Wire(await ranked_search(
+        queries, CONVERSATION_HITS_TEXT, user, q.q, q.limit, hybrid=CONVERSATION_HITS_HYBRID, opening=open_hits
+    ))
+
+
+async def open_hits(queries: Queries, seal: UserSeal, words: str, hits: list[dict[str, Any]]) -> None:
+    """Each hit's title opened, and its snippet made from its text (a message's or the title) opened."""
+    texts = [seal.open(hit["snippet"]) or "" for hit in hits]
+    for hit, snippet in zip(hits, await headlines(queries, words, texts), strict=True):
+        hit["title"], hit["snippet"] = seal.open(hit["title"]), snippet
 
 
 async def conversation_stats(queries: Queries, user: str, q: ConversationStatsQuery) -> Wire[ConversationStats]:
@@ -176,15 +254,31 @@ async def conversation_stats(queries: Queries, user: str, q: ConversationStatsQu
         {"user": user},
     )
     assert totals is not None
-    tags = await queries.fetch_all(
-        "SELECT tag, count FROM rm_stats.tags WHERE owner = %s AND count > 0"
-        " ORDER BY count DESC, tag LIMIT %s",
-        (user, q.top_tags),
-    )
+    tags = await top_tags(queries, user, q.top_tags)
     conversations = totals["total_conversations"]
     totals["average_messages"] = round(totals["total_messages"] / conversations, 2) if conversations else 0.0
     totals["top_tags"] = tags
     return Wire(totals)
+
+
+# Tags tied at the cut are ordered by name, which is sealed: the tags counted at least as
+# often as the last one shown are read (at most this many) and ordered here.
+MAX_TIED_TAGS = 10_000
+TOP_TAGS = """
+SELECT tag, count FROM rm_stats.tags WHERE owner = %(user)s AND count >= greatest(1, (
+    SELECT count FROM rm_stats.tags WHERE owner = %(user)s AND count > 0 ORDER BY count DESC OFFSET %(cut)s LIMIT 1
+)) ORDER BY count DESC LIMIT %(most)s
+"""
+
+
+async def top_tags(queries: Queries, user: str, top: int) -> list[dict[str, Any]]:
+    """The caller's `top` most used tags, most used first, then by name."""
+    rows = await queries.fetch_all(TOP_TAGS, {"user": user, "cut": top - 1, "most": MAX_TIED_TAGS})
+    seal = await queries.sealing.of(user) if rows else None
+    if seal is None:
+        return []
+    named = sorted((-row["count"], seal.open(row["tag"]) or "") for row in rows)
+    return [{"tag": tag, "count": -negative} for negative, tag in named[:top]]
 
 
 async def export_conversation(queries: Queries, user: str, q: ExportConversation) -> Export:
@@ -203,7 +297,7 @@ async def export_conversation(queries: Queries, user: str, q: ExportConversation
 def conversation_filters(q: ListConversations) -> Composed:
     conditions = [SQL("owner = %(user)s")]
     if q.tags:
-        conditions.append(SQL("tags @> %(tags)s::text[]"))
+        conditions.append(SQL("tag_terms @> %(tags)s::text[]"))
     if q.session_id is not None:
         conditions.append(SQL("session_id = %(session)s"))
     return SQL(" AND ").join(conditions)

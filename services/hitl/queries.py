@@ -10,6 +10,7 @@ from chronicle_contract.hitl import GetRun, ListRuns, RunStatus
 from psycopg.sql import SQL
 
 from services.ports.read_models import Queries
+from services.ports.sealing import UserSeal
 from services.runtime.paging import Order, page_of
 from services.runtime.replies import Wire
 
@@ -25,9 +26,10 @@ async def get_run(queries: Queries, user: str, q: GetRun) -> Wire[RunStatus]:
         " WHERE run_id = %s AND owner = %s ORDER BY seq DESC LIMIT 1",
         (q.run_id, user),
     )
-    if row is None:
+    seal = await queries.sealing.of(user) if row is not None else None
+    if row is None or seal is None:
         raise ChronicleError("not_found", f"run {q.run_id} not found")
-    return Wire(row)
+    return Wire(opened_run(seal, row))
 
 
 async def list_runs(queries: Queries, user: str, q: ListRuns) -> Wire[Page[RunStatus]]:
@@ -35,7 +37,17 @@ async def list_runs(queries: Queries, user: str, q: ListRuns) -> Wire[Page[RunSt
         "SELECT " + RUN_COLUMNS + ", 1 AS checkpoints, paused_at AS page_key, run_id AS page_id FROM rm_hitl.checkpoints"
         " WHERE owner = %(user)s AND status = 'paused'"
     )
-    return Wire(await page_of(queries, user, OLDEST_PAUSED, inner, {"user": user}, limit=q.limit, offset=q.offset, cursor=q.cursor))
+    page = await page_of(queries, user, OLDEST_PAUSED, inner, {"user": user}, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    seal = await queries.sealing.of(user) if page["items"] else None
+    page["items"] = [opened_run(seal, row) for row in page["items"] if seal is not None]
+    return Wire(page)
+
+
+def opened_run(seal: UserSeal, row: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint row's sealed columns opened, in place."""
+    row["step"], row["prompt"], row["feedback"] = seal.open(row["step"]), seal.open(row["prompt"]), seal.open(row["feedback"])
+    row["data"], row["edits"] = seal.open_json(row["data"]), seal.open_json(row["edits"])
+    return row
 
 
 OLDEST_PAUSED = Order("paused_runs", "timestamptz", id_type="text", descending=False)

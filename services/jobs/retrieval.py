@@ -14,25 +14,23 @@ from services.ports.read_models import Queries
 
 MAX_CHUNK_TEXT = 4_000
 
-# The content's words ORed (websearch_to_tsquery would AND a long request into nothing),
-# matched against the caller's messages and artifact drafts, best first. Source ids, when
-# given, narrow it to those conversations and artifacts.
+# The content's words (its lexemes, as the caller's blind terms) ORed: websearch_to_tsquery
+# would AND a long request into nothing. Matched against the caller's messages and artifact
+# queries and drafts (sealed: their text is opened here), best first. Source ids, when given, narrow it to
+# those conversations and artifacts.
+LEXEMES = "SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s)) AS lexemes"
 CAPTURE = """
-WITH q AS (
-    SELECT nullif(array_to_string(tsvector_to_array(to_tsvector(%(language)s::regconfig, %(content)s)), ' | '), '')::tsquery
-           AS words,
-           quote_literal('OWNER ' || md5(%(user)s))::tsquery AS mine
-)
+WITH q AS (SELECT %(words)s::tsquery AS words)
 SELECT * FROM (
-    SELECT m.id::text AS chunk_id, m.conversation_id::text AS source_id, left(m.content, %(max_text)s) AS text,
+    SELECT m.id::text AS chunk_id, m.conversation_id::text AS source_id, m.content AS sealed, NULL::bytea AS draft,
            ts_rank(m.tsv, q.words) AS score
     FROM rm_search.messages m, q
-    WHERE m.tsv @@ (q.words && q.mine) AND m.owner = %(user)s
+    WHERE m.tsv @@ q.words AND m.owner = %(user)s
       AND (%(all)s OR m.conversation_id::text = ANY(%(sources)s))
     UNION ALL
-    SELECT a.id::text, a.id::text, left(a.query || E'\\n' || a.draft, %(max_text)s), ts_rank(s.tsv, q.words)
+    SELECT a.id::text, a.id::text, a.query, a.draft, ts_rank(s.tsv, q.words)
     FROM rm_search.artifacts s JOIN rm_artifacts.artifacts a ON a.id = s.id, q
-    WHERE s.tsv @@ (q.words && q.mine) AND s.owner = %(user)s AND (%(all)s OR s.id::text = ANY(%(sources)s))
+    WHERE s.tsv @@ q.words AND s.owner = %(user)s AND (%(all)s OR s.id::text = ANY(%(sources)s))
 ) found
 ORDER BY score DESC, chunk_id LIMIT %(limit)s
 """
@@ -57,10 +55,20 @@ class FullTextRetriever:
         return [Chunk(**row, embedding_version=self.embedding_version, captured_at=now) for row in rows]
 
     async def _search(self, user: str, content: str, source_ids: list[str], limit: int) -> list[dict[str, Any]]:
-        return await self.queries.fetch_all(
+        seal = await self.queries.sealing.of(user)
+        found = await self.queries.fetch_one(LEXEMES, (self.queries.language, content))
+        if seal is None or not found or not found["lexemes"]:
+            return []
+        words = " | ".join(f"'{term}'" for term in seal.terms(found["lexemes"]))  # (terms are hex)
+        rows = await self.queries.fetch_all(
             CAPTURE,
             {
-                "language": self.queries.language, "content": content, "user": user, "all": not source_ids,
-                "sources": source_ids, "max_text": MAX_CHUNK_TEXT, "limit": limit,
+                "words": words, "user": user, "all": not source_ids, "sources": source_ids, "limit": limit,
             },
         )
+        for row in rows:
+            text, draft = seal.open(row.pop("sealed")) or "", row.pop("draft")
+            if draft is not None:  # (an artifact: its query, then its draft)
+                text += "\n" + (seal.open(draft) or "")
+            row["text"] = text[:MAX_CHUNK_TEXT]
+        return rows

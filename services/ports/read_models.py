@@ -10,6 +10,7 @@ from uuid import UUID
 from chronicle_contract.errors import ChronicleError
 
 from services.ports.embedder import Embedder
+from services.ports.sealing import Sealing
 
 
 def not_found(kind: str, ident: UUID) -> ChronicleError:
@@ -37,11 +38,13 @@ class Queries(ABC):
     """Rows of the read models as dicts, one statement per call (adapters/read_side/queries.py
     reads them from Postgres). `language` is the full-text configuration the search read model
     was built with; `semantic` is None when the semantic read model is not kept; `cursors`
-    seals the cursors pages hand out."""
+    seals the cursors pages hand out; `sealing` opens the content projections sealed under
+    each owner's key (services/ports/sealing.py)."""
 
     language: str
     semantic: SemanticSearch | None
     cursors: Cursors
+    sealing: Sealing
 
     @abstractmethod
     async def fetch_all(self, query: Any, params: Any) -> list[dict[str, Any]]: ...
@@ -52,6 +55,10 @@ class Queries(ABC):
     ) -> list[dict[str, Any]]:
         """As fetch_all, for a query whose work grows with the data (a graph walk): given up
         after `seconds`, and the caller hears `too_long` (which names the input to ask less of)."""
+
+    @abstractmethod
+    async def tsquery(self, words: str) -> str:
+        """The words' full-text query (`websearch_to_tsquery` in `language`) as Postgres prints it."""
 
     @abstractmethod
     async def embed(self, words: str) -> str | None:

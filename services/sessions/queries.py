@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from chronicle_contract.base import Page
 from chronicle_contract.sessions import GetSession, ListSessions, SessionView
 from psycopg.sql import SQL
 
 from services.ports.read_models import Queries, not_found
+from services.ports.sealing import UserSeal
 from services.runtime.paging import Order, page_of
 from services.runtime.replies import Wire
 
@@ -26,7 +29,20 @@ async def list_sessions(queries: Queries, user: str, q: ListSessions) -> Wire[Pa
         " WHERE s.owner = %(user)s AND (%(kind)s::text IS NULL OR s.kind = %(kind)s)"
     )
     params = {"user": user, "kind": q.kind}
-    return Wire(await page_of(queries, user, NEWEST_SESSIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor))
+    page = await page_of(queries, user, NEWEST_SESSIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    if page["items"]:
+        seal = await queries.sealing.of(user)
+        page["items"] = [opened_session(seal, row) for row in page["items"]]
+    return Wire(page)
+
+
+def opened_session(seal: UserSeal | None, row: dict[str, Any]) -> dict[str, Any]:
+    """A session row's sealed columns opened, in place (rows of a user without a key: none)."""
+    if seal is None:
+        raise not_found("session", row["id"])
+    row["name"], row["description"] = seal.open(row["name"]), seal.open(row["description"])
+    row["tags"] = seal.open_json(row["tags"])
+    return row
 
 
 NEWEST_SESSIONS = Order("sessions", "timestamptz")
@@ -39,5 +55,5 @@ async def get_session(queries: Queries, user: str, q: GetSession) -> Wire[Sessio
     )
     if row is None:
         raise not_found("session", q.session_id)
-    return Wire(row)
+    return Wire(opened_session(await queries.sealing.of(user), row))
 

@@ -18,7 +18,7 @@ import orjson
 import psycopg
 import pytest
 from chronicle_client import ChronicleClient, ChronicleError
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composable, Identifier
 
 from adapters.auth import TokenAuthority
 from adapters.read_side.views.semantic import semantic_support
@@ -155,20 +155,38 @@ async def source(
 
 
 def read_models(url: str) -> dict[str, list[str]]:
-    """Every live read-model table (all rm_* schemas) as a sorted list of its rows as text."""
+    """Every live read-model table (all rm_* schemas) as a sorted list of its rows as text.
+    What is keyed by its owner's key (sealed content, blind terms) differs between two
+    stores, whose keys differ: it is compared by its size (the service shows it opened)."""
     with psycopg.connect(url) as conn:
         tables = conn.execute(
-            "SELECT schemaname, tablename FROM pg_tables"
-            " WHERE schemaname LIKE 'rm\\_%' AND schemaname NOT LIKE '%\\_\\_%'"
+            "SELECT table_schema, table_name, array_agg(column_name::text ORDER BY ordinal_position),"
+            " array_agg(data_type::text ORDER BY ordinal_position) FROM information_schema.columns"
+            " WHERE table_schema LIKE 'rm\\_%' AND table_schema NOT LIKE '%\\_\\_%' GROUP BY 1, 2"
         ).fetchall()
         return {
             f"{schema}.{table}": sorted(
                 row for (row,) in conn.execute(
-                    SQL("SELECT t::text FROM {}.{} t").format(Identifier(schema), Identifier(table))
+                    SQL("SELECT ROW({})::text FROM {}.{} t").format(
+                        SQL(", ").join(keyed_by_size(column, kind) for column, kind in zip(names, kinds, strict=True)),
+                        Identifier(schema), Identifier(table),
+                    )
                 )
             )
-            for schema, table in tables
+            for schema, table, names, kinds in tables
         }
+
+
+def keyed_by_size(column: str, kind: str) -> Composable:
+    if kind == "bytea":
+        return SQL("length(t.{})").format(Identifier(column))
+    if kind == "tsvector":
+        return SQL("length(t.{})").format(Identifier(column))
+    if column == "tag_terms" or (column == "tags" and kind == "ARRAY"):  # (blind terms)
+        return SQL("cardinality(t.{})").format(Identifier(column))
+    if column == "term":
+        return SQL("length(t.{})").format(Identifier(column))
+    return SQL("t.{}").format(Identifier(column))
 
 
 def stream_hashes(url: str, ids: list[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]:

@@ -1,4 +1,11 @@
-"""The history read model's Postgres view (projections/history.py): its tables and the statements its writes batch into."""
+"""The history read model's Postgres view (projections/history.py): its tables and the statements its writes batch into.
+
+Every content column (session names, descriptions and tags; conversation titles, tags,
+document contexts and first messages; message contents and metadata) is sealed under its
+owner's key (adapters/read_side/sealing.py) and opened by the query that reads it. Tag
+filters go through `tag_terms`, the tags' blind terms. Nothing orders by content in SQL:
+a list sorted by title is sorted in the service (services/conversations/queries.py).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,14 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import Cursor
-from psycopg.types.json import Jsonb
 
 from adapters.read_side.batch import Rows, Totals, columns
+from adapters.read_side.sealing import Owners, UserSeal
 from adapters.read_side.view import PostgresView
 from projections.history import HistoryView, SessionField
+from services.ports.sealing import tag_terms
+
+SEALED_SESSION_FIELDS = ("name", "description", "tags")
 
 
 class PostgresHistoryView(PostgresView, HistoryView):
@@ -19,46 +29,52 @@ class PostgresHistoryView(PostgresView, HistoryView):
     CREATE TABLE {schema}.sessions (
         id uuid PRIMARY KEY,
         owner text NOT NULL,
-        name text NOT NULL,
-        description text NOT NULL,
+        name bytea,  -- sealed (NULL: the owner was erased before the row was written)
+        description bytea,
         kind text NOT NULL,
-        tags text[] NOT NULL,
+        tags bytea,
         status text NOT NULL,
         conversation_count integer NOT NULL DEFAULT 0,
         created_at timestamptz NOT NULL,
         updated_at timestamptz NOT NULL
     );
+    ALTER TABLE {schema}.sessions ALTER COLUMN name SET STATISTICS 0, ALTER COLUMN description SET STATISTICS 0,
+        ALTER COLUMN tags SET STATISTICS 0;
     CREATE INDEX ON {schema}.sessions (owner, created_at DESC, id);
     CREATE TABLE {schema}.conversations (
         id uuid PRIMARY KEY,
         owner text NOT NULL,
-        title text NOT NULL,
-        tags text[] NOT NULL,
+        title bytea,
+        tags bytea,
+        tag_terms text[] NOT NULL,
         session_id uuid,
-        document_context jsonb,
+        document_context bytea,
         embedding_provider text,
         message_count integer NOT NULL DEFAULT 0,
-        first_message text,
+        first_message bytea,
         created_at timestamptz NOT NULL,
         updated_at timestamptz NOT NULL
     );
+    ALTER TABLE {schema}.conversations ALTER COLUMN title SET STATISTICS 0, ALTER COLUMN tags SET STATISTICS 0,
+        ALTER COLUMN tag_terms SET STATISTICS 0, ALTER COLUMN document_context SET STATISTICS 0,
+        ALTER COLUMN first_message SET STATISTICS 0;
     CREATE INDEX ON {schema}.conversations (owner, updated_at, id);
     CREATE INDEX ON {schema}.conversations (owner, created_at, id);
-    CREATE INDEX ON {schema}.conversations (owner, title, id);
-    CREATE INDEX ON {schema}.conversations USING gin (tags);
+    CREATE INDEX ON {schema}.conversations USING gin (tag_terms);
     CREATE INDEX ON {schema}.conversations (session_id) WHERE session_id IS NOT NULL;
     CREATE TABLE {schema}.messages (
         conversation_id uuid NOT NULL,
         seq bigint NOT NULL,
         id uuid NOT NULL,
         role text NOT NULL,
-        content text NOT NULL,
-        metadata jsonb NOT NULL,
+        content bytea,
+        metadata bytea,
         pinned boolean NOT NULL,
         message_type text NOT NULL,
         created_at timestamptz NOT NULL,
         PRIMARY KEY (conversation_id, seq)
-    )
+    );
+    ALTER TABLE {schema}.messages ALTER COLUMN content SET STATISTICS 0, ALTER COLUMN metadata SET STATISTICS 0
     """
 
     erasure = """
@@ -69,18 +85,20 @@ class PostgresHistoryView(PostgresView, HistoryView):
 
     def __init__(self, schema: str, **options: Any):
         super().__init__(schema, **options)
+        self._copy_messages = self.copier(
+            "{schema}.messages", "conversation_id, seq, id, role, content, metadata, pinned, message_type, created_at"
+        )
+        self.conversation_owners = Owners(self.sql("SELECT id, owner FROM {schema}.conversations WHERE id = ANY(%s)"))
+        self.session_owners = Owners(self.sql("SELECT id, owner FROM {schema}.sessions WHERE id = ANY(%s)"))
         self.new_conversations = Rows(
             self.copier(
                 "{schema}.conversations",
-                "id, owner, title, tags, session_id, document_context, embedding_provider, created_at, updated_at",
+                "id, owner, title, tags, tag_terms, session_id, document_context, embedding_provider, created_at,"
+                " updated_at",
             )
         )
         self.conversations_per_session = Totals(lambda a, b: a + b, self._count_session_conversations)
-        self.new_messages = Rows(
-            self.copier(
-                "{schema}.messages", "conversation_id, seq, id, role, content, metadata, pinned, message_type, created_at"
-            )
-        )
+        self.new_messages = Rows(self._write_messages)
         # Per conversation: (messages added, first message's preview, latest time).
         self.message_totals = Totals(lambda a, b: (a[0] + b[0], a[1], max(a[2], b[2])), self._add_message_totals)
         # Per conversation: the batch's latest (title, time).
@@ -96,15 +114,28 @@ class PostgresHistoryView(PostgresView, HistoryView):
     def add_session(
         self, session_id: UUID, owner: str, name: str, description: str, kind: str, tags: list[str], at: datetime
     ) -> None:
+        self.session_owners.remember(session_id, owner)
+        seal = self.seals.for_writing(owner)
+        row = f"session:{session_id}:"
+        name_, description_, tags_ = (
+            (seal.seal(row + "name", name), seal.seal(row + "description", description), seal.seal_json(row + "tags", tags))
+            if seal is not None else (None, None, None)
+        )
         self.batch.execute(
             self.sql(
                 "INSERT INTO {schema}.sessions (id, owner, name, description, kind, tags, status,"
                 " created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, 'open', %s, %s)"
             ),
-            (session_id, owner, name, description, kind, tags, at, at),
+            (session_id, owner, name_, description_, kind, tags_, at, at),
         )
 
     def update_session(self, session_id: UUID, field: SessionField, value: Any, at: datetime) -> None:
+        if field in SEALED_SESSION_FIELDS:
+            self.batch.flush()
+            owner = self.session_owners.of(self.batch.cursor, [session_id]).get(session_id)
+            seal = self.seals.for_writing(owner) if owner is not None else None
+            row = f"session:{session_id}:{field}"
+            value = None if seal is None else seal.seal_json(row, value) if field == "tags" else seal.seal(row, value)
         self.batch.execute(
             self.sql("UPDATE {schema}.sessions SET {column} = %s, updated_at = %s WHERE id = %s", column=field),
             (value, at, session_id),
@@ -114,10 +145,18 @@ class PostgresHistoryView(PostgresView, HistoryView):
         self, conversation_id: UUID, owner: str, title: str, tags: list[str], session_id: UUID | None,
         document_context: dict[str, Any] | None, embedding_provider: str | None, at: datetime,
     ) -> None:
-        context = Jsonb(document_context) if document_context is not None else None
+        self.conversation_owners.remember(conversation_id, owner)
+        seal = self.seals.for_writing(owner)
+        row = f"conversation:{conversation_id}:"
+        if seal is None:
+            sealed: tuple[Any, ...] = (None, None, [], None)
+        else:
+            context = seal.seal_json(row + "context", document_context) if document_context is not None else None
+            sealed = (seal.seal(row + "title", title), seal.seal_json(row + "tags", tags), tag_terms(seal, tags), context)
+        title_, tags_, terms, context_ = sealed
         self.batch.append(
             self.new_conversations,
-            (conversation_id, owner, title, tags, session_id, context, embedding_provider, at, at),
+            (conversation_id, owner, title_, tags_, terms, session_id, context_, embedding_provider, at, at),
         )
 
     def count_session_conversations(self, session_id: UUID, added: int) -> None:
@@ -128,8 +167,7 @@ class PostgresHistoryView(PostgresView, HistoryView):
         pinned: bool, message_type: str, at: datetime,
     ) -> None:
         self.batch.append(
-            self.new_messages,
-            (conversation_id, seq, message_id, role, content, Jsonb(metadata), pinned, message_type, at),
+            self.new_messages, (conversation_id, seq, message_id, role, content, metadata, pinned, message_type, at)
         )
 
     def count_messages(self, conversation_id: UUID, added: int, preview: str, at: datetime) -> None:
@@ -139,9 +177,14 @@ class PostgresHistoryView(PostgresView, HistoryView):
         self.batch.accumulate(self.titles, conversation_id, (title, at))
 
     def retag_conversation(self, conversation_id: UUID, tags: list[str], at: datetime) -> None:
+        self.batch.flush()
+        owner = self.conversation_owners.of(self.batch.cursor, [conversation_id]).get(conversation_id)
+        seal = self.seals.for_writing(owner) if owner is not None else None
+        sealed = seal.seal_json(f"conversation:{conversation_id}:tags", tags) if seal is not None else None
+        terms = tag_terms(seal, tags) if seal is not None else []
         self.batch.execute(
-            self.sql("UPDATE {schema}.conversations SET tags = %s, updated_at = %s WHERE id = %s"),
-            (tags, at, conversation_id),
+            self.sql("UPDATE {schema}.conversations SET tags = %s, tag_terms = %s, updated_at = %s WHERE id = %s"),
+            (sealed, terms, at, conversation_id),
         )
 
     def delete_conversation(self, conversation_id: UUID) -> None:
@@ -155,13 +198,44 @@ class PostgresHistoryView(PostgresView, HistoryView):
         )
         self.batch.execute(self.sql("DELETE FROM {schema}.conversations WHERE id = %s"), (conversation_id,))
 
+    def _seals_of(self, cur: Cursor[Any], conversation_ids: list[UUID]) -> dict[UUID, UserSeal | None]:
+        """Each conversation's owner's seal (None: erased); a conversation not there is left out."""
+        owners = self.conversation_owners.of(cur, conversation_ids)
+        return {i: self.seals.for_writing(owner) for i, owner in owners.items()}
+
+    def _write_messages(self, cur: Cursor[Any], rows: list[tuple[Any, ...]]) -> None:
+        seals = self._seals_of(cur, [row[0] for row in rows])
+        sealed_rows = []
+        for conversation_id, seq, message_id, role, content, metadata, pinned, message_type, at in rows:
+            seal = seals.get(conversation_id)
+            row = f"message:{conversation_id}:{seq}:"
+            content_, metadata_ = (
+                (seal.seal(row + "content", content), seal.seal_json(row + "metadata", metadata))
+                if seal is not None else (None, None)
+            )
+            sealed_rows.append((conversation_id, seq, message_id, role, content_, metadata_, pinned, message_type, at))
+        self._copy_messages(cur, sealed_rows)
+
+    def _sealed_per_conversation(
+        self, cur: Cursor[Any], items: list[tuple[Any, Any]], column: str, text: int
+    ) -> list[tuple[Any, ...]]:
+        """The items' value at index `text` sealed as the conversation's `column`."""
+        seals = self._seals_of(cur, [key for key, _ in items])
+        sealed = []
+        for key, value in items:
+            seal = seals.get(key)
+            values = list(value)
+            values[text] = seal.seal(f"conversation:{key}:{column}", values[text]) if seal is not None else None
+            sealed.append((key, *values))
+        return sealed
+
     def _retitle(self, cur: Cursor[Any], items: list[tuple[Any, Any]]) -> None:
         cur.execute(
             self.sql(
                 "UPDATE {schema}.conversations c SET title = d.title, updated_at = greatest(c.updated_at, d.at)"
-                " FROM unnest(%b::uuid[], %b::text[], %b::timestamptz[]) AS d(id, title, at) WHERE c.id = d.id"
+                " FROM unnest(%b::uuid[], %b::bytea[], %b::timestamptz[]) AS d(id, title, at) WHERE c.id = d.id"
             ),
-            columns([(key, *value) for key, value in items], 3),
+            columns(self._sealed_per_conversation(cur, items, "title", 0), 3),
             prepare=True,
         )
 
@@ -176,13 +250,15 @@ class PostgresHistoryView(PostgresView, HistoryView):
         )
 
     def _add_message_totals(self, cur: Cursor[Any], items: list[tuple[Any, Any]]) -> None:
+        # Sealed whether or not it is kept: a conversation's first message is in no batch's
+        # hands but the first one's, which is the one whose preview is kept.
         cur.execute(
             self.sql(
                 "UPDATE {schema}.conversations c SET message_count = c.message_count + d.added,"
                 " first_message = coalesce(c.first_message, d.first), updated_at = greatest(c.updated_at, d.at)"
-                " FROM unnest(%b::uuid[], %b::int[], %b::text[], %b::timestamptz[]) AS d(id, added, first, at)"
+                " FROM unnest(%b::uuid[], %b::int[], %b::bytea[], %b::timestamptz[]) AS d(id, added, first, at)"
                 " WHERE c.id = d.id"
             ),
-            columns([(key, *value) for key, value in items], 4),
+            columns(self._sealed_per_conversation(cur, items, "first_message", 1), 4),
             prepare=True,
         )

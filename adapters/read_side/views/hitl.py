@@ -1,4 +1,8 @@
-"""The HITL read model's Postgres view (projections/hitl.py): conversations' owners and every checkpoint."""
+"""The HITL read model's Postgres view (projections/hitl.py): conversations' owners and every checkpoint.
+
+A checkpoint's step, prompt, data, edits and feedback are sealed under the owner's key
+(adapters/read_side/sealing.py) and opened by the query that reads them.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from psycopg.types.json import Jsonb
-
+from adapters.read_side.sealing import Owners, UserSeal
 from adapters.read_side.view import PostgresView
 from projections.hitl import HitlView
 
@@ -27,10 +30,10 @@ class PostgresHitlView(PostgresView, HitlView):
         seq bigint NOT NULL,
         owner text NOT NULL,
         conversation_id uuid NOT NULL,
-        step text NOT NULL,
+        step bytea,  -- sealed (NULL: the owner was erased before the row was written)
         checkpoint_type text NOT NULL,
-        prompt text NOT NULL,
-        data jsonb NOT NULL,
+        prompt bytea,
+        data bytea,
         conversation_mode boolean NOT NULL,
         status text NOT NULL,
         paused_at timestamptz NOT NULL,
@@ -38,10 +41,12 @@ class PostgresHitlView(PostgresView, HitlView):
         resumed_at timestamptz,
         expired_at timestamptz,
         approved boolean,
-        edits jsonb,
-        feedback text,
+        edits bytea,
+        feedback bytea,
         PRIMARY KEY (conversation_id, run_id, seq)
     );
+    ALTER TABLE {schema}.checkpoints ALTER COLUMN step SET STATISTICS 0, ALTER COLUMN prompt SET STATISTICS 0,
+        ALTER COLUMN data SET STATISTICS 0, ALTER COLUMN edits SET STATISTICS 0, ALTER COLUMN feedback SET STATISTICS 0;
     CREATE INDEX ON {schema}.checkpoints (owner, run_id, seq);
     CREATE INDEX ON {schema}.checkpoints (owner, status, paused_at);
     CREATE INDEX ON {schema}.checkpoints (conversation_id);
@@ -53,7 +58,17 @@ class PostgresHitlView(PostgresView, HitlView):
     DELETE FROM {schema}.conversations WHERE owner = %(owner)s
     """
 
+    def __init__(self, schema: str, **options: Any):
+        super().__init__(schema, **options)
+        self.owners = Owners(self.sql("SELECT id, owner FROM {schema}.conversations WHERE id = ANY(%s)"))
+
+    def _seal_of(self, conversation_id: UUID) -> UserSeal | None:
+        self.batch.flush()
+        owner = self.owners.of(self.batch.cursor, [conversation_id]).get(conversation_id)
+        return self.seals.for_writing(owner) if owner is not None else None
+
     def add_conversation(self, conversation_id: UUID, owner: str) -> None:
+        self.owners.remember(conversation_id, owner)
         self.batch.execute(
             self.sql("INSERT INTO {schema}.conversations (id, owner) VALUES (%s, %s)"), (conversation_id, owner)
         )
@@ -62,6 +77,12 @@ class PostgresHitlView(PostgresView, HitlView):
         self, conversation_id: UUID, run_id: str, seq: int, step: str, checkpoint_type: str, prompt: str,
         data: dict[str, Any], conversation_mode: bool, at: datetime, expires_at: datetime | None,
     ) -> None:
+        seal = self._seal_of(conversation_id)
+        row = f"checkpoint:{conversation_id}:{seq}:"
+        step_, prompt_, data_ = (
+            (seal.seal(row + "step", step), seal.seal(row + "prompt", prompt), seal.seal_json(row + "data", data))
+            if seal is not None else (None, None, None)
+        )
         self.batch.execute(
             self.sql(
                 "INSERT INTO {schema}.checkpoints (run_id, seq, owner, conversation_id, step, checkpoint_type,"
@@ -69,19 +90,24 @@ class PostgresHitlView(PostgresView, HitlView):
                 " SELECT %s, %s, c.owner, c.id, %s, %s, %s, %s, %s, 'paused', %s, %s"
                 " FROM {schema}.conversations c WHERE c.id = %s"
             ),
-            (run_id, seq, step, checkpoint_type, prompt, Jsonb(data), conversation_mode, at, expires_at, conversation_id),
+            (run_id, seq, step_, checkpoint_type, prompt_, data_, conversation_mode, at, expires_at, conversation_id),
         )
 
     def resume(
         self, conversation_id: UUID, run_id: str, approved: bool, edits: Any, feedback: str | None, at: datetime
     ) -> None:
+        # (sealed for the run's answer, which is its latest checkpoint's: the run and time name it)
+        seal = self._seal_of(conversation_id)
+        row = f"answer:{conversation_id}:{run_id}:{at.isoformat()}:"
+        edits_ = seal.seal_json(row + "edits", edits) if seal is not None else None
+        feedback_ = seal.seal(row + "feedback", feedback) if seal is not None and feedback is not None else None
         self.batch.execute(
             self.sql(
                 "UPDATE {schema}.checkpoints SET status = 'resumed', resumed_at = %(at)s, approved = %(approved)s,"
                 " edits = %(edits)s, feedback = %(feedback)s"
                 " WHERE conversation_id = %(conversation_id)s AND run_id = %(run_id)s AND seq = " + LATEST
             ),
-            {"at": at, "approved": approved, "edits": Jsonb(edits), "feedback": feedback,
+            {"at": at, "approved": approved, "edits": edits_, "feedback": feedback_,
              "run_id": run_id, "conversation_id": conversation_id},
         )
 

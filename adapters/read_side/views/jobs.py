@@ -1,4 +1,8 @@
-"""The jobs read model's Postgres view (projections/jobs.py): one row per job, updated in place."""
+"""The jobs read model's Postgres view (projections/jobs.py): one row per job, updated in place.
+
+A job's plan, result and error are sealed under the owner's key (adapters/read_side/sealing.py)
+and opened by the query that reads them.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,12 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from psycopg.types.json import Jsonb
-
+from adapters.read_side.sealing import Owners
 from adapters.read_side.view import PostgresView
 from projections.jobs import JOB_FIELDS, JobsView
 
 JSON_FIELDS = ("plan", "result")
+SEALED_FIELDS = ("plan", "result", "error")
 
 
 class PostgresJobsView(PostgresView, JobsView):
@@ -25,14 +29,16 @@ class PostgresJobsView(PostgresView, JobsView):
         progress integer NOT NULL,
         attempt integer NOT NULL,
         worker text,
-        plan jsonb,
-        result jsonb,
-        error text,
+        plan bytea,  -- sealed, as result and error
+        result bytea,
+        error bytea,
         artifact_id uuid,
         snapshot_chunks integer NOT NULL,
         created_at timestamptz NOT NULL,
         updated_at timestamptz NOT NULL
     );
+    ALTER TABLE {schema}.jobs ALTER COLUMN plan SET STATISTICS 0, ALTER COLUMN result SET STATISTICS 0,
+        ALTER COLUMN error SET STATISTICS 0;
     CREATE INDEX ON {schema}.jobs (owner, created_at DESC, id);
     CREATE INDEX ON {schema}.jobs (session_id, created_at DESC, id);
     CREATE INDEX ON {schema}.jobs (owner, status, created_at DESC)
@@ -42,9 +48,14 @@ class PostgresJobsView(PostgresView, JobsView):
     DELETE FROM {schema}.jobs WHERE owner = %(owner)s
     """
 
+    def __init__(self, schema: str, **options: Any):
+        super().__init__(schema, **options)
+        self.owners = Owners(self.sql("SELECT id, owner FROM {schema}.jobs WHERE id = ANY(%s)"))
+
     def add_job(
         self, job_id: UUID, owner: str, session_id: UUID, artifact_type: str, snapshot_chunks: int, at: datetime
     ) -> None:
+        self.owners.remember(job_id, owner)
         self.batch.execute(
             self.sql(
                 "INSERT INTO {schema}.jobs (id, owner, session_id, artifact_type, status, progress, attempt,"
@@ -58,7 +69,18 @@ class PostgresJobsView(PostgresView, JobsView):
         if unknown:
             raise ValueError(f"not a job's field: {sorted(unknown)}")
         assignments = ", ".join(f"{name} = %({name})s" for name in changes)  # names checked above
-        values = {k: Jsonb(v) if k in JSON_FIELDS and v is not None else v for k, v in changes.items()}
+        values = dict(changes)
+        sealed = [name for name in SEALED_FIELDS if changes.get(name) is not None]
+        if sealed:
+            self.batch.flush()
+            owner = self.owners.of(self.batch.cursor, [job_id]).get(job_id)
+            seal = self.seals.for_writing(owner) if owner is not None else None
+            for name in sealed:
+                row = f"job:{job_id}:{name}:{at.isoformat()}"
+                values[name] = (
+                    None if seal is None
+                    else seal.seal_json(row, changes[name]) if name in JSON_FIELDS else seal.seal(row, changes[name])
+                )
         self.batch.execute(
             self.sql("UPDATE {schema}.jobs SET " + assignments + ", updated_at = %(at)s WHERE id = %(id)s"),
             {**values, "at": at, "id": job_id},

@@ -1,4 +1,8 @@
-"""The stats read model's Postgres view (projections/stats.py): its tables and the statements its writes batch into."""
+"""The stats read model's Postgres view (projections/stats.py): its tables and the statements its writes batch into.
+
+Tags are counted by their blind terms (services/ports/sealing.py `tag_terms`); each tag's
+name is kept sealed under its owner's key beside its count, and opened by the query.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,18 @@ from uuid import UUID
 from psycopg import Cursor
 
 from adapters.read_side.batch import Rows, Totals, columns
+from adapters.read_side.sealing import Owners, UserSeal
 from adapters.read_side.view import PostgresView
 from projections.stats import StatsView
+from services.ports.sealing import tag_terms
+
+
+def sealed_tags(seal: UserSeal | None, tags: list[str]) -> list[tuple[str, bytes]]:
+    """Each tag's (term, sealed name); the name is sealed for the term, so every write of
+    one tag of one owner gives the same bytes. None for an erased owner's: no tags."""
+    if seal is None:
+        return []
+    return [(term, seal.seal(f"tag:{term}", tag)) for term, tag in zip(tag_terms(seal, tags), tags, strict=True)]
 
 
 class PostgresStatsView(PostgresView, StatsView):
@@ -23,7 +37,7 @@ class PostgresStatsView(PostgresView, StatsView):
     CREATE TABLE {schema}.conversations (
         id uuid PRIMARY KEY,
         owner text NOT NULL,
-        tags text[] NOT NULL,
+        tags text[] NOT NULL,  -- blind terms
         message_count integer NOT NULL DEFAULT 0,
         created_at timestamptz NOT NULL
     );
@@ -31,11 +45,14 @@ class PostgresStatsView(PostgresView, StatsView):
     -- Counts may fall to zero: readers skip those rows, writers never delete them.
     CREATE TABLE {schema}.tags (
         owner text NOT NULL,
-        tag text NOT NULL,
+        term text NOT NULL,
+        tag bytea NOT NULL,  -- sealed
         count integer NOT NULL,
-        PRIMARY KEY (owner, tag)
+        PRIMARY KEY (owner, term)
     );
-    CREATE INDEX ON {schema}.tags (owner, count DESC, tag);
+    ALTER TABLE {schema}.conversations ALTER COLUMN tags SET STATISTICS 0;
+    ALTER TABLE {schema}.tags ALTER COLUMN term SET STATISTICS 0, ALTER COLUMN tag SET STATISTICS 0;
+    CREATE INDEX ON {schema}.tags (owner, count DESC);
     -- total_tokens counts every artifact ever stored in the session (tokens spent stay
     -- spent), artifact_count only those not removed by retention.
     CREATE TABLE {schema}.sessions (
@@ -57,7 +74,9 @@ class PostgresStatsView(PostgresView, StatsView):
         super().__init__(schema, **options)
         self.conversations_started = Totals(lambda a, b: a + b, self._count_started)
         self.new_conversations = Rows(self.copier("{schema}.conversations", "id, owner, tags, created_at"))
-        self.tags_started = Totals(lambda a, b: a + b, self._count_started_tags)
+        self.owners = Owners(self.sql("SELECT id, owner FROM {schema}.conversations WHERE id = ANY(%s)"))
+        # Per (owner, term): (conversations added, sealed name).
+        self.tags_started = Totals(lambda a, b: (a[0] + b[0], a[1]), self._count_started_tags)
         self.messages_added = Totals(lambda a, b: a + b, self._add_messages)
         # Per (session, owner): (artifacts added or removed, tokens).
         self.session_artifacts = Totals(lambda a, b: (a[0] + b[0], a[1] + b[1]), self._count_artifacts)
@@ -73,10 +92,14 @@ class PostgresStatsView(PostgresView, StatsView):
         self.batch.accumulate(self.conversations_started, owner, added)
 
     def add_conversation(self, conversation_id: UUID, owner: str, tags: list[str], at: datetime) -> None:
-        self.batch.append(self.new_conversations, (conversation_id, owner, tags, at))
+        self.owners.remember(conversation_id, owner)
+        seal = self.seals.for_writing(owner)
+        terms = [term for term, _ in sealed_tags(seal, tags)]
+        self.batch.append(self.new_conversations, (conversation_id, owner, terms, at))
 
     def count_tag(self, owner: str, tag: str, added: int) -> None:
-        self.batch.accumulate(self.tags_started, (owner, tag), added)
+        for term, name in sealed_tags(self.seals.for_writing(owner), [tag]):
+            self.batch.accumulate(self.tags_started, (owner, term), (added, name))
 
     def count_messages(self, conversation_id: UUID, added: int) -> None:
         self.batch.accumulate(self.messages_added, conversation_id, added)
@@ -88,19 +111,22 @@ class PostgresStatsView(PostgresView, StatsView):
         # The old tags live in this read model's own row, read inside the same statement.
         self.batch.execute(
             self.sql(
-                "WITH old AS (SELECT owner, unnest(tags) AS tag FROM {schema}.conversations WHERE id = %s)"
+                "WITH old AS (SELECT owner, unnest(tags) AS term FROM {schema}.conversations WHERE id = %s)"
                 " UPDATE {schema}.tags t SET count = t.count - 1 FROM old"
-                " WHERE t.owner = old.owner AND t.tag = old.tag"
+                " WHERE t.owner = old.owner AND t.term = old.term"
             ),
             (conversation_id,),
         )
+        owner = self.owners.of(self.batch.cursor, [conversation_id]).get(conversation_id)
+        new = sealed_tags(self.seals.for_writing(owner), tags) if owner is not None else []
         self.batch.execute(
             self.sql(
                 "WITH c AS (UPDATE {schema}.conversations SET tags = %s WHERE id = %s RETURNING owner)"
-                " INSERT INTO {schema}.tags (owner, tag, count) SELECT c.owner, t, 1 FROM c, unnest(%b::text[]) t"
-                " ON CONFLICT (owner, tag) DO UPDATE SET count = {schema}.tags.count + 1"
+                " INSERT INTO {schema}.tags (owner, term, tag, count) SELECT c.owner, t.term, t.tag, 1"
+                " FROM c, unnest(%b::text[], %b::bytea[]) AS t(term, tag)"
+                " ON CONFLICT (owner, term) DO UPDATE SET count = {schema}.tags.count + 1"
             ),
-            (tags, conversation_id, tags),
+            ([term for term, _ in new], conversation_id, *columns(new, 2)),
         )
 
     def delete_conversation(self, conversation_id: UUID) -> None:
@@ -110,7 +136,7 @@ class PostgresStatsView(PostgresView, StatsView):
                 " users AS (UPDATE {schema}.users u SET conversations = u.conversations - 1,"
                 " messages = u.messages - gone.message_count FROM gone WHERE u.owner = gone.owner)"
                 " UPDATE {schema}.tags t SET count = t.count - 1 FROM gone"
-                " WHERE t.owner = gone.owner AND t.tag = ANY(gone.tags)"
+                " WHERE t.owner = gone.owner AND t.term = ANY(gone.tags)"
             ),
             (conversation_id,),
         )
@@ -138,13 +164,14 @@ class PostgresStatsView(PostgresView, StatsView):
             prepare=True,
         )
 
-    def _count_started_tags(self, cur: Cursor[Any], items: list[tuple[tuple[str, str], int]]) -> None:
+    def _count_started_tags(self, cur: Cursor[Any], items: list[tuple[tuple[str, str], tuple[int, bytes]]]) -> None:
         cur.execute(
             self.sql(
-                "INSERT INTO {schema}.tags (owner, tag, count) SELECT * FROM unnest(%b::text[], %b::text[], %b::int[])"
-                " ON CONFLICT (owner, tag) DO UPDATE SET count = {schema}.tags.count + excluded.count"
+                "INSERT INTO {schema}.tags (owner, term, tag, count)"
+                " SELECT * FROM unnest(%b::text[], %b::text[], %b::bytea[], %b::int[])"
+                " ON CONFLICT (owner, term) DO UPDATE SET count = {schema}.tags.count + excluded.count"
             ),
-            columns([(owner, tag, n) for (owner, tag), n in items], 3),
+            columns([(owner, term, name, n) for (owner, term), (n, name) in items], 4),
             prepare=True,
         )
 
