@@ -1,0 +1,273 @@
+"""`./dev bench edges`, the attacks on the bus: a victim's latency over NATS while one user
+asks for costly Pareto fronts, floods the service with requests it refuses, or floods the
+auth callout with bad connects, beside the same requests idle.
+
+A closed nats-server (auth callout) of its own and a fresh `chronicle serve` with the
+default per-user limits. The victim sends `sessions.list` one at a time (and, for the
+connect flood, connects one at a time); every figure is the victim's, with the outcomes
+that were not `ok` counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import collections
+import contextlib
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import orjson
+from chronicle_client import ChronicleClient, ChronicleError
+
+from adapters.auth import TokenAuthority
+from adapters.embedded import BusSecrets, EmbeddedNats
+from adapters.store.postgres import PostgresTarget, migrate
+from bench.report import Report
+from bench.servers import BenchServers
+from bench.service import ServiceProcess
+
+PARETO_TRIALS, PARETO_OBJECTIVES = 2_000, 16
+PARETO_IN_FLIGHT = 8  # the attacker's Pareto queries at once
+
+
+async def ask(client: ChronicleClient, subject: str, payload: Mapping[str, object], *, token: str | None = None,
+              timeout: float = 30.0) -> dict[str, object]:
+    """One request as the client sends it, with a timeout and (optionally) another token in its header."""
+    headers = {"Authorization": f"Bearer {token or client.token}"}
+    reply = orjson.loads((await client.nc.request(f"{client.prefix}.{subject}", orjson.dumps(payload),
+                                                   timeout=timeout, headers=headers)).data)
+    if not reply.get("ok"):
+        raise ChronicleError(reply["error"]["code"], reply["error"].get("message", ""))
+    return dict(reply["data"])
+
+
+async def victim_requests(client: ChronicleClient, samples: int, until: asyncio.Event | None = None) -> tuple[list[float], collections.Counter[str]]:
+    """`samples` sessions.list one at a time (or, with `until`, as many as fit before it is set)."""
+    latencies: list[float] = []
+    outcomes: collections.Counter[str] = collections.Counter()
+    while len(latencies) < samples if until is None else not until.is_set():
+        started = time.perf_counter()
+        try:
+            await client.sessions.list()
+            outcomes["ok"] += 1
+        except ChronicleError as error:
+            outcomes[error.code] += 1
+        except Exception as error:  # (a timeout: counted, the victim goes on)
+            outcomes[type(error).__name__] += 1
+        latencies.append((time.perf_counter() - started) * 1000)
+    return latencies, outcomes
+
+
+def not_ok(outcomes: collections.Counter[str]) -> str:
+    bad = {code: n for code, n in outcomes.items() if code != "ok"}
+    return ", ".join(f"{n} {code}" for code, n in sorted(bad.items())) or "all ok"
+
+
+@contextlib.asynccontextmanager
+async def running(work: Callable[[asyncio.Event], Awaitable[object]]) -> AsyncIterator[asyncio.Event]:
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(work(stop))
+    try:
+        yield stop
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def wide_optimization(client: ChronicleClient) -> object:
+    """An optimization of PARETO_TRIALS trials, each scored on PARETO_OBJECTIVES metrics."""
+    rng = random.Random(29)
+    state = client.optimization(name="wide", optimizer="nsga", direction="maximize")
+    round = await state.start_round()
+    trials = [{"candidate": {"n": n}, "score": rng.random(),
+               "metrics": {f"m{k}": rng.random() for k in range(PARETO_OBJECTIVES)}} for n in range(PARETO_TRIALS)]
+    for start in range(0, len(trials), 500):
+        await state.record_trials(round, trials[start:start + 500])
+    return state.optimization_id
+
+
+async def pareto_attack(service: ServiceProcess, url: str, victim: ChronicleClient, args: argparse.Namespace, report: Report) -> None:
+    bulk = TokenAuthority(secret=service.jwt_secret).issue("optimizer", claims={"roles": ["bulk"]})
+    attacker = await ChronicleClient.connect(url, bulk, prefix=service.subject_prefix)
+    try:
+        optimization_id = await wide_optimization(attacker)
+        front_of = {"optimization_id": str(optimization_id), "objectives": [f"m{k}" for k in range(PARETO_OBJECTIVES)]}
+        await ask(attacker, "query.optimizations.pareto", {**front_of, "min_position": attacker.last_position}, timeout=60)
+        alone = []
+        for _ in range(args.pareto_samples):
+            started = time.perf_counter()
+            front = await ask(attacker, "query.optimizations.pareto", front_of, timeout=60)
+            alone.append((time.perf_counter() - started) * 1000)
+        report.add_percentiles(f"optimizations.pareto itself, {PARETO_TRIALS:,} trials x {PARETO_OBJECTIVES} objectives",
+                               alone, note=f"front of {len(front['front']):,}")  # type: ignore[arg-type]
+
+        async def keep_asking(stop: asyncio.Event) -> None:
+            async def one_after_another() -> None:
+                while not stop.is_set():
+                    with contextlib.suppress(ChronicleError, TimeoutError):
+                        await ask(attacker, "query.optimizations.pareto", front_of, timeout=60)
+            await asyncio.gather(*(one_after_another() for _ in range(PARETO_IN_FLIGHT)))
+
+        async with running(keep_asking):
+            await asyncio.sleep(0.5)  # (the attack in place: a load, not a negative being proved)
+            latencies, outcomes = await victim_requests(victim, args.samples)
+        report.add_percentiles(f"sessions.list, {PARETO_IN_FLIGHT} Pareto fronts at once", latencies, note=not_ok(outcomes))
+    finally:
+        await attacker.close()
+
+
+def forged(token: str) -> str:
+    """The token with another signature: well formed, refused by its signature."""
+    head, body, _ = token.split(".")
+    return f"{head}.{body}.{base64.urlsafe_b64encode(os.urandom(32)).rstrip(b'=').decode()}"
+
+
+async def refused_flood(service: ServiceProcess, url: str, victim: ChronicleClient, args: argparse.Namespace, report: Report) -> None:
+    """One user's requests refused three ways in turn: over budget, a bad token in the
+    header, an invalid payload; `window` of them in flight."""
+    mallory = await ChronicleClient.connect(url, service.token("mallory"), prefix=service.subject_prefix)
+    good = mallory.token
+    bad = forged(good)
+    sent = collections.Counter[str]()
+
+    async def flood(stop: asyncio.Event) -> None:
+        window = asyncio.Semaphore(args.window)
+
+        async def one(n: int) -> None:
+            try:
+                kind = n % 3
+                payload: dict[str, object] = {"limit": 0} if kind == 2 else {}
+                await ask(mallory, "query.sessions.list", payload, token=bad if kind == 1 else good)
+                sent["ok"] += 1
+            except ChronicleError as error:
+                sent[error.code] += 1
+            except Exception as error:
+                sent[type(error).__name__] += 1
+            finally:
+                window.release()
+
+        tasks = []
+        for n in range(args.refused):
+            await window.acquire()
+            tasks.append(asyncio.ensure_future(one(n)))
+        await asyncio.gather(*tasks)
+        stop.set()
+
+    try:
+        started = time.perf_counter()
+        async with running(flood) as done:
+            await asyncio.sleep(0.2)
+            latencies, outcomes = await victim_requests(victim, 0, until=done)
+        seconds = time.perf_counter() - started
+        report.add_percentiles(f"sessions.list, one user's {args.refused:,} refused requests", latencies,
+                               note=f"{not_ok(outcomes)}; the flood {args.refused / seconds:,.0f}/s: {not_ok(sent)}")
+    finally:
+        await mallory.close()
+
+
+async def bad_connect(host: str, port: int, token: str) -> bool:
+    """A raw connect with `token`; whether the server refused it."""
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        await reader.readline()  # INFO
+        connect = orjson.dumps({"auth_token": token, "verbose": False, "pedantic": False, "protocol": 1, "headers": True})
+        writer.write(b"CONNECT " + connect + b"\r\nPING\r\n")
+        return (await reader.readline()).startswith(b"-ERR")
+    finally:
+        writer.close()
+
+
+async def connect_flood(service: ServiceProcess, url: str, args: argparse.Namespace, report: Report) -> None:
+    """Bad connects at `connects_per_second` (forged signatures, malformed strings and one
+    token refused again and again, in turn), and a user connecting now and then."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 4222
+    good = service.token("connector")
+    forged_once = forged(good)
+    tokens = [lambda: forged(good), lambda: base64.urlsafe_b64encode(os.urandom(24)).decode(), lambda: forged_once]
+    refused = collections.Counter[str]()
+
+    async def victim_connects(count: int) -> list[float]:
+        latencies = []
+        for _ in range(count):
+            started = time.perf_counter()
+            client = await ChronicleClient.connect(url, good, prefix=service.subject_prefix)
+            latencies.append((time.perf_counter() - started) * 1000)
+            await client.close()
+            await asyncio.sleep(0.02)
+        return latencies
+
+    async def flood(stop: asyncio.Event) -> None:
+        pending: set[asyncio.Future[bool]] = set()
+        n, started = 0, time.perf_counter()
+        while not stop.is_set():
+            due = int((time.perf_counter() - started) * args.connects_per_second)
+            while n < due and len(pending) < 2_000:
+                task = asyncio.ensure_future(bad_connect(host, port, tokens[n % 3]()))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+                n += 1
+            await asyncio.sleep(0.005)
+        results = await asyncio.gather(*pending, return_exceptions=True)
+        refused["sent"] = n
+        refused["per second"] = round(n / (time.perf_counter() - started))
+        refused["not refused"] = sum(1 for r in results if r is not True)
+
+    alone = await victim_connects(args.connect_samples)
+    report.add_percentiles("a user's connect, idle", alone)
+    async with running(flood):
+        await asyncio.sleep(0.5)
+        latencies = await victim_connects(args.connect_samples)
+    report.add_percentiles(f"a user's connect, {args.connects_per_second:,} bad connects/s", latencies,
+                           note=f"{refused['per second']:,}/s reached" if refused else "")
+
+
+async def measure(service: ServiceProcess, url: str, args: argparse.Namespace, report: Report) -> None:
+    victim = await ChronicleClient.connect(url, service.token("victim"), prefix=service.subject_prefix)
+    try:
+        await victim_requests(victim, 20)  # warm
+        latencies, outcomes = await victim_requests(victim, args.samples)
+        report.add_percentiles("sessions.list, idle", latencies, note=not_ok(outcomes))
+        attacks = set(args.attacks)
+        if "pareto" in attacks:
+            await pareto_attack(service, url, victim, args, report)
+        if "refused" in attacks:
+            await refused_flood(service, url, victim, args, report)
+    finally:
+        await victim.close()
+    if "connects" in attacks:
+        await connect_flood(service, url, args, report)
+
+
+def run(servers: BenchServers, workdir: Path, args: argparse.Namespace, report: Report) -> None:
+    auth = BusSecrets.new()
+    nats_server = EmbeddedNats(workdir / "nats", auth=auth)
+    users_url = nats_server.start()
+    settings = {"CHRONICLE_NATS_CALLOUT_URL": auth.callout_url(users_url), "CHRONICLE_NATS_CALLOUT_SEED": auth.issuer_seed}
+    try:
+        with servers.fresh_database(False) as url:
+            migrate(PostgresTarget(url))
+            service = ServiceProcess.fresh(url, auth.service_url(users_url), workdir / "bus-service", settings)
+            service.limited = True  # the default per-user limits: what the attacks run into
+            service.workdir.mkdir()
+            service.start()
+            with service.stopped_afterwards():
+                asyncio.run(measure(service, users_url, args, report))
+    finally:
+        nats_server.stop()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--attacks", nargs="+", default=["gateways", "pareto", "refused", "connects"],
+                   choices=["gateways", "pareto", "refused", "connects"], help="which attacks to run (default all)")
+    p.add_argument("--pareto-samples", type=int, default=10, help="Pareto queries timed alone (default 10)")
+    p.add_argument("--refused", type=int, default=30_000, help="requests in the refused flood (default 30,000)")
+    p.add_argument("--window", type=int, default=500, help="the refused flood's requests in flight (default 500)")
+    p.add_argument("--connects-per-second", type=int, default=2_000, help="bad connects a second (default 2,000)")
+    p.add_argument("--connect-samples", type=int, default=100, help="a user's connects timed per case (default 100)")
