@@ -229,7 +229,9 @@ async def connect_flood(service: ServiceProcess, url: str, args: argparse.Namesp
 
 
 async def measure(service: ServiceProcess, url: str, args: argparse.Namespace, report: Report) -> None:
-    victim = await ChronicleClient.connect(url, service.token("victim"), prefix=service.subject_prefix)
+    # The victim's own budget holds all its samples (the bulk role: 100 times the default).
+    token = TokenAuthority(secret=service.jwt_secret).issue("victim", claims={"roles": ["bulk"]})
+    victim = await ChronicleClient.connect(url, token, prefix=service.subject_prefix)
     try:
         await victim_requests(victim, 20)  # warm
         latencies, outcomes = await victim_requests(victim, args.samples)
