@@ -263,14 +263,7 @@ MAX_PARETO_TRIALS_MANY_OBJECTIVES = 2_000  # three or more: n × front
 
 async def pareto(queries: Queries, user: str, q: ParetoQuery) -> Wire[ParetoFront]:
     optimization = await summary(queries, user, q.optimization_id)
-    objectives = list(dict.fromkeys(q.objectives or ["score"]))
-    unknown = set(q.directions) - set(objectives)
-    if unknown:
-        raise ChronicleError(
-            "invalid",
-            f"directions name objectives not asked for: {', '.join(sorted(unknown))}",
-            [{"field": "directions", "rule": "objective"}],
-        )
+    objectives = list(dict.fromkeys(q.objectives or ["score"]))  # (directions name only these: ParetoQuery)
     directions = {name: q.directions.get(name, optimization["direction"]) for name in objectives}
     last_round = " AND round_index = (SELECT max(round_index) FROM rm_optimizations.rounds WHERE optimization_id = %(id)s)"
     # Invalidated trials are left out of every front.
@@ -293,7 +286,7 @@ async def pareto(queries: Queries, user: str, q: ParetoQuery) -> Wire[ParetoFron
     for trial in trials:
         values = tuple(objective_value(trial, name) for name in objectives)
         if None not in values:
-            points.append((trial, values))
+            points.append(((trial, values), values))
     wanted = tuple(directions[name] for name in objectives)
     front = await asyncio.to_thread(pareto_front, points, wanted)  # type: ignore[arg-type]  # off the event loop
     return Wire({
@@ -306,7 +299,7 @@ async def pareto(queries: Queries, user: str, q: ParetoQuery) -> Wire[ParetoFron
                 **{k: trial[k] for k in ("trial_index", "round_index", "candidate_id", "candidate")},
                 "objectives": dict(zip(objectives, values, strict=True)),
             }
-            for trial, values in ((t, tuple(objective_value(t, n) for n in objectives)) for t in front)
+            for trial, values in front
         ],
         "considered": len(points),
     })
