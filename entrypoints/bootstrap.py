@@ -25,6 +25,7 @@ import nats
 from chronicle_contract.audit import RecordRead
 from chronicle_contract.bus import usage_subject, user_permissions
 from chronicle_contract.hitl import hitl_stream, hitl_taken_bucket
+from nats.aio.client import Client as NATS
 
 from adapters.auth import TokenAuthority
 from adapters.errors import DriverFailures, statement_failed
@@ -32,7 +33,7 @@ from adapters.generation.agent_offline import OfflineAgent
 from adapters.generation.agent_openai import OpenAIAgent
 from adapters.generation.generator_offline import OfflineGenerator
 from adapters.generation.generator_openai import OpenAICompatibleGenerator
-from adapters.messaging.callout import AuthCallout
+from adapters.messaging.callout import AuthCallout, CalloutThread
 from adapters.messaging.connect import connect_options
 from adapters.messaging.fair_share import FairShare, Limits
 from adapters.messaging.jetstream import JetStreams, remove_stream
@@ -426,13 +427,16 @@ class Chronicle:
         """Users' connections are authorized here: their bearer token, checked as on every
         request, and their permissions (clients/python/chronicle_contract/bus.py)."""
         settings = self.settings
-        nc = await nats.connect(**connect_options(callout.url), name=f"{settings.service_name}-auth", max_reconnect_attempts=-1,
-                                reconnect_time_wait=0.5, error_cb=nats_error)
-        self._stack.push_async_callback(nc.drain)
-        await self._run(AuthCallout(
+
+        async def connect() -> NATS:
+            return await nats.connect(**connect_options(callout.url), name=f"{settings.service_name}-auth",
+                                      max_reconnect_attempts=-1, reconnect_time_wait=0.5, error_cb=nats_error)
+
+        # On a thread of its own: a flood of bad connects does not queue behind requests, nor they behind it.
+        await self._run(CalloutThread(connect, lambda nc: AuthCallout(
             nc, callout.issuer_seed, verify=self.authority.verify, account=settings.nats_account,
             permissions=functools.partial(user_permissions, settings.subject_prefix),
-        ))
+        )))
 
     def _scrape(self, name: str, source: Source) -> None:
         """Have scrapes read `source` until this instance stops."""
