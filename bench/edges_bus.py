@@ -17,6 +17,8 @@ import collections
 import contextlib
 import os
 import random
+import signal
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
@@ -187,16 +189,43 @@ async def bad_connect(host: str, port: int, token: str) -> bool:
         writer.close()
 
 
+async def flood_connects(host: str, port: int, per_second: int, good: str, stop: asyncio.Event) -> dict[str, int]:
+    """Bad connects at `per_second` (forged signatures, malformed strings and one token refused
+    again and again, in turn) until `stop`; how many were sent and how many not refused."""
+    forged_once = forged(good)
+    tokens = [lambda: forged(good), lambda: base64.urlsafe_b64encode(os.urandom(24)).decode(), lambda: forged_once]
+    pending: set[asyncio.Future[bool]] = set()
+    results: list[bool] = []
+    n, started = 0, time.perf_counter()
+    while not stop.is_set():
+        due = int((time.perf_counter() - started) * per_second)
+        while n < due and len(pending) < 2_000:
+            task = asyncio.ensure_future(bad_connect(host, port, tokens[n % 3]()))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            task.add_done_callback(lambda done: results.append(not done.cancelled() and done.exception() is None
+                                                               and done.result()))
+            n += 1
+        await asyncio.sleep(0.005)
+    await asyncio.gather(*pending, return_exceptions=True)
+    return {"sent": n, "per_second": round(n / (time.perf_counter() - started)), "not_refused": results.count(False)}
+
+
+async def attacker_process(argv: list[str]) -> None:
+    """`python -m bench.edges_bus HOST PORT PER_SECOND TOKEN`: the connect flood in a process of
+    its own (in the victim's, it would slow the victim's own event loop), until SIGTERM; prints
+    its counts as JSON."""
+    host, port, per_second, good = argv[0], int(argv[1]), int(argv[2]), argv[3]
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    print(orjson.dumps(await flood_connects(host, port, per_second, good, stop)).decode(), flush=True)
+
+
 async def connect_flood(service: ServiceProcess, url: str, args: argparse.Namespace, report: Report) -> None:
-    """Bad connects at `connects_per_second` (forged signatures, malformed strings and one
-    token refused again and again, in turn), and a user connecting now and then."""
+    """A user connecting now and then, alone and while another process sends bad connects."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 4222
     good = service.token("connector")
-    forged_once = forged(good)
-    tokens = [lambda: forged(good), lambda: base64.urlsafe_b64encode(os.urandom(24)).decode(), lambda: forged_once]
-    refused = collections.Counter[str]()
-
     failed = collections.Counter[str]()
 
     async def victim_connects(count: int) -> list[float]:
@@ -217,30 +246,22 @@ async def connect_flood(service: ServiceProcess, url: str, args: argparse.Namesp
             await asyncio.sleep(0.02)
         return latencies
 
-    async def flood(stop: asyncio.Event) -> None:
-        pending: set[asyncio.Future[bool]] = set()
-        n, started = 0, time.perf_counter()
-        while not stop.is_set():
-            due = int((time.perf_counter() - started) * args.connects_per_second)
-            while n < due and len(pending) < 2_000:
-                task = asyncio.ensure_future(bad_connect(host, port, tokens[n % 3]()))
-                pending.add(task)
-                task.add_done_callback(pending.discard)
-                n += 1
-            await asyncio.sleep(0.005)
-        results = await asyncio.gather(*pending, return_exceptions=True)
-        refused["sent"] = n
-        refused["per second"] = round(n / (time.perf_counter() - started))
-        refused["not refused"] = sum(1 for r in results if r is not True)
-
     alone = await victim_connects(args.connect_samples)
     report.add_percentiles("a user's connect, idle", alone, note=not_ok(failed))
     failed.clear()
-    async with running(flood):
-        await asyncio.sleep(0.5)
+    attacker = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.edges_bus", host, str(port), str(args.connects_per_second), good,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        await asyncio.sleep(1.0)  # (the attack in place: a load, not a negative being proved)
         latencies = await victim_connects(args.connect_samples)
+    finally:
+        attacker.terminate()
+        out, _ = await attacker.communicate()
+    sent = orjson.loads(out.splitlines()[-1]) if out.strip() else {"per_second": 0, "not_refused": -1}
     report.add_percentiles(f"a user's connect, {args.connects_per_second:,} bad connects/s", latencies,
-                           note=f"{not_ok(failed)}; {refused['per second']:,}/s reached, {refused['not refused']} not refused")
+                           note=f"{not_ok(failed)}; {sent['per_second']:,}/s reached, {sent['not_refused']} not refused")
 
 
 async def measure(service: ServiceProcess, url: str, args: argparse.Namespace, report: Report) -> None:
@@ -288,3 +309,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=int, default=500, help="the refused flood's requests in flight (default 500)")
     p.add_argument("--connects-per-second", type=int, default=2_000, help="bad connects a second (default 2,000)")
     p.add_argument("--connect-samples", type=int, default=100, help="a user's connects timed per case (default 100)")
+
+
+if __name__ == "__main__":
+    asyncio.run(attacker_process(sys.argv[1:]))
