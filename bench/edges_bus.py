@@ -134,47 +134,54 @@ def forged(token: str) -> str:
     return f"{head}.{body}.{base64.urlsafe_b64encode(os.urandom(32)).rstrip(b'=').decode()}"
 
 
-async def refused_flood(service: ServiceProcess, url: str, victim: ChronicleClient, args: argparse.Namespace, report: Report) -> None:
-    """One user's requests refused three ways in turn: over budget, a bad token in the
-    header, an invalid payload; `window` of them in flight."""
-    mallory = await ChronicleClient.connect(url, service.token("mallory"), prefix=service.subject_prefix)
-    good = mallory.token
-    bad = forged(good)
+async def flood_refused(url: str, prefix: str, token: str, count: int, window: int) -> dict[str, int]:
+    """One user's `count` requests refused three ways in turn: over budget, a forged token in
+    the header, an invalid payload; `window` of them in flight. Outcomes by code, and the rate."""
+    mallory = await ChronicleClient.connect(url, token, prefix=prefix)
+    bad = forged(token)
     sent = collections.Counter[str]()
+    slots = asyncio.Semaphore(window)
 
-    async def flood(stop: asyncio.Event) -> None:
-        window = asyncio.Semaphore(args.window)
+    async def one(n: int) -> None:
+        try:
+            kind = n % 3
+            payload: dict[str, object] = {"limit": 0} if kind == 2 else {}
+            await ask(mallory, "query.sessions.list", payload, token=bad if kind == 1 else token)
+            sent["ok"] += 1
+        except ChronicleError as error:
+            sent[error.code] += 1
+        except Exception as error:
+            sent[type(error).__name__] += 1
+        finally:
+            slots.release()
 
-        async def one(n: int) -> None:
-            try:
-                kind = n % 3
-                payload: dict[str, object] = {"limit": 0} if kind == 2 else {}
-                await ask(mallory, "query.sessions.list", payload, token=bad if kind == 1 else good)
-                sent["ok"] += 1
-            except ChronicleError as error:
-                sent[error.code] += 1
-            except Exception as error:
-                sent[type(error).__name__] += 1
-            finally:
-                window.release()
+    started = time.perf_counter()
+    tasks = []
+    for n in range(count):
+        await slots.acquire()
+        tasks.append(asyncio.ensure_future(one(n)))
+    await asyncio.gather(*tasks)
+    await mallory.close()
+    return {**sent, "per_second": round(count / (time.perf_counter() - started))}
 
-        tasks = []
-        for n in range(args.refused):
-            await window.acquire()
-            tasks.append(asyncio.ensure_future(one(n)))
-        await asyncio.gather(*tasks)
-        stop.set()
 
-    try:
-        started = time.perf_counter()
-        async with running(flood) as done:
-            await asyncio.sleep(0.2)
-            latencies, outcomes = await victim_requests(victim, 0, until=done)
-        seconds = time.perf_counter() - started
-        report.add_percentiles(f"sessions.list, one user's {args.refused:,} refused requests", latencies,
-                               note=f"{not_ok(outcomes)}; the flood {args.refused / seconds:,.0f}/s: {not_ok(sent)}")
-    finally:
-        await mallory.close()
+async def refused_flood(service: ServiceProcess, url: str, victim: ChronicleClient, args: argparse.Namespace, report: Report) -> None:
+    """The victim's reads while another process floods (in the victim's, the flood's replies
+    would slow the victim's own event loop)."""
+    attacker = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.edges_bus", "refused", url, service.subject_prefix, service.token("mallory"),
+        str(args.refused), str(args.window), stdout=asyncio.subprocess.PIPE,
+    )
+    done = asyncio.Event()
+    output = asyncio.ensure_future(attacker.communicate())
+    output.add_done_callback(lambda _: done.set())
+    await asyncio.sleep(0.5)
+    latencies, outcomes = await victim_requests(victim, 0, until=done)
+    out, _ = await output
+    sent = orjson.loads(out.splitlines()[-1])
+    rate = sent.pop("per_second")
+    report.add_percentiles(f"sessions.list, one user's {args.refused:,} refused requests", latencies,
+                           note=f"{not_ok(outcomes)}; the flood {rate:,}/s: {not_ok(collections.Counter(sent))}")
 
 
 async def bad_connect(host: str, port: int, token: str) -> bool:
@@ -212,10 +219,14 @@ async def flood_connects(host: str, port: int, per_second: int, good: str, stop:
 
 
 async def attacker_process(argv: list[str]) -> None:
-    """`python -m bench.edges_bus HOST PORT PER_SECOND TOKEN`: the connect flood in a process of
-    its own (in the victim's, it would slow the victim's own event loop), until SIGTERM; prints
-    its counts as JSON."""
-    host, port, per_second, good = argv[0], int(argv[1]), int(argv[2]), argv[3]
+    """`python -m bench.edges_bus connects HOST PORT PER_SECOND TOKEN` (until SIGTERM) or
+    `python -m bench.edges_bus refused URL PREFIX TOKEN COUNT WINDOW`: an attack in a process
+    of its own; prints its counts as JSON."""
+    if argv[0] == "refused":
+        url, prefix, token, count, window = argv[1:6]
+        print(orjson.dumps(await flood_refused(url, prefix, token, int(count), int(window))).decode(), flush=True)
+        return
+    host, port, per_second, good = argv[1], int(argv[2]), int(argv[3]), argv[4]
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     print(orjson.dumps(await flood_connects(host, port, per_second, good, stop)).decode(), flush=True)
@@ -250,7 +261,7 @@ async def connect_flood(service: ServiceProcess, url: str, args: argparse.Namesp
     report.add_percentiles("a user's connect, idle", alone, note=not_ok(failed))
     failed.clear()
     attacker = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.edges_bus", host, str(port), str(args.connects_per_second), good,
+        sys.executable, "-m", "bench.edges_bus", "connects", host, str(port), str(args.connects_per_second), good,
         stdout=asyncio.subprocess.PIPE,
     )
     try:
