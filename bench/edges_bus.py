@@ -249,7 +249,15 @@ async def attacker_process(argv: list[str]) -> None:
     print(orjson.dumps(await flood_connects(host, port, per_second, good, stop)).decode(), flush=True)
 
 
-async def connect_flood(service: ServiceProcess, url: str, args: argparse.Namespace, report: Report) -> None:
+def cpu_seconds(pid: int) -> float:
+    """The user and system CPU a process has used (Linux: /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def connect_flood(
+    service: ServiceProcess, url: str, nats_pid: int, args: argparse.Namespace, report: Report
+) -> None:
     """A user connecting now and then, alone and while another process sends bad connects."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 4222
@@ -281,18 +289,24 @@ async def connect_flood(service: ServiceProcess, url: str, args: argparse.Namesp
         sys.executable, "-m", "bench.edges_bus", "connects", host, str(port), str(args.connects_per_second), good,
         stdout=asyncio.subprocess.PIPE,
     )
+    processes = {"nats-server": nats_pid, "service (callout included)": service.pid, "attacker": attacker.pid}
     try:
         await asyncio.sleep(1.0)  # (the attack in place: a load, not a negative being proved)
+        before, started = {name: cpu_seconds(pid) for name, pid in processes.items()}, time.perf_counter()
         latencies = await victim_connects(args.connect_samples)
+        spent = {name: cpu_seconds(pid) - before[name] for name, pid in processes.items()}
+        elapsed = time.perf_counter() - started
     finally:
         attacker.terminate()
         out, _ = await attacker.communicate()
+    for name, seconds in spent.items():
+        report.add(f"CPU during the connect flood: {name}", seconds / elapsed * 100, "% of a core")
     sent = orjson.loads(out.splitlines()[-1]) if out.strip() else {"per_second": 0, "not_refused": -1}
     report.add_percentiles(f"a user's connect, {args.connects_per_second:,} bad connects/s", latencies,
                            note=f"{not_ok(failed)}; {sent['per_second']:,}/s reached, {sent['not_refused']} not refused")
 
 
-async def measure(service: ServiceProcess, url: str, args: argparse.Namespace, report: Report) -> None:
+async def measure(service: ServiceProcess, url: str, nats_pid: int, args: argparse.Namespace, report: Report) -> None:
     # The victim's own budget holds all its samples (the bulk role: 100 times the default).
     token = TokenAuthority(secret=service.jwt_secret).issue("victim", claims={"roles": ["bulk"]})
     victim = await ChronicleClient.connect(url, token, prefix=service.subject_prefix)
@@ -308,7 +322,7 @@ async def measure(service: ServiceProcess, url: str, args: argparse.Namespace, r
     finally:
         await victim.close()
     if "connects" in attacks:
-        await connect_flood(service, url, args, report)
+        await connect_flood(service, url, nats_pid, args, report)
 
 
 def run(servers: BenchServers, workdir: Path, args: argparse.Namespace, report: Report) -> None:
@@ -325,7 +339,8 @@ def run(servers: BenchServers, workdir: Path, args: argparse.Namespace, report: 
             service.workdir.mkdir()
             service.start()
             with service.stopped_afterwards():
-                asyncio.run(measure(service, users_url, args, report))
+                assert nats_server.process is not None
+                asyncio.run(measure(service, users_url, nats_server.process.pid, args, report))
     finally:
         nats_server.stop()
 
