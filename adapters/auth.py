@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
+import hashlib
 import math
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jwt
 from chronicle_contract.bus import DURABLE_NAME, DURABLES_CLAIM, MAX_DURABLES
@@ -69,6 +71,21 @@ def usable_expiry(expires: object) -> float | None:
     return float(expires)
 
 
+class NotYetValid(ChronicleError):
+    """A token refused for now only (not remembered as refused)."""
+
+
+REMEMBERED = 10_000  # tokens accepted, and digests of tokens refused, each
+
+
+def remember(cache: dict[Any, Any], key: Any, value: Any, lock: threading.Lock) -> None:
+    """Keep `key` in `cache`, dropping the oldest entry past REMEMBERED."""
+    with lock:
+        cache[key] = value
+        while len(cache) > REMEMBERED:
+            del cache[next(iter(cache))]
+
+
 class TokenAuthority:
     """HS256 with a shared secret, or RS256 with a public key (verification only)."""
 
@@ -80,6 +97,10 @@ class TokenAuthority:
         self.key = key
         self.algorithms = ["RS256"] if public_key else ["HS256"]
         self.clock = clock  # seconds since the epoch: when tokens are issued and expire
+        # Read by the service's event loop and the auth callout's thread; written under the lock.
+        self._accepted: dict[str, tuple[Caller, float | None]] = {}
+        self._refused: dict[bytes, str] = {}  # a refused token's digest -> why
+        self._lock = threading.Lock()
 
     @classmethod
     def local(cls, data_dir: Path) -> TokenAuthority:
@@ -108,19 +129,39 @@ class TokenAuthority:
         return caller
 
     def verify(self, token: str) -> tuple[Caller, float | None]:
-        """The token's caller and expiry (epoch seconds, None: never), or `unauthorized`."""
-        if not exact(token):  # before the cache: a variant of a verified token is no key into it
-            raise ChronicleError("unauthorized", "invalid or expired token")
-        caller, expires = self._verified(token)
+        """The token's caller and expiry (epoch seconds, None: never), or `unauthorized`.
+
+        Both answers are remembered: a token verified once is looked up, not verified again
+        (its expiry is checked on every use), and so is a token refused once, by a digest
+        of it, so that a flood of one bad token costs a dictionary look-up per request or
+        connect (./dev bench edges). Only tokens written exactly as issued are verified, and
+        so only they are ever remembered as accepted: a variant is no key into the cache."""
+        accepted = self._accepted.get(token)
+        if accepted is None:
+            digest = hashlib.blake2b(token.encode(errors="replace"), digest_size=16).digest()
+            reason = self._refused.get(digest)
+            if reason is not None:
+                raise ChronicleError("unauthorized", reason)
+            try:
+                if not exact(token):
+                    raise ChronicleError("unauthorized", "invalid or expired token")
+                accepted = self._verified(token)
+            except ChronicleError as refused:
+                if not isinstance(refused, NotYetValid):
+                    remember(self._refused, digest, refused.message, self._lock)
+                raise
+            remember(self._accepted, token, accepted, self._lock)
+        caller, expires = accepted
         if expires is not None and expires <= self.clock():
             raise ChronicleError("unauthorized", "invalid or expired token")
         return caller, expires
 
-    @functools.lru_cache(maxsize=10_000)  # noqa: B019  # one authority per process
     def _verified(self, token: str) -> tuple[Caller, float | None]:
         """Signature checked once per token; expiry is checked on every use by the caller."""
         try:
             claims = jwt.decode(token, self.key, algorithms=self.algorithms, options={"require": ["sub"]})
+        except jwt.ImmatureSignatureError:  # (its nbf or iat is ahead of our clock: it may do later)
+            raise NotYetValid("unauthorized", "invalid or expired token") from None
         except jwt.PyJWTError:
             raise ChronicleError("unauthorized", "invalid or expired token") from None
         subject = claims.get("sub")

@@ -40,7 +40,9 @@ class Metrics(CommitMetrics):
             ["subject", "code"], registry=r,
         )
         self.request_seconds = Histogram(
-            "chronicle_request_seconds", "Seconds from a request's dispatch to its reply, by subject",
+            "chronicle_request_seconds",
+            "Seconds from a request's dispatch to its reply, by subject (requests handed to their handler: refusals"
+            " before it are counted in chronicle_requests only)",
             ["subject"], buckets=LATENCY_BUCKETS, registry=r,
         )
         self.in_flight = Gauge("chronicle_requests_in_flight", "Requests being handled by this process", registry=r)

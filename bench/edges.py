@@ -1,5 +1,6 @@
-"""`./dev bench edges`: a victim's latency at the REST and MCP gateways while each attack of
-issue 29 runs, beside the same requests on an idle gateway.
+"""`./dev bench edges`: a victim's latency while each attack of issue 29 runs, beside the same
+requests idle: at the REST and MCP gateways here, over the bus in bench/edges_bus.py
+(Pareto fronts, refused floods, bad connects).
 
 Starts `chronicle serve` on a fresh database with `chronicle http` and `chronicle mcp --http`
 beside it. The victim (127.0.0.1) sends sequential requests, each on a new connection (the
@@ -26,8 +27,9 @@ import orjson
 from adapters.auth import TokenAuthority
 from adapters.embedded import free_port
 from adapters.store.postgres import PostgresTarget, migrate
+from bench import edges_bus
 from bench.report import Report
-from bench.servers import bench_servers
+from bench.servers import BenchServers, bench_servers
 from bench.service import ServiceProcess
 
 HALF_SENT = b"GET /api/conversations HTTP/1.1\r\nHost: x\r\n"
@@ -135,14 +137,24 @@ async def measure(service: ServiceProcess, rest: int, mcp: int, args: argparse.N
 
 
 def run(args: argparse.Namespace) -> tuple[Report, Path]:
-    report = Report({"suite": "edges", "samples": args.samples, "half_sent": args.half_sent, "tokens": args.tokens})
-    with bench_servers(args.database_url, args.nats_url) as servers, servers.fresh_database(False) as url, \
+    report = Report({"suite": "edges", "samples": args.samples, "half_sent": args.half_sent, "tokens": args.tokens,
+                     "attacks": args.attacks, "refused": args.refused, "connects_per_second": args.connects_per_second})
+    with bench_servers(args.database_url, args.nats_url) as servers, \
             tempfile.TemporaryDirectory(prefix="chronicle-bench-edges-") as workdir:
+        if set(args.attacks) - {"gateways"}:
+            edges_bus.run(servers, Path(workdir), args, report)
+        if "gateways" in args.attacks:
+            gateways(servers, Path(workdir), args, report)
+    return report, report.save()
+
+
+def gateways(servers: BenchServers, workdir: Path, args: argparse.Namespace, report: Report) -> None:
+    with servers.fresh_database(False) as url:
         migrate(PostgresTarget(url))
         service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir) / "service")
         service.workdir.mkdir()
         service.start()
-        gateways = []
+        started: list[ServiceProcess] = []
         with service.stopped_afterwards():
             try:
                 rest, mcp = free_port(), free_port()
@@ -152,14 +164,13 @@ def run(args: argparse.Namespace) -> tuple[Report, Path]:
                                              Path(workdir) / kind.split()[0], settings=settings)
                     gateway.workdir.mkdir()
                     gateway.start(command=kind)
-                    gateways.append(gateway)
+                    started.append(gateway)
                 asyncio.run(measure(service, rest, mcp, args, report))
             finally:
-                for gateway in gateways:
+                for gateway in started:
                     if gateway.process is not None:
                         gateway.process.kill()
                         gateway.process.wait()
-    return report, report.save()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -168,6 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--half-sent", type=int, default=1100, help="half-sent connections held open (default 1,100)")
     p.add_argument("--tokens", type=int, default=1000, help="one user's tokens waiting at once (default 1,000)")
     p.add_argument("--settle", type=float, default=3.0, help="seconds an attack runs before measuring (default 3)")
+    edges_bus.add_arguments(p)
     p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
     p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
     args = p.parse_args(argv)

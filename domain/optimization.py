@@ -136,13 +136,15 @@ class Optimizing:
 def pareto_front(points: list[tuple[Any, tuple[float, ...]]], directions: tuple[Direction, ...]) -> list[Any]:
     """The keys of the points no other point dominates (at least as good in every
     objective, better in one), in the order given; equal points are all kept.
-    O(n log n) for one or two objectives, O(n × front) for more."""
+    O(n log n) for one or two objectives; for more, O(d × n log n) to sort and d × n
+    operations on sets of n bits (bit_sets_front)."""
     signs = tuple(1.0 if d == "maximize" else -1.0 for d in directions)
     oriented = [(key, tuple(s * v for s, v in zip(signs, values, strict=True))) for key, values in points]
+    if len(directions) > 2:
+        return [oriented[i][0] for i in bit_sets_front([values for _, values in oriented])]
     # Best first in the first objective, so a point can only be dominated by one seen before.
     order = sorted(range(len(oriented)), key=lambda i: tuple(-v for v in oriented[i][1]))
-    front = two_objective_front(oriented, order) if len(directions) <= 2 else many_objective_front(oriented, order)
-    return [oriented[i][0] for i in sorted(front)]
+    return [oriented[i][0] for i in sorted(two_objective_front(oriented, order))]
 
 
 def two_objective_front(oriented: list[tuple[Any, tuple[float, ...]]], order: list[int]) -> list[int]:
@@ -161,13 +163,33 @@ def two_objective_front(oriented: list[tuple[Any, tuple[float, ...]]], order: li
     return front
 
 
-def many_objective_front(oriented: list[tuple[Any, tuple[float, ...]]], order: list[int]) -> list[int]:
-    front: list[int] = []
-    for i in order:
-        values = oriented[i][1]
-        if not any(dominates(oriented[j][1], values) for j in front):
-            front.append(i)
-    return front
+def bit_sets_front(vectors: list[tuple[float, ...]]) -> list[int]:
+    """The indices of the undominated vectors (larger is better), ascending.
+
+    Comparing each point with the front costs n × front × d, and with many objectives
+    nearly every point is on the front (2,000 × 16: 4 s). Instead, per objective, walk
+    the points best first and give each the set of points at least as good in it (one
+    bit a point, a Python int); a point's `covering` is the intersection over the
+    objectives: the points at least as good in every one. It is undominated exactly when
+    those are the points equal to it (itself included)."""
+    n = len(vectors)
+    covering = [(1 << n) - 1] * n
+    for k in range(len(vectors[0]) if vectors else 0):
+        column = [values[k] for values in vectors]
+        ranked = sorted(range(n), key=column.__getitem__, reverse=True)
+        at_least, start = 0, 0
+        while start < n:
+            end, value = start, column[ranked[start]]
+            while end < n and column[ranked[end]] == value:  # ties: each is at least as good as the others
+                at_least |= 1 << ranked[end]
+                end += 1
+            for i in ranked[start:end]:
+                covering[i] &= at_least
+            start = end
+    equal: dict[tuple[float, ...], int] = {}
+    for i, values in enumerate(vectors):
+        equal[values] = equal.get(values, 0) | 1 << i
+    return [i for i in range(n) if covering[i] == equal[vectors[i]]]
 
 
 def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:

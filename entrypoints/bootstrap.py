@@ -42,7 +42,7 @@ from adapters.generation.agent_offline import OfflineAgent
 from adapters.generation.agent_openai import OpenAIAgent
 from adapters.generation.generator_offline import OfflineGenerator
 from adapters.generation.generator_openai import OpenAICompatibleGenerator
-from adapters.messaging.callout import AuthCallout
+from adapters.messaging.callout import AuthCallout, CalloutThread
 from adapters.messaging.connect import connect_options
 from adapters.messaging.fair_share import FairShare, Limits
 from adapters.messaging.identities import Role, ServiceIdentities, connect_role, service_password
@@ -169,7 +169,6 @@ class Chronicle:
     semantic: SemanticSearch | None  # what a hybrid search needs, if the server keeps the semantic read model
     cursors: CursorSeal  # given the shared key on start
     capabilities: list[Wiring]
-    callout_nc: NATS  # answers the server's auth callouts, when it makes them
     usage: UsageSync | None  # shares per-user rates with the other instances
     service: NatsService
     retention: RetentionSweeper | None
@@ -353,19 +352,19 @@ class Chronicle:
         request, and their permissions (clients/python/chronicle_contract/bus.py). (Made on
         start: its issuer key is the server's, known once the servers are.)"""
         settings = self.settings
-        await self._connect(self.callout_nc, callout.url, f"{settings.service_name}-auth")
-        await self._run(AuthCallout(
-            self.callout_nc, callout.issuer_seed, verify=self.authority.verify, account=settings.nats_account,
+
+        async def connect() -> NATS:
+            nc = NATS()
+            behaviour: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "error_cb": nats_error}
+            await nc.connect(**connect_options(callout.url), name=f"{settings.service_name}-auth", **behaviour)
+            return nc
+
+        # On a thread of its own: a flood of bad connects does not queue behind requests, nor they behind it.
+        await self._run(CalloutThread(connect, lambda nc: AuthCallout(
+            nc, callout.issuer_seed, verify=self.authority.verify, account=settings.nats_account,
             permissions=functools.partial(user_permissions, settings.subject_prefix),
             services=ServiceIdentities(settings.subject_prefix, service_password(self.servers.service_nats_url)).admit,
-        ))
-
-    async def _connect(self, nc: NATS, url: str, name: str) -> None:
-        """Connect a client `build()` made (reconnecting for ever, errors logged); drained on stop."""
-        # (A dict: nats-py types reconnect_time_wait as int, and takes a fraction of a second.)
-        behaviour: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "error_cb": nats_error}
-        await nc.connect(**connect_options(url), name=name, **behaviour)
-        self._stack.push_async_callback(drain, nc)
+        )))
 
     async def _connect_role(self, nc: NATS, role: Role) -> None:
         """Connect one of the service's connections as its role: on a bus with the callout, that
@@ -478,7 +477,7 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
     return Chronicle(
         settings=settings, overrides=overrides, authority=authority, metrics=metrics, scraped=scraped,
         servers=servers, read_models=read_models, core=core, store=store, engine=engine, semantic=semantic,
-        cursors=cursors, capabilities=capabilities, callout_nc=NATS(), usage=usage, service=service,
+        cursors=cursors, capabilities=capabilities, usage=usage, service=service,
         retention=artifacts.retention, digest_publisher=audit.digest_publisher, job_workers=jobs.workers,
     )
 

@@ -17,12 +17,14 @@ marked experimental and has no callout claims, so the few claims needed are writ
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import logging
 import secrets
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nkeys
@@ -164,3 +166,37 @@ class AuthCallout:
         if expires is not None:
             user["exp"] = int(expires)
         return encode(user, self.issuer)
+
+
+class CalloutThread:
+    """An AuthCallout on an event loop of its own, in a thread of its own, with its own
+    connection: a connect waits neither for the service's requests nor they for a flood of
+    bad connects (each refusal still costs a signature, ~0.1 ms, but no queue behind the
+    service's work)."""
+
+    def __init__(self, connect: Callable[[], Awaitable[NATS]], callout: Callable[[NATS], AuthCallout]) -> None:
+        self._connect = connect
+        self._callout = callout
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="auth-callout", daemon=True)
+        self.callout: AuthCallout | None = None
+
+    async def start(self) -> None:
+        self._thread.start()
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._start(), self._loop))
+
+    async def _start(self) -> None:
+        self.callout = self._callout(await self._connect())
+        await self.callout.start()
+
+    async def stop(self) -> None:
+        if self._thread.is_alive():
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._stop(), self._loop))
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            await asyncio.to_thread(self._thread.join)
+        self._loop.close()
+
+    async def _stop(self) -> None:
+        if self.callout is not None:
+            await self.callout.stop()
+            await self.callout.nc.drain()

@@ -164,6 +164,15 @@ class FairShare:
     @contextlib.contextmanager
     def handling(self, user: str) -> Iterator[None]:
         """One of the user's requests being handled; `rate_limited` past `in_flight`."""
+        self.enter(user)
+        try:
+            yield
+        finally:
+            self.leave(user)
+
+    def enter(self, user: str) -> None:
+        """One more of the user's requests in flight, or `rate_limited` past `in_flight`
+        (counting nothing); each `enter` that returns is followed by one `leave`."""
         limit = self.limits.in_flight * (self.limits.bulk_factor if BULK_ROLE in getattr(user, "roles", ()) else 1)
         key = str(user)
         count = self._in_flight.get(key, 0)
@@ -171,14 +180,14 @@ class FairShare:
             self._refuse("in_flight")
             raise rate_limited(f"at most {limit} requests of yours at once", "in_flight", 0.1)
         self._in_flight[key] = count + 1
-        try:
-            yield
-        finally:
-            left = self._in_flight[key] - 1
-            if left:
-                self._in_flight[key] = left
-            else:
-                del self._in_flight[key]
+
+    def leave(self, user: str) -> None:
+        key = str(user)
+        left = self._in_flight[key] - 1
+        if left:
+            self._in_flight[key] = left
+        else:
+            del self._in_flight[key]
 
     def _refuse(self, budget: str) -> None:
         self.refused += 1

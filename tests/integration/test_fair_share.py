@@ -148,3 +148,93 @@ async def test_two_instances_serve_a_user_one_allowance_between_them(
     finally:
         await mallory.close()
         await bob.close()
+
+
+def handled(instance: Chronicle, subject: str) -> float:
+    """Requests on `subject` handed to their handler (timed), as the service's metrics count them."""
+    value = instance.metrics.registry.get_sample_value("chronicle_request_seconds_count", {"subject": subject})
+    return value or 0.0
+
+
+def answered(instance: Chronicle, subject: str, code: str) -> float:
+    value = instance.metrics.registry.get_sample_value("chronicle_requests_total", {"subject": subject, "code": code})
+    return value or 0.0
+
+
+def forged(token: str) -> str:
+    head, body, _ = token.split(".")
+    return f"{head}.{body}.{'A' * 43}"
+
+
+async def test_refused_requests_never_reach_a_handler(limited: Chronicle, authority: TokenAuthority) -> None:
+    """Over budget, a forged token, a payload the contract refuses (a Pareto front whose
+    directions name objectives it does not ask for was refused by its handler, after it read
+    the optimization): each is answered before any handler runs, and only a handler takes
+    a database connection."""
+    mallory = await client_of(limited, authority, f"mallory-{uuid.uuid4().hex[:6]}")
+    prefix = limited.settings.subject_prefix
+    pareto, sessions = f"{prefix}.query.optimizations.pareto", f"{prefix}.query.sessions.list"
+    bad_front = {"optimization_id": str(uuid.uuid4()), "directions": {"speed": "maximize"}}
+    try:
+        before = {subject: handled(limited, subject) for subject in (pareto, sessions)}
+        invalid = await asyncio.gather(*(outcome(mallory.request("query.optimizations.pareto", bad_front))
+                                         for _ in range(20)))  # (within her 30 heavy requests a minute)
+        assert set(invalid) == {"invalid"}
+        assert handled(limited, pareto) == before[pareto]
+        assert answered(limited, pareto, "invalid") == 20
+
+        good = mallory.token
+        mallory.token = forged(good)
+        unauthorized = await asyncio.gather(*(outcome(mallory.sessions.list()) for _ in range(50)))
+        mallory.token = good
+        assert set(unauthorized) == {"unauthorized"}
+        assert handled(limited, sessions) == before[sessions]
+
+        allowance = limited.settings.limit_requests_per_minute
+        flood = await asyncio.gather(*(outcome(mallory.sessions.list()) for _ in range(allowance + 200)))
+        assert flood.count("rate_limited") >= 200 - 10  # (her bucket refills while the flood is answered)
+        assert handled(limited, sessions) - before[sessions] == flood.count("ok")  # only those served were handled
+    finally:
+        await mallory.close()
+
+
+async def test_a_flood_of_refused_requests_leaves_another_user_served(limited: Chronicle, authority: TokenAuthority) -> None:
+    """One user's thousands of refused requests (over budget, a forged token, invalid) while
+    another user reads one request after another: every one of hers answers ok, none
+    `unavailable` (one such flood once made another user's read wait out the pool)."""
+    mallory = await client_of(limited, authority, f"mallory-{uuid.uuid4().hex[:6]}")
+    forger = await client_of(limited, authority, f"forger-{uuid.uuid4().hex[:6]}")
+    forger.token = forged(forger.token)
+    alice = await client_of(limited, authority, f"alice-{uuid.uuid4().hex[:6]}")
+    flooded = asyncio.Event()
+
+    async def flood() -> list[str]:
+        window = asyncio.Semaphore(200)
+
+        async def one(n: int) -> str:
+            async with window:
+                if n % 3 == 0:
+                    return await outcome(mallory.sessions.list())
+                if n % 3 == 1:
+                    return await outcome(forger.sessions.list())
+                return await outcome(mallory.request("query.sessions.list", {"limit": 0}))
+
+        try:
+            return await asyncio.gather(*(one(n) for n in range(6_000)))
+        finally:
+            flooded.set()
+
+    async def reads() -> list[str]:
+        codes: list[str] = []
+        while not flooded.is_set() or not codes:
+            codes.append(await outcome(alice.sessions.list()))
+        return codes
+
+    try:
+        refused, hers = await asyncio.gather(flood(), reads())
+        assert refused.count("ok") <= limited.settings.limit_requests_per_minute
+        assert set(refused) <= {"ok", "rate_limited", "unauthorized", "invalid"}
+        assert set(hers) == {"ok"}, hers
+    finally:
+        for client in (mallory, forger, alice):
+            await client.close()

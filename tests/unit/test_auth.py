@@ -9,7 +9,7 @@ import jwt
 import pytest
 from chronicle_contract.errors import ChronicleError
 
-from adapters.auth import TokenAuthority
+from adapters.auth import REMEMBERED, Caller, TokenAuthority
 
 SECRET = "unit-test-secret-unit-test-secret-unit-test"
 
@@ -133,3 +133,46 @@ def test_the_durables_a_token_names_ride_along() -> None:
     authority = TokenAuthority(secret=SECRET)
     caller, _ = authority.verify(authority.issue("loader", claims={"roles": ["feed"], "durables": ["warehouse", "n-2"]}))
     assert caller.durables == ("warehouse", "n-2")
+
+
+class CountingAuthority(TokenAuthority):
+    """Counts the signature checks (the part of a verification that costs)."""
+
+    checked = 0
+
+    def _verified(self, token: str) -> tuple[Caller, float | None]:
+        self.checked += 1
+        return super()._verified(token)
+
+
+def test_a_refused_token_is_refused_again_without_its_signature_checked() -> None:
+    authority = CountingAuthority(secret=SECRET)
+    head, body, _ = authority.issue("mallory").split(".")
+    forged = f"{head}.{body}.{'A' * 43}"
+    for _ in range(100):
+        with pytest.raises(ChronicleError) as raised:
+            authority.verify(forged)
+        assert (raised.value.code, raised.value.message) == ("unauthorized", "invalid or expired token")
+    assert authority.checked == 1
+    for malformed in ("", "not-a-jwt", "a.b", "a.b.c.d", "x" * 20_000):  # refused before any cryptography
+        with pytest.raises(ChronicleError):
+            authority.verify(malformed)
+    assert authority.checked == 1
+
+
+def test_a_token_not_valid_yet_is_not_remembered_as_refused() -> None:
+    authority = CountingAuthority(secret=SECRET)
+    early = authority.issue("alice", claims={"nbf": int(time.time()) + 3600})
+    for _ in range(2):
+        with pytest.raises(ChronicleError):
+            authority.verify(early)
+    assert authority.checked == 2  # (checked again: it may become valid)
+
+
+def test_what_is_remembered_is_bounded() -> None:
+    authority = CountingAuthority(secret=SECRET)
+    head, body, _ = authority.issue("mallory").split(".")
+    for n in range(REMEMBERED + 10):
+        with pytest.raises(ChronicleError):
+            authority.verify(f"{head}.{body}.{n:043d}")
+    assert len(authority._refused) == REMEMBERED

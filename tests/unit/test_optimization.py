@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime
 from uuid import uuid4
 
@@ -171,6 +172,32 @@ def test_the_two_objective_sweep_finds_what_pairwise_comparison_finds(
     one = pareto_front([(key, v[:1]) for key, v in points], directions[:1])  # type: ignore[arg-type]
     best = max((signs[0] * v[0] for _, v in points), default=None)
     assert one == [key for key, v in points if signs[0] * v[0] == best]
+
+
+@given(
+    st.integers(3, 6).flatmap(lambda d: st.tuples(
+        st.lists(st.tuples(*[st.integers(-2, 2).map(float)] * d), max_size=60),
+        st.tuples(*[st.sampled_from(["maximize", "minimize"])] * d),
+    ))
+)
+def test_the_many_objective_front_is_what_pairwise_comparison_finds(case: tuple[list, tuple]) -> None:
+    """The bit-set front against every pair compared, on few distinct values (many ties
+    and equal points) in three to six objectives."""
+    vectors, directions = case
+    signs = tuple(1.0 if d == "maximize" else -1.0 for d in directions)
+    oriented = [tuple(s * v for s, v in zip(signs, vector, strict=True)) for vector in vectors]
+    expected = [n for n, mine in enumerate(oriented) if not any(dominates(other, mine) for other in oriented)]
+    assert pareto_front(list(enumerate(vectors)), directions) == expected
+
+
+def test_sixteen_objectives_in_general_position_leave_nearly_every_point_on_the_front() -> None:
+    """The case that cost n x front comparisons (2,000 x 16 took 4 s): here the same answer
+    as every pair compared, on a sample small enough for that to be quick."""
+    rng = random.Random(29)
+    vectors = [tuple(rng.random() for _ in range(16)) for _ in range(300)]
+    expected = [n for n, mine in enumerate(vectors) if not any(dominates(other, mine) for other in vectors)]
+    assert pareto_front(list(enumerate(vectors)), ("maximize",) * 16) == expected
+    assert len(expected) > 250
 
 
 def test_a_trial_is_invalidated_with_a_reason_once_and_restored_once() -> None:

@@ -6,7 +6,8 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, Field, FiniteFloat
+from pydantic import AfterValidator, Field, FiniteFloat, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from chronicle_contract.base import (
     Command,
@@ -357,6 +358,19 @@ class ParetoQuery(Query[ParetoFront], action="optimizations.pareto"):
         default=None, min_length=1, max_length=16, description="`score` or metric names; default: the score"
     )
     directions: dict[str, Direction] = Field(default={}, description="per objective; default the optimization's")
+
+    @field_validator("directions")
+    @classmethod
+    def names_objectives_asked_for(cls, directions: dict[str, Direction], info: ValidationInfo) -> dict[str, Direction]:
+        # Refused as the request is decoded, before anything is read (objectives come first).
+        if "objectives" not in info.data:  # (refused already)
+            return directions
+        unknown = set(directions) - set(info.data["objectives"] or ["score"])
+        if unknown:
+            raise PydanticCustomError(
+                "objective", "directions name objectives not asked for: {names}", {"names": ", ".join(sorted(unknown))}
+            )
+        return directions
 
 
 class CompareOptimizations(Query[Comparison], action="optimizations.compare"):
