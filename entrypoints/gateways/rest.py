@@ -21,7 +21,7 @@ import orjson
 from chronicle_client.connection import ChronicleClient
 from chronicle_contract.base import Command, idempotency_key
 from chronicle_contract.bus import signals_prefix
-from chronicle_contract.conversations import ExportConversation
+from chronicle_contract.conversations import ConversationView, ExportConversation
 from chronicle_contract.errors import ChronicleError
 from chronicle_contract.jobs import GetJob, job_progress
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -37,7 +37,7 @@ from starlette.staticfiles import StaticFiles
 from entrypoints.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
 from entrypoints.gateways.clients import UserClients, bearer_token, failure_of
 from entrypoints.gateways.request_metrics import RequestMetrics, RequestRecorder
-from entrypoints.gateways.rest_routes import ROUTES, Body, HttpRoute
+from entrypoints.gateways.rest_routes import ROUTES, Body, HttpRoute, with_timestamps
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ STATUS = {
 MAX_BODY = 2 * 1024 * 1024  # bytes of a JSON body; the service's own limits are lower still
 MAX_DEPTH = 64  # levels of arrays and objects in a body
 PATH_PARAMETER = re.compile(r"{(\w+)}")
+CONVERSATION_NOT_FOUND = "Conversation not found or access denied"  # seed 001's words, missing or another's
 EXPOSED = ["Retry-After", "Content-Disposition", "X-Chronicle-Position"]
 
 
@@ -117,11 +118,17 @@ class Gateway:
                 return await download(client, cast(ExportConversation, model))
             data = await client.send_json(model, key)  # type: ignore[arg-type]
             shown = casing(route.request.reply).web(data)
+            if route.reread is not None:  # (read at the command's position: the client passes it on)
+                reread = route.reread(model)
+                shown["conversation"] = casing(reread.reply).web(await client.send_json(reread))  # type: ignore[arg-type]
             body = {"success": True, **(route.shape(shown, model) if route.shape else shown)}
             headers = {"X-Chronicle-Position": str(client.last_position)} if client.last_position is not None else None
             return json_response(body, route.status, headers)
         except Exception as error:  # every failure answers in the envelope
-            return error_response(failure_of(error))
+            failed = failure_of(error)
+            if failed.code == "not_found" and "{conversationId}" in route.path:
+                failed = ChronicleError("not_found", CONVERSATION_NOT_FOUND, failed.details)
+            return error_response(failed)
         finally:
             if release is not None:
                 release()
@@ -247,11 +254,16 @@ def sse(event: str, data: Any) -> bytes:
 
 async def download(client: ChronicleClient, request: ExportConversation) -> Response:
     """An export as a file: the client reads its parts and joins them."""
-    client.observed(request.min_position)  # (a position the caller asked to read from)
-    export = await client.conversations.export(request.conversation_id, request.format)
+    # (the position the caller asked to read from is this request's only: not remembered)
+    export = await client.conversations.export(request.conversation_id, request.format,
+                                               min_position=request.min_position)
+    content = export.content
+    if request.format == "json":  # camelCase like every other body; free JSON keeps its keys
+        document = with_timestamps(casing(ConversationView).web(orjson.loads(content)))
+        content = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
     media, suffix = ("text/markdown; charset=utf-8", "md") if request.format == "markdown" else ("application/json", "json")
     filename = f"conversation-{request.conversation_id}.{suffix}"
-    return Response(export.content.encode(), media_type=media,
+    return Response(content.encode(), media_type=media,
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
