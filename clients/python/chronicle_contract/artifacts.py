@@ -287,11 +287,15 @@ class StoreGenerated(StoreArtifact, action="artifact.store_generated", reply=Gen
     refinement: str | None = None
 
 
+ProviderHint = Field(default=None, description="the DSL provider hint (seed 000: d2); recorded as the artifact's provider")
+
+
 class GenerateArtifact(Provenance, Command[Generated], action="artifact.generate"):
     query: Annotated[str, Text(MAX_QUERY)]
     model: Label | None = None
     temperature: float = Field(default=0.7, ge=0, le=MAX_TEMPERATURE)
     parent_id: UUID | None = None
+    provider: Label | None = ProviderHint
 
 
 class Drafted(Reply):
@@ -309,6 +313,7 @@ class DraftArtifact(Command[Drafted], action="artifact.draft"):
     query: Annotated[str, Text(MAX_QUERY)]
     model: Label | None = None
     temperature: float = Field(default=0.7, ge=0, le=MAX_TEMPERATURE)
+    provider: Label | None = ProviderHint
 
 
 class RefineArtifact(Command[Generated], action="artifact.refine"):
