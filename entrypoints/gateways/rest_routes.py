@@ -41,7 +41,7 @@ from chronicle_contract.conversations import (
     UpdateConversation,
 )
 from chronicle_contract.hitl import GetRun, ListRuns, PauseRun, ResumeRun
-from chronicle_contract.jobs import GetJob, ListJobs, RequestJob
+from chronicle_contract.jobs import OPTIONS, GetJob, ListJobs, RequestJob
 from chronicle_contract.optimizations import (
     CandidateLineage,
     CompareOptimizations,
@@ -79,6 +79,11 @@ class HttpRoute:
     body: dict[str, Any] = field(default_factory=dict)
     download: bool = False  # the reply is a file (export)
     reread: Callable[[Any], Request[Any]] | None = None  # a query whose reply joins the data as `conversation`
+    schemas: dict[str, Any] = field(default_factory=dict)  # a request field's schema where its model's says less
+    # A body whose other fields depend on one field's value: (that field, {value: {field: schema}}).
+    variants: tuple[str, dict[str, dict[str, Any]]] | None = None
+    flat: str | None = None  # a request field (an object) whose fields are the query's own parameters
+    also_accepted: dict[str, list[str]] = field(default_factory=dict)  # a parameter's other spellings (by `fields`)
 
 
 def sort_key(value: Any) -> Any:
@@ -208,7 +213,7 @@ CONVERSATIONS = "conversations"
 ROUTES: tuple[HttpRoute, ...] = (
     # Seed 001's routes, its parameter names and shapes.
     HttpRoute("GET", "/api/conversations", ListConversations, "List conversations", CONVERSATIONS,
-              fields=list_fields, shape=conversations_page,
+              fields=list_fields, shape=conversations_page, also_accepted={"sortBy": ["createdAt", "updatedAt"]},
               body={"conversations": list[ConversationSummaryView], "total": int, "limit": int, "offset": int,
                     "hasMore": bool}),
     HttpRoute("POST", "/api/conversations", StartConversation, "Start a conversation", CONVERSATIONS, status=201,
@@ -220,7 +225,8 @@ ROUTES: tuple[HttpRoute, ...] = (
     HttpRoute("GET", "/api/conversations/stats", ConversationStatsQuery, "Your conversation statistics",
               CONVERSATIONS, shape=stats_shape, body={"stats": ConversationStatsBody}),
     HttpRoute("GET", "/api/conversations/{conversationId}", GetConversation, "A conversation with a page of messages",
-              CONVERSATIONS, fields=message_page, shape=lambda data, _: {"conversation": with_timestamps(data)},
+              CONVERSATIONS, fields=message_page, flat="messages",
+              shape=lambda data, _: {"conversation": with_timestamps(data)},
               body={"conversation": Conversation}),
     HttpRoute("PUT", "/api/conversations/{conversationId}", UpdateConversation, "Retitle or retag a conversation",
               CONVERSATIONS, shape=conversation_updated, reread=reread_conversation,
@@ -240,7 +246,8 @@ ROUTES: tuple[HttpRoute, ...] = (
     HttpRoute("POST", "/api/sessions/{sessionId}/close", CloseSession, "Close a session", "sessions"),
     # Artifacts, lineage, variations.
     HttpRoute("GET", "/api/artifacts", ListArtifacts, "List artifacts", "artifacts"),
-    HttpRoute("POST", "/api/artifacts", StoreArtifact, "Store a generated artifact", "artifacts", status=201),
+    HttpRoute("POST", "/api/artifacts", StoreArtifact, "Store a generated artifact", "artifacts", status=201,
+              schemas={"layout": {"$ref": "#/components/schemas/LayoutNode"}}),
     HttpRoute("POST", "/api/artifacts/generate", GenerateArtifact, "Generate and store a layout", "artifacts",
               status=201),
     HttpRoute("GET", "/api/artifacts/search", SearchArtifacts, "Search artifacts by query text", "artifacts"),
@@ -260,7 +267,9 @@ ROUTES: tuple[HttpRoute, ...] = (
               "artifacts"),
     # Jobs (progress: GET /api/jobs/{jobId}/events, Server-Sent Events).
     HttpRoute("GET", "/api/jobs", ListJobs, "List generation jobs", "jobs"),
-    HttpRoute("POST", "/api/jobs", RequestJob, "Request a generation job", "jobs", status=202),
+    HttpRoute("POST", "/api/jobs", RequestJob, "Request a generation job", "jobs", status=202,
+              variants=("artifactType", {kind: {"options": options.model_json_schema()}  # (its keys as the seed's)
+                                         for kind, options in OPTIONS.items()})),
     HttpRoute("GET", "/api/jobs/{jobId}", GetJob, "A job, its status, progress and result", "jobs"),
     # Human in the loop.
     HttpRoute("GET", "/api/hitl/runs", ListRuns, "Open checkpoints waiting for a human", "hitl"),

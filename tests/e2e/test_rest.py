@@ -272,6 +272,39 @@ async def test_openapi_and_docs_come_from_the_models(http: Http) -> None:
     assert (await web.get("/docs")).status_code == 200 and (await web.get("/redoc")).status_code == 200
 
 
+async def test_the_openapi_document_says_what_the_gateway_does(http: Http) -> None:
+    web = http()
+    paths = (await web.get("/openapi.json")).json()["paths"]
+    one = paths["/api/conversations/{conversationId}"]["get"]["parameters"]
+    assert {p["name"]: p["schema"].get("format") for p in one if p["in"] == "path"} == {"conversationId": "uuid"}
+    assert {"limit", "order", "cursor"} <= {p["name"] for p in one} and "messages" not in {p["name"] for p in one}
+    (sort,) = [p for p in paths["/api/conversations"]["get"]["parameters"] if p["name"] == "sortBy"]
+    assert {"created_at", "createdAt", "updated_at", "updatedAt", "title"} == set(sort["schema"]["enum"])
+    assert sort["schema"]["default"] == "created_at"
+    assert {"400", "401", "404", "503"} <= set(paths["/api/jobs/{jobId}/events"]["get"]["responses"])
+
+    # An undeclared method: 405 naming the path's methods, also where a path looks like an id.
+    for method, path in (("PATCH", "/api/conversations"), ("PUT", "/api/conversations/search")):
+        answer = await web.request(method, path)
+        assert answer.status_code == 405 and answer.json()["error"]["code"] == "invalid"
+        assert "GET" in answer.headers["allow"] and method not in answer.headers["allow"]
+    conversation = (await web.post("/api/conversations", json={"title": "x"})).json()["conversationId"]
+    # 0 is no boolean in a JSON body.
+    paused = await web.post("/api/hitl/runs", json={"conversationId": conversation, "step": "s", "checkpointType": "c",
+                                                    "prompt": "ok?", "conversationMode": 0})
+    assert paused.status_code == 400 and paused.json()["error"]["details"][0]["field"] == "conversationMode"
+    # Every declared field is there, a no-op's position too.
+    unchanged = (await web.put(f"/api/conversations/{conversation}", json={})).json()
+    assert "position" in unchanged and unchanged["conversation"]["title"] == "x"
+    session = (await web.post("/api/sessions", json={"name": "s"})).json()["sessionId"]
+    assert set((await web.post(f"/api/sessions/{session}/close")).json()) >= {"success", "position"}
+    # A cursor of the declared shape that this service never gave names no page: 404, not 400.
+    assert (await web.get("/api/conversations", params={"cursor": "0"})).status_code == 404
+    # An object parameter is JSON in the query string, as declared.
+    pareto = await web.get(f"/api/optimizations/{uuid.uuid4()}/pareto", params={"directions": '{"score": "maximize"}'})
+    assert pareto.status_code == 404, pareto.text
+
+
 async def test_other_capabilities_in_the_same_style(http: Http) -> None:
     web = http()
     generated = await web.post("/api/artifacts/generate", json={"query": "dashboard with charts", "tags": ["ui"]})
