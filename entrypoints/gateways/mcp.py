@@ -117,7 +117,7 @@ def build_server(clients: UserClients, token: str | None = None, verifier: Token
     # The SDK requires an issuer URL with its auth settings; it is read only by OAuth routes,
     # which this server does not serve (tokens come from Chronicle's own authority).
     auth = AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None) if verifier else None
-    server = MCPServer("chronicle", instructions=INSTRUCTIONS, version="1", token_verifier=verifier, auth=auth)
+    server = ChronicleMCP("chronicle", instructions=INSTRUCTIONS, version="1", token_verifier=verifier, auth=auth)
 
     @server.tool()
     async def generate_layout(
@@ -128,22 +128,28 @@ def build_server(clients: UserClients, token: str | None = None, verifier: Token
         session_id: Annotated[UUID | None, Field(description="default: your current session")] = None,
         parent_id: Annotated[UUID | None, Field(description="the artifact this one descends from")] = None,
         tags: list[str] | None = None,
+        provider: Annotated[str, Field(description="the DSL provider hint, recorded with the layout")] = "d2",
+        include_rag: Annotated[
+            bool, Field(description="record the RAG examples it was made from (false: none are linked)")
+        ] = True,
         rag_examples: Annotated[list[RagExampleIn] | None, Field(description="examples it was made from")] = None,
         persist: Annotated[bool, Field(description="store it in the history (false: only return it)")] = True,
     ) -> Reply:
         """Generate a UI layout from a description and (unless persist=false) store it in the
         history. Returns artifact_id (None when not stored), layout, draft, stats, rag_examples."""
+        examples = (rag_examples or []) if include_rag else []
         if not persist:
-            made = await tools.send(ctx, DraftArtifact, query=query, model=model, temperature=temperature)
-            return {"artifact_id": None, **made, "rag_examples": [e.model_dump() for e in rag_examples or []]}
+            made = await tools.send(ctx, DraftArtifact, query=query, model=model, temperature=temperature,
+                                    provider=provider)
+            return {"artifact_id": None, **made, "rag_examples": [e.model_dump() for e in examples]}
         made = await tools.send(
             ctx, GenerateArtifact, query=query, model=model, temperature=temperature, session_id=session_id,
-            parent_id=parent_id, tags=tags, rag_examples=rag_examples,
+            parent_id=parent_id, tags=tags, rag_examples=examples, provider=provider,
         )
         return {
             "artifact_id": made["artifact_id"], "session_id": made["session_id"], "parent_id": made["parent_id"],
-            "layout": made["layout"], "draft": made["draft"], "stats": made["stats"],
-            "rag_examples": [e.model_dump() for e in rag_examples or []],
+            "layout": made["layout"], "draft": made["draft"], "stats": made["stats"], "provider": provider,
+            "rag_examples": [e.model_dump() for e in examples],
         }
 
     @server.tool()
@@ -159,8 +165,9 @@ def build_server(clients: UserClients, token: str | None = None, verifier: Token
         tags: list[str] | None = None,
     ) -> Reply:
         """Generate `count` variations of a layout as one variation set. Returns
-        variation_set_id, artifacts (artifact_id, variation_index, temperature, draft) and a
-        comparison (diversity_score, rankings by complexity/depth, pairwise differences)."""
+        variation_set_id, artifacts (id, variation_index, temperature, draft, layout),
+        diversity_score, rankings (criterion -> artifact ids, best first) and a comparison
+        (pairwise structure similarity and shared component types)."""
         made = await tools.send(
             ctx, CreateVariations, query=query, count=count, temperature_range=temperature_range,
             base_artifact_id=base_artifact_id, session_id=session_id, tags=tags,
@@ -170,17 +177,22 @@ def build_server(clients: UserClients, token: str | None = None, verifier: Token
         for member in stored:
             found = await tools.send(ctx, GetArtifact, artifact_id=member["artifact_id"])
             artifacts.append({
-                "artifact_id": member["artifact_id"], "variation_index": member["index"],
+                "id": member["artifact_id"], "artifact_id": member["artifact_id"], "variation_index": member["index"],
                 "temperature": member["temperature"], "draft": found["draft"], "layout": found["layout"],
             })
         pairs = (await tools.send(ctx, CompareArtifacts, artifact_ids=[m["artifact_id"] for m in stored])
                  if len(stored) > 1 else {"artifacts": [], "pairs": []})
+        by_index = {m["index"]: m["artifact_id"] for m in stored}
+        rankings = {criterion: [by_index[i] for i in order if i in by_index]
+                    for criterion, order in made["rankings"].items()}
         return {
             "variation_set_id": made["variation_set_id"],
             "session_id": made["session_id"],
             "artifacts": artifacts,
+            "diversity_score": made["diversity"],
+            "rankings": rankings,
             "failed": [m for m in made["members"] if m["artifact_id"] is None],
-            "comparison": {"diversity_score": made["diversity"], "rankings": made["rankings"], **pairs},
+            "comparison": pairs,
         }
 
     @server.tool()
@@ -213,7 +225,10 @@ def build_server(clients: UserClients, token: str | None = None, verifier: Token
         nearest first, descendants), previews when asked."""
         artifact = await tools.send(ctx, GetArtifact, artifact_id=artifact_id, include_preview=include_preview)
         lineage = await tools.send(ctx, ArtifactLineage, artifact_id=artifact_id, direction="both", depth=50)
-        return {"artifact_id": artifact["id"], **artifact,
+        # Seed 000's previews: style -> the image (base64 here; null unless include_preview);
+        # each one's format, size and hash beside it.
+        previews = {preview["style"]: preview.get("data") for preview in artifact["previews"]}
+        return {"artifact_id": artifact["id"], **artifact, "previews": previews, "preview_details": artifact["previews"],
                 "lineage": {"ancestors": lineage["ancestors"], "descendants": lineage["descendants"]}}
 
     @server.tool()
@@ -242,7 +257,39 @@ def build_server(clients: UserClients, token: str | None = None, verifier: Token
 
     for name, request_type, description in EXTRA_TOOLS:
         server.add_tool(request_tool(tools, request_type), name=name, description=description)
+    server.close_arguments()
     return server
+
+
+class ChronicleMCP(MCPServer):
+    """The SDK's server, with its arguments checked as the service checks a request: an
+    argument no tool declares is refused by name, and a refusal is worded `invalid: ...`
+    with the fields and rules (not pydantic's own text)."""
+
+    def close_arguments(self) -> None:
+        for tool in self._tool_manager.list_tools():
+            tool.parameters["additionalProperties"] = False  # (the listed schema says so too)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            checked_arguments(name, tool.fn_metadata, arguments)
+        return await super().call_tool(name, arguments, context)
+
+
+def checked_arguments(name: str, metadata: Any, arguments: dict[str, Any]) -> None:
+    declared = {field.alias or key for key, field in metadata.arg_model.model_fields.items()}
+    unknown = sorted(set(arguments) - declared)
+    try:
+        if unknown:
+            message = f"unknown argument{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}"
+            raise ChronicleError("invalid", message, [{"field": key, "rule": "unknown", "message": "not an argument of "
+                                                       + name} for key in unknown])
+        metadata.validate_arguments(arguments)
+    except ValidationError as error:
+        raise ToolError(f"Error executing tool {name}: {tool_error(invalid_from_validation(error))}") from None
+    except ChronicleError as error:
+        raise ToolError(f"Error executing tool {name}: {tool_error(error)}") from None
 
 
 EXTRA_TOOLS: tuple[tuple[str, type[Command[Any]] | type[Query[Any]], str], ...] = (

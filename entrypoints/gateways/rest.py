@@ -19,13 +19,14 @@ from uuid import UUID
 
 import orjson
 from chronicle_client.connection import ChronicleClient
-from chronicle_contract.base import Command, idempotency_key
+from chronicle_contract.base import MAX_IDEMPOTENCY_KEY, Command, idempotency_key
 from chronicle_contract.bus import signals_prefix
-from chronicle_contract.conversations import ExportConversation
+from chronicle_contract.conversations import ConversationView, ExportConversation
 from chronicle_contract.errors import ChronicleError
 from chronicle_contract.jobs import GetJob, job_progress
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from pydantic import create_model
+from pydantic import BaseModel, create_model
+from pydantic_core import to_jsonable_python
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -37,7 +38,7 @@ from starlette.staticfiles import StaticFiles
 from entrypoints.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
 from entrypoints.gateways.clients import UserClients, bearer_token, failure_of
 from entrypoints.gateways.request_metrics import RequestMetrics, RequestRecorder
-from entrypoints.gateways.rest_routes import ROUTES, Body, HttpRoute
+from entrypoints.gateways.rest_routes import ROUTES, Body, HttpRoute, with_timestamps
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ STATUS = {
 MAX_BODY = 2 * 1024 * 1024  # bytes of a JSON body; the service's own limits are lower still
 MAX_DEPTH = 64  # levels of arrays and objects in a body
 PATH_PARAMETER = re.compile(r"{(\w+)}")
+CONVERSATION_NOT_FOUND = "Conversation not found or access denied"  # seed 001's words, missing or another's
 EXPOSED = ["Retry-After", "Content-Disposition", "X-Chronicle-Position"]
 
 
@@ -57,6 +59,9 @@ def json_response(body: Body, status: int = 200, headers: dict[str, str] | None 
 
 def error_response(error: ChronicleError) -> Response:
     details = [{**d, "field": camel_path(d["field"])} if d.get("field") else d for d in error.details]
+    if error.code == "invalid" and details and all(d.get("rule") == "cursor" for d in details):
+        # A cursor names a page; one this service never gave names no page there is.
+        error = ChronicleError("not_found", error.message, error.details)
     message = error.message
     if error.code == "invalid" and details and message.startswith("invalid request: "):
         message = "invalid request: " + ", ".join(d["field"] for d in details if d.get("field"))
@@ -85,6 +90,8 @@ class Gateway:
                 values = request.query_params.getlist(key)
                 if to_snake(key) in arrays:
                     given[key] = [item for value in values for item in value.split(",") if item]
+                elif to_snake(key) in object_fields(route.request):  # declared as JSON in the query
+                    given[key] = json_parameter(key, values[-1])
                 else:
                     given[key] = values[-1]
         else:
@@ -108,20 +115,29 @@ class Gateway:
         release = None
         try:
             token = bearer_token(request.headers.get("authorization"))  # before the body costs anything
-            key = idempotency_key(request.headers.get("idempotency-key"))
-            model = route.request(**await self.fields(route, request))
+            key = idempotency_key(checked_key(request.headers.get("idempotency-key")))
+            fields = await self.fields(route, request)
+            if route.method not in ("GET", "DELETE"):  # (a query string's values are all text)
+                check_booleans(route.request, fields)
+            model = route.request(**fields)
             if key is not None and not isinstance(model, Command):
                 key = None  # a query is answered afresh each time
             client, release = await self.clients.acquire(token)
             if route.download:
                 return await download(client, cast(ExportConversation, model))
             data = await client.send_json(model, key)  # type: ignore[arg-type]
-            shown = casing(route.request.reply).web(data)
+            shown = {**reply_defaults(route.request.reply), **casing(route.request.reply).web(data)}
+            if route.reread is not None:  # (read at the command's position: the client passes it on)
+                reread = route.reread(model)
+                shown["conversation"] = casing(reread.reply).web(await client.send_json(reread))  # type: ignore[arg-type]
             body = {"success": True, **(route.shape(shown, model) if route.shape else shown)}
             headers = {"X-Chronicle-Position": str(client.last_position)} if client.last_position is not None else None
             return json_response(body, route.status, headers)
         except Exception as error:  # every failure answers in the envelope
-            return error_response(failure_of(error))
+            failed = failure_of(error)
+            if failed.code == "not_found" and "{conversationId}" in route.path:
+                failed = ChronicleError("not_found", CONVERSATION_NOT_FOUND, failed.details)
+            return error_response(failed)
         finally:
             if release is not None:
                 release()
@@ -247,12 +263,76 @@ def sse(event: str, data: Any) -> bytes:
 
 async def download(client: ChronicleClient, request: ExportConversation) -> Response:
     """An export as a file: the client reads its parts and joins them."""
-    client.observed(request.min_position)  # (a position the caller asked to read from)
-    export = await client.conversations.export(request.conversation_id, request.format)
+    # (the position the caller asked to read from is this request's only: not remembered)
+    export = await client.conversations.export(request.conversation_id, request.format,
+                                               min_position=request.min_position)
+    content = export.content
+    if request.format == "json":  # camelCase like every other body; free JSON keeps its keys
+        document = with_timestamps(casing(ConversationView).web(orjson.loads(content)))
+        content = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
     media, suffix = ("text/markdown; charset=utf-8", "md") if request.format == "markdown" else ("application/json", "json")
     filename = f"conversation-{request.conversation_id}.{suffix}"
-    return Response(export.content.encode(), media_type=media,
+    return Response(content.encode(), media_type=media,
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+IDEMPOTENCY_KEY = re.compile(rf"[!-~]{{1,{MAX_IDEMPOTENCY_KEY}}}")  # as the OpenAPI document declares it
+
+
+def checked_key(value: str | None) -> str | None:
+    if value is not None and not IDEMPOTENCY_KEY.fullmatch(value):
+        message = f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} visible ASCII characters"
+        raise ChronicleError("invalid", message, [{"field": "Idempotency-Key", "rule": "pattern", "message": message}])
+    return value
+
+
+def comma_free(schema: dict[str, Any]) -> dict[str, Any]:
+    """A list parameter's schema whose items hold no comma: the query string's lists are
+    comma-separated too (`tags=a,b`)."""
+    if "items" in schema:
+        return {**schema, "items": {"allOf": [schema["items"], {"pattern": "^[^,]*$"}]}}
+    return {**schema, **({"anyOf": [comma_free(branch) for branch in schema["anyOf"]]} if "anyOf" in schema else {})}
+
+
+def check_booleans(model: type[BaseModel], fields: Body) -> None:
+    """A JSON body's booleans are true or false: pydantic would take 0 or "yes" for one."""
+    for name in boolean_fields(model):
+        if name in fields and fields[name] is not None and not isinstance(fields[name], bool):
+            message = f"{to_camel(name)} must be true or false"
+            raise ChronicleError("invalid", message, [{"field": to_camel(name), "rule": "bool_type", "message": message}])
+
+
+@cache
+def boolean_fields(model: type[BaseModel]) -> frozenset[str]:
+    return frozenset(name for name, item in casing(model, "validation").schema.get("properties", {}).items()
+                     if "boolean" in schema_types(item))
+
+
+@cache
+def object_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The request's object fields: a query string gives each as JSON."""
+    return frozenset(name for name, item in casing(model, "validation").schema.get("properties", {}).items()
+                     if schema_types(item) == {"object"} or schema_types(item) == {"object", "null"})
+
+
+def schema_types(item: dict[str, Any]) -> set[str]:
+    return {branch["type"] for branch in [item, *item.get("anyOf", ())] if isinstance(branch.get("type"), str)}
+
+
+def json_parameter(name: str, value: str) -> Any:
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        message = f"{name} must be JSON"
+        raise ChronicleError("invalid", message, [{"field": name, "rule": "json", "message": message}]) from None
+
+
+@cache
+def reply_defaults(model: type[BaseModel]) -> Body:
+    """The reply's optional fields at their defaults, in camelCase: a body always has every
+    field its schema requires (a no-op write's `position` is null, not absent)."""
+    return {to_camel(name): to_jsonable_python(info.get_default(call_default_factory=True))
+            for name, info in model.model_fields.items() if not info.is_required()}
 
 
 @cache
@@ -310,7 +390,14 @@ def build_app(
                               redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
                               redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png", with_google_fonts=False)
 
-    served: list[BaseRoute] = [Route(route.path, endpoint(gateway, route), methods=[route.method]) for route in gateway.routes]
+    # One route per path serving each of its methods, so that another method is answered 405
+    # with every method the path has in `Allow`.
+    by_path: dict[str, dict[str, HttpRoute]] = {}
+    for route in gateway.routes:
+        by_path.setdefault(route.path, {})[route.method] = route
+    fixed = {path: list(methods) for path, methods in by_path.items() if not PATH_PARAMETER.search(path)}
+    served: list[BaseRoute] = [Route(path, endpoint(gateway, methods, fixed), methods=list(methods))
+                               for path, methods in by_path.items()]
     served += [
         Route("/api/jobs/{jobId}/events", job_events, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
@@ -326,17 +413,24 @@ def build_app(
     async def no_route(request: Request, error: Exception) -> Response:
         status = getattr(error, "status_code", 404)
         code, message = ("not_found", "no such route") if status == 404 else ("invalid", "method not allowed here")
-        return json_response({"success": False, "error": {"code": code, "message": message, "details": []}}, status)
+        headers = getattr(error, "headers", None)  # (405: Allow, the path's methods)
+        return json_response({"success": False, "error": {"code": code, "message": message, "details": []}}, status,
+                             dict(headers) if headers else None)
 
     return Starlette(routes=served, middleware=[*counted, cors], lifespan=lifespan,
                      exception_handlers={404: no_route, 405: no_route})
 
 
-def endpoint(gateway: Gateway, route: HttpRoute) -> Any:
+def endpoint(gateway: Gateway, routes: dict[str, HttpRoute], fixed: dict[str, list[str]]) -> Any:
     async def serve(request: Request) -> Response:
-        return await gateway.handle(route, request)
+        allowed = fixed.get(request.url.path)
+        if allowed is not None and PATH_PARAMETER.search(next(iter(routes.values())).path):
+            # `PUT /api/conversations/search` is search's path with a method it lacks, not an update of "search"
+            body = {"success": False, "error": {"code": "invalid", "message": "method not allowed here", "details": []}}
+            return json_response(body, 405, {"Allow": ", ".join(allowed)})
+        method = "GET" if request.method == "HEAD" else request.method
+        return await gateway.handle(routes[method], request)
 
-    serve.__name__ = f"{route.method.lower()}_{route.request.__name__}"
     return serve
 
 
@@ -351,7 +445,7 @@ REF = "#/components/schemas/{model}"
 
 def openapi_document(routes: Iterable[HttpRoute]) -> dict[str, Any]:
     """The OpenAPI document, every schema generated from the request and reply models."""
-    components: dict[str, Any] = {"Error": ERROR_SCHEMA}
+    components: dict[str, Any] = {"Error": ERROR_SCHEMA, "LayoutNode": LAYOUT_NODE}
     paths: dict[str, Any] = {}
 
     def schema_of(model: Any, mode: str) -> dict[str, Any]:
@@ -364,18 +458,33 @@ def openapi_document(routes: Iterable[HttpRoute]) -> dict[str, Any]:
         request_schema = schema_of(route.request, "validation")
         properties = {k: v for k, v in request_schema.get("properties", {}).items() if k not in in_path}
         required = [k for k in request_schema.get("required", []) if k not in in_path]
-        parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in in_path]
+        parameters = [{"name": name, "in": "path", "required": True,
+                       "schema": request_schema.get("properties", {}).get(name, {"type": "string"})} for name in in_path]
+        if route.flat is not None:  # an object field given as flat query parameters (the message page's)
+            nested = components[properties.pop(route.flat)["$ref"].rsplit("/", 1)[-1]]
+            properties.update(nested["properties"])
+        for name, values in route.also_accepted.items():
+            properties[name] = {**properties[name], "enum": [*properties[name]["enum"], *values]}
         operation: dict[str, Any] = {"summary": route.summary, "tags": [route.tag],
                                      "operationId": f"{route.method.lower()}_{route.request.__name__}"}
+        properties.update(route.schemas)
         if route.method in ("GET", "DELETE"):
-            parameters += [{"name": name, "in": "query", "required": name in required, "schema": item}
-                           for name, item in properties.items()]
+            parameters += [
+                {"name": name, "in": "query", "required": name in required,
+                 **({"content": {"application/json": {"schema": item}}} if to_snake(name) in object_fields(route.request)
+                    else {"schema": comma_free(item) if to_snake(name) in array_fields(route.request) else item})}
+                for name, item in properties.items()]
         elif properties:
             body = {**request_schema, "properties": properties, "required": required}
+            if route.variants is not None:
+                name, schemas = route.variants
+                body = {"oneOf": [{**body, "properties": {**properties, name: {"const": value}, **schema}}
+                                  for value, schema in schemas.items()]}
             operation["requestBody"] = {"required": bool(required), "content": {"application/json": {"schema": body}}}
         if route.method != "GET":
             parameters.append({"name": "Idempotency-Key", "in": "header", "required": False,
-                               "schema": {"type": "string", "maxLength": 200}})
+                               "schema": {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY,
+                                          "pattern": "^[!-~]+$"}})
         operation["parameters"] = parameters
         if route.download:
             reply = {"description": "the file", "content": {"application/json": {}, "text/markdown": {}}}
@@ -385,14 +494,13 @@ def openapi_document(routes: Iterable[HttpRoute]) -> dict[str, Any]:
                 name: (kind if isinstance(kind, tuple) else (kind, ...)) for name, kind in fields.items()}}
             shaped = create_model(f"{route.request.__name__}Response", **definitions)
             reply = {"description": "done", "content": {"application/json": {"schema": schema_of(shaped, "serialization")}}}
-        operation["responses"] = {str(route.status): reply, **{
-            str(status): {"description": code, "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
-            for code, status in STATUS.items()}}
+        operation["responses"] = {str(route.status): reply, **ERROR_RESPONSES}
         paths.setdefault(route.path, {})[route.method.lower()] = operation
     paths.setdefault("/api/jobs/{jobId}/events", {})["get"] = {
         "summary": "A job's progress as Server-Sent Events (event: job, progress)", "tags": ["jobs"],
-        "parameters": [{"name": "jobId", "in": "path", "required": True, "schema": {"type": "string"}}],
-        "responses": {"200": {"description": "text/event-stream", "content": {"text/event-stream": {}}}},
+        "parameters": [{"name": "jobId", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}}],
+        "responses": {"200": {"description": "text/event-stream", "content": {"text/event-stream": {}}},
+                      **ERROR_RESPONSES},
     }
     return {
         "openapi": "3.1.0",
@@ -403,6 +511,13 @@ def openapi_document(routes: Iterable[HttpRoute]) -> dict[str, Any]:
     }
 
 
+LAYOUT_NODE = {  # what domain/layout.py takes as a node (its size and depth bounds aside)
+    "type": "object", "required": ["type"], "additionalProperties": True,
+    "properties": {"type": {"type": "string", "pattern": "\\S"}, "id": {"type": "string"}, "label": {"type": "string"},
+                   "children": {"type": "array", "items": {"$ref": REF.format(model="LayoutNode")}}},
+}
+ERROR_RESPONSES = {str(status): {"description": code, "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
+                   for code, status in STATUS.items()}
 ERROR_SCHEMA = {
     "type": "object",
     "required": ["success", "error"],

@@ -35,12 +35,13 @@ from chronicle_contract.conversations import (
     ExportConversation,
     GetConversation,
     ListConversations,
+    MessageView,
     SearchConversations,
     StartConversation,
     UpdateConversation,
 )
 from chronicle_contract.hitl import GetRun, ListRuns, PauseRun, ResumeRun
-from chronicle_contract.jobs import GetJob, ListJobs, RequestJob
+from chronicle_contract.jobs import OPTIONS, GetJob, ListJobs, RequestJob
 from chronicle_contract.optimizations import (
     CandidateLineage,
     CompareOptimizations,
@@ -77,6 +78,12 @@ class HttpRoute:
     shape: Callable[[Body, Any], Body] | None = None  # (reply data, the request sent)
     body: dict[str, Any] = field(default_factory=dict)
     download: bool = False  # the reply is a file (export)
+    reread: Callable[[Any], Request[Any]] | None = None  # a query whose reply joins the data as `conversation`
+    schemas: dict[str, Any] = field(default_factory=dict)  # a request field's schema where its model's says less
+    # A body whose other fields depend on one field's value: (that field, {value: {field: schema}}).
+    variants: tuple[str, dict[str, dict[str, Any]]] | None = None
+    flat: str | None = None  # a request field (an object) whose fields are the query's own parameters
+    also_accepted: dict[str, list[str]] = field(default_factory=dict)  # a parameter's other spellings (by `fields`)
 
 
 def sort_key(value: Any) -> Any:
@@ -106,49 +113,81 @@ def conversations_page(data: Body, _: Any) -> Body:
     }
 
 
+def with_timestamps(conversation: Body) -> Body:
+    """Seed 001 names a message's time `timestamp`; `createdAt` stays beside it."""
+    messages = [{**message, "timestamp": message["createdAt"]} for message in conversation.get("messages", ())]
+    return {**conversation, "messages": messages}
+
+
 def search_results(data: Body, _: Any) -> Body:
-    results = [
-        {
+    """Seed 001's results: one per conversation (its best hit), the matched message's
+    snippet as a string with its id beside it."""
+    results, seen = [], set()
+    for hit in data["items"]:
+        if hit["conversationId"] in seen:
+            continue
+        seen.add(hit["conversationId"])
+        results.append({
             "conversationId": hit["conversationId"],
             "title": hit["title"],
-            "matchedMessage": (
-                {"messageId": hit["messageId"], "snippet": hit["snippet"]} if hit["messageId"] is not None else None
-            ),
+            "matchedMessage": hit["snippet"] if hit["messageId"] is not None else None,
+            "messageId": hit["messageId"],
+            "timestamp": hit["createdAt"],
             "snippet": hit["snippet"],
             "createdAt": hit["createdAt"],
             "rank": hit["rank"],
-        }
-        for hit in data["items"]
-    ]
-    return {"query": data["query"], "results": results, "count": len(results)}
+        })
+    return {"query": data["query"], "results": results, "total": len(results), "count": len(results)}
 
 
 def stats_shape(data: Body, _: Any) -> Body:
+    first, last = data["firstConversationAt"], data["lastConversationAt"]
     return {
         "stats": {
             "totalConversations": data["totalConversations"],
             "totalMessages": data["totalMessages"],
             "averageMessagesPerConversation": data["averageMessages"],
-            "firstConversationAt": data["firstConversationAt"],
-            "lastConversationAt": data["lastConversationAt"],
+            "firstConversationDate": first,
+            "lastConversationDate": last,
+            "firstConversationAt": first,
+            "lastConversationAt": last,
             "topTags": data["topTags"],
         }
     }
 
 
-def conversation_written(data: Body, sent: Any) -> Body:
-    return {"conversationId": str(sent.conversation_id), **data}
+def conversation_started(data: Body, _: Any) -> Body:
+    return {**data, "message": "Conversation created successfully"}
 
 
-class MatchedMessage(BaseModel):
-    messageId: UUID  # noqa: N815 (seed 001's names)
-    snippet: str
+def conversation_updated(data: Body, sent: Any) -> Body:
+    """Seed 001: the updated conversation (read at the update's position), our fields beside it."""
+    conversation = with_timestamps(data.pop("conversation"))
+    return {"conversation": conversation, "conversationId": str(sent.conversation_id), **data}
+
+
+def conversation_deleted(data: Body, sent: Any) -> Body:
+    return {"conversationId": str(sent.conversation_id), **data, "message": "Conversation deleted successfully"}
+
+
+def reread_conversation(sent: Any) -> GetConversation:
+    return GetConversation(conversation_id=sent.conversation_id)
+
+
+class Message(MessageView):
+    timestamp: datetime
+
+
+class Conversation(ConversationView):
+    messages: list[Message]  # type: ignore[assignment]  # (the web's message: timestamp beside createdAt)
 
 
 class ConversationHit(BaseModel):
-    conversationId: UUID  # noqa: N815
+    conversationId: UUID  # noqa: N815 (seed 001's names)
     title: str
-    matchedMessage: MatchedMessage | None  # noqa: N815 (None: the title matched)
+    matchedMessage: str | None  # noqa: N815 (None: the title matched)
+    messageId: UUID | None  # noqa: N815
+    timestamp: datetime
     snippet: str
     createdAt: datetime  # noqa: N815
     rank: int
@@ -163,6 +202,8 @@ class ConversationStatsBody(BaseModel):
     totalConversations: int  # noqa: N815
     totalMessages: int  # noqa: N815
     averageMessagesPerConversation: float  # noqa: N815
+    firstConversationDate: datetime | None  # noqa: N815
+    lastConversationDate: datetime | None  # noqa: N815
     firstConversationAt: datetime | None  # noqa: N815
     lastConversationAt: datetime | None  # noqa: N815
     topTags: list[TopTag]  # noqa: N815
@@ -172,21 +213,27 @@ CONVERSATIONS = "conversations"
 ROUTES: tuple[HttpRoute, ...] = (
     # Seed 001's routes, its parameter names and shapes.
     HttpRoute("GET", "/api/conversations", ListConversations, "List conversations", CONVERSATIONS,
-              fields=list_fields, shape=conversations_page,
+              fields=list_fields, shape=conversations_page, also_accepted={"sortBy": ["createdAt", "updatedAt"]},
               body={"conversations": list[ConversationSummaryView], "total": int, "limit": int, "offset": int,
                     "hasMore": bool}),
-    HttpRoute("POST", "/api/conversations", StartConversation, "Start a conversation", CONVERSATIONS, status=201),
+    HttpRoute("POST", "/api/conversations", StartConversation, "Start a conversation", CONVERSATIONS, status=201,
+              shape=conversation_started,
+              body={"conversationId": UUID, "title": str, "position": int | None, "message": str}),
     HttpRoute("GET", "/api/conversations/search", SearchConversations, "Search messages and titles", CONVERSATIONS,
-              shape=search_results, body={"query": str, "results": list[ConversationHit], "count": int}),
+              shape=search_results,
+              body={"query": str, "results": list[ConversationHit], "total": int, "count": int}),
     HttpRoute("GET", "/api/conversations/stats", ConversationStatsQuery, "Your conversation statistics",
               CONVERSATIONS, shape=stats_shape, body={"stats": ConversationStatsBody}),
     HttpRoute("GET", "/api/conversations/{conversationId}", GetConversation, "A conversation with a page of messages",
-              CONVERSATIONS, fields=message_page, shape=lambda data, _: {"conversation": data},
-              body={"conversation": ConversationView}),
+              CONVERSATIONS, fields=message_page, flat="messages",
+              shape=lambda data, _: {"conversation": with_timestamps(data)},
+              body={"conversation": Conversation}),
     HttpRoute("PUT", "/api/conversations/{conversationId}", UpdateConversation, "Retitle or retag a conversation",
-              CONVERSATIONS, shape=conversation_written, body={"conversationId": UUID, "position": int | None}),
+              CONVERSATIONS, shape=conversation_updated, reread=reread_conversation,
+              body={"conversation": Conversation, "conversationId": UUID, "position": int | None}),
     HttpRoute("DELETE", "/api/conversations/{conversationId}", DeleteConversation, "Delete a conversation",
-              CONVERSATIONS, shape=conversation_written, body={"conversationId": UUID, "position": int | None}),
+              CONVERSATIONS, shape=conversation_deleted,
+              body={"conversationId": UUID, "position": int | None, "message": str}),
     HttpRoute("POST", "/api/conversations/{conversationId}/messages", AddMessage, "Add a message", CONVERSATIONS,
               status=201),
     HttpRoute("GET", "/api/conversations/{conversationId}/export", ExportConversation,
@@ -199,7 +246,8 @@ ROUTES: tuple[HttpRoute, ...] = (
     HttpRoute("POST", "/api/sessions/{sessionId}/close", CloseSession, "Close a session", "sessions"),
     # Artifacts, lineage, variations.
     HttpRoute("GET", "/api/artifacts", ListArtifacts, "List artifacts", "artifacts"),
-    HttpRoute("POST", "/api/artifacts", StoreArtifact, "Store a generated artifact", "artifacts", status=201),
+    HttpRoute("POST", "/api/artifacts", StoreArtifact, "Store a generated artifact", "artifacts", status=201,
+              schemas={"layout": {"$ref": "#/components/schemas/LayoutNode"}}),
     HttpRoute("POST", "/api/artifacts/generate", GenerateArtifact, "Generate and store a layout", "artifacts",
               status=201),
     HttpRoute("GET", "/api/artifacts/search", SearchArtifacts, "Search artifacts by query text", "artifacts"),
@@ -219,7 +267,9 @@ ROUTES: tuple[HttpRoute, ...] = (
               "artifacts"),
     # Jobs (progress: GET /api/jobs/{jobId}/events, Server-Sent Events).
     HttpRoute("GET", "/api/jobs", ListJobs, "List generation jobs", "jobs"),
-    HttpRoute("POST", "/api/jobs", RequestJob, "Request a generation job", "jobs", status=202),
+    HttpRoute("POST", "/api/jobs", RequestJob, "Request a generation job", "jobs", status=202,
+              variants=("artifactType", {kind: {"options": options.model_json_schema()}  # (its keys as the seed's)
+                                         for kind, options in OPTIONS.items()})),
     HttpRoute("GET", "/api/jobs/{jobId}", GetJob, "A job, its status, progress and result", "jobs"),
     # Human in the loop.
     HttpRoute("GET", "/api/hitl/runs", ListRuns, "Open checkpoints waiting for a human", "hitl"),

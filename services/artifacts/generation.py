@@ -81,7 +81,8 @@ class Generating:
             request = GenerationRequest(query=cmd.query, model=cmd.model, temperature=cmd.temperature)
             generation = await self._call(request)
             provenance = cmd.model_dump(include={"session_id", "tags", "rag_examples", "parent_id"})
-            return generated_artifact(generation, request, origin="generated", **provenance)
+            made = generated_artifact(generation, request, origin="generated", **provenance)
+            return made if cmd.provider is None else made.model_copy(update={"provider": cmd.provider})
 
         return await self.bus.execute_prepared(cmd, user, key, work)
 
@@ -90,7 +91,7 @@ class Generating:
         generation = await self._call(GenerationRequest(query=cmd.query, model=cmd.model, temperature=cmd.temperature))
         return Drafted(
             layout=generation.layout, draft=generation.draft, model=generation.model,
-            provider=generation.provider, stats=WireStats(**generation.stats.model_dump()),
+            provider=cmd.provider or generation.provider, stats=WireStats(**generation.stats.model_dump()),
         )
 
     async def refine(self, user: str, cmd: RefineArtifact, key: str | None) -> Wire[Generated]:

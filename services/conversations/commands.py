@@ -16,9 +16,12 @@ from chronicle_contract.conversations import (
     StartConversation,
     UpdateConversation,
 )
+from chronicle_contract.sessions import CreateSession
 
+from domain.base import Aggregate
 from domain.conversation import Conversation
 from domain.session import Session
+from services.runtime.sessions import open_session
 from services.runtime.unit_of_work import UnitOfWork
 
 
@@ -32,7 +35,7 @@ class ConversationWritten(Written):
 
 def start_conversation(cmd: StartConversation, uow: UnitOfWork) -> ConversationStarted:
     if cmd.session_id is not None:
-        uow.get(Session, cmd.session_id).check_open()
+        chat_session(cmd.session_id, uow)
     conversation = uow.add(
         Conversation.start(
             id=uow.new_id(),
@@ -46,6 +49,18 @@ def start_conversation(cmd: StartConversation, uow: UnitOfWork) -> ConversationS
         )
     )
     return ConversationStarted(conversation_id=conversation.id, title=conversation.title)
+
+
+def chat_session(session_id: UUID, uow: UnitOfWork) -> Session:
+    """The caller's open session with this id, made for them when no aggregate has it yet:
+    seed 001's front end makes its own session ids. Any other holder of the id (another
+    user's session, or not a session at all) is `not_found`, as a missing one would be."""
+    existing = uow.find(Aggregate, session_id)
+    if existing is None:
+        return open_session(CreateSession(name="Chat", kind="chat"), uow, session_id=session_id)
+    session = uow.get(Session, session_id)
+    session.check_open()
+    return session
 
 
 def add_message(cmd: AddMessage, uow: UnitOfWork) -> MessageAdded:

@@ -14,10 +14,10 @@ from services.runtime.unit_of_work import UnitOfWork
 CURRENT_SESSION_NAME = "Generated artifacts"
 
 
-def open_session(cmd: CreateSession, uow: UnitOfWork) -> Session:
+def open_session(cmd: CreateSession, uow: UnitOfWork, session_id: UUID | None = None) -> Session:
     return uow.add(
         Session.create(
-            id=uow.new_id(),
+            id=session_id or uow.new_id(),
             owner=uow.user_id,
             at=uow.now,
             name=cmd.name,

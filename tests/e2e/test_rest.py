@@ -25,7 +25,7 @@ from tests.servers import TestServers
 
 Http = Callable[..., httpx.AsyncClient]
 SUMMARY = {"id", "title", "tags", "sessionId", "messageCount", "firstMessage", "createdAt", "updatedAt"}
-MESSAGE = {"id", "role", "content", "metadata", "pinned", "messageType", "createdAt"}
+MESSAGE = {"id", "role", "content", "metadata", "pinned", "messageType", "createdAt", "timestamp"}
 
 
 async def serve_rest(nats_url: str, prefix: str) -> HttpServer:
@@ -57,52 +57,76 @@ async def http(gateway: HttpServer, authority: TokenAuthority) -> AsyncIterator[
 
 async def test_seed_001_routes_and_shapes(http: Http) -> None:
     web = http()
-    started = await web.post("/api/conversations", json={"title": "Trip to Lisbon", "tags": ["travel", "plans"]})
-    assert started.status_code == 201
+    session = str(uuid.uuid4())  # made by the front end, as seed 001's client does
+    seed_body = {"title": "Trip to Lisbon", "tags": ["travel", "plans"], "sessionId": session,
+                 "documentContext": {"filename": "lisbon.pdf"}, "embeddingProvider": "llama"}
+    started = await web.post("/api/conversations", json=seed_body)
+    assert started.status_code == 201, started.text
     body = started.json()
-    assert body["success"] is True and set(body) == {"success", "conversationId", "title", "position"}
+    assert set(body) == {"success", "conversationId", "message", "title", "position"} and body["success"] is True
+    assert body["message"] == "Conversation created successfully"
     conversation = body["conversationId"]
     for content in ("Where should we eat in Alfama?", "Try the grilled sardines", "And a pastel de nata"):
         added = await web.post(f"/api/conversations/{conversation}/messages",
                                json={"role": "user", "content": content, "metadata": {"client_ref": 7}})
         assert added.status_code == 201 and added.json()["conversationId"] == conversation
         assert set(added.json()) == {"success", "conversationId", "messageId", "title", "position"}
-    await web.post("/api/conversations", json={"title": "Work", "tags": ["work"]})
+    # The same front-end session joins the next conversation; the seed's other providers are taken.
+    second = await web.post("/api/conversations", json={"title": "Work", "tags": ["work"], "sessionId": session,
+                                                         "embeddingProvider": "gemini"})
+    assert second.status_code == 201, second.text
+    refused = await web.post("/api/conversations", json={"title": "x", "embeddingProvider": "openai"})
+    assert refused.status_code == 400 and refused.json()["error"]["details"][0]["field"] == "embeddingProvider"
 
     listed = (await web.get("/api/conversations", params={"tags": "travel,plans", "sortBy": "createdAt",
                                                           "order": "asc", "limit": 10, "offset": 0})).json()
     assert set(listed) == {"success", "conversations", "total", "limit", "offset", "hasMore"}
     assert listed["total"] == 1 and listed["hasMore"] is False
     (summary,) = listed["conversations"]
-    assert set(summary) == SUMMARY
+    assert set(summary) == SUMMARY and summary["sessionId"] == session
     assert summary["messageCount"] == 3 and summary["firstMessage"] == "Where should we eat in Alfama?"
     assert (await web.get("/api/conversations", params={"limit": 1})).json()["hasMore"] is True
+    # The seed's default sort: created_at, newest first (the first one was written to last).
+    default = (await web.get("/api/conversations")).json()["conversations"]
+    assert [c["title"] for c in default] == ["Work", "Trip to Lisbon"]
+    seed_spelling = (await web.get("/api/conversations", params={"sortBy": "created_at", "order": "asc"})).json()
+    assert [c["title"] for c in seed_spelling["conversations"]] == ["Trip to Lisbon", "Work"]
 
     got = (await web.get(f"/api/conversations/{conversation}")).json()
     assert set(got) == {"success", "conversation"}
     shown = got["conversation"]
-    assert SUMMARY <= set(shown) and {"messages", "nextCursor", "documentContext"} <= set(shown)
+    assert SUMMARY <= set(shown) and {"messages", "nextCursor", "documentContext", "embeddingProvider"} <= set(shown)
+    assert (shown["documentContext"], shown["embeddingProvider"]) == ({"filename": "lisbon.pdf"}, "llama")
     assert [set(m) for m in shown["messages"]] == [MESSAGE] * 3
+    assert all(m["timestamp"] == m["createdAt"] for m in shown["messages"])
     assert shown["messages"][0]["metadata"] == {"client_ref": 7}  # free JSON keeps its own keys
     page = (await web.get(f"/api/conversations/{conversation}", params={"limit": 2, "order": "newest"})).json()
     # the newest two, shown oldest first
     assert [m["content"] for m in page["conversation"]["messages"]] == ["Try the grilled sardines", "And a pastel de nata"]
     assert page["conversation"]["nextCursor"]
 
+    # Two messages match: one result for the conversation, its best.
+    await web.post(f"/api/conversations/{conversation}/messages", json={"role": "agent", "content": "sardines again"})
     found = (await web.get("/api/conversations/search", params={"q": "sardines"})).json()
-    assert set(found) == {"success", "query", "results", "count"} and found["count"] == 1
+    assert set(found) == {"success", "query", "results", "total", "count"} and found["total"] == 1
     (hit,) = found["results"]
-    assert set(hit) == {"conversationId", "title", "matchedMessage", "snippet", "createdAt", "rank"}
-    assert hit["conversationId"] == conversation and "<mark>sardines</mark>" in hit["matchedMessage"]["snippet"]
+    assert set(hit) == {"conversationId", "title", "matchedMessage", "messageId", "timestamp", "snippet",
+                        "createdAt", "rank"}
+    assert hit["conversationId"] == conversation and "<mark>sardines</mark>" in hit["matchedMessage"]
+    assert hit["messageId"] in {m["id"] for m in (await web.get(f"/api/conversations/{conversation}")).json()[
+        "conversation"]["messages"]}
 
     stats = (await web.get("/api/conversations/stats")).json()["stats"]
-    assert set(stats) == {"totalConversations", "totalMessages", "averageMessagesPerConversation",
-                          "firstConversationAt", "lastConversationAt", "topTags"}
-    assert (stats["totalConversations"], stats["totalMessages"], stats["averageMessagesPerConversation"]) == (2, 3, 1.5)
+    assert {"totalConversations", "totalMessages", "averageMessagesPerConversation", "firstConversationDate",
+            "lastConversationDate", "topTags"} <= set(stats)
+    assert (stats["totalConversations"], stats["totalMessages"], stats["averageMessagesPerConversation"]) == (2, 4, 2.0)
+    assert stats["firstConversationDate"] <= stats["lastConversationDate"]
     assert {"tag": "travel", "count": 1} in stats["topTags"]
 
     updated = await web.put(f"/api/conversations/{conversation}", json={"title": "Lisbon", "tags": ["travel"]})
     assert updated.status_code == 200 and updated.json()["conversationId"] == conversation
+    assert updated.json()["conversation"]["title"] == "Lisbon" and updated.json()["conversation"]["tags"] == ["travel"]
+    assert len(updated.json()["conversation"]["messages"]) == 4 and isinstance(updated.json()["position"], int)
     assert (await web.get(f"/api/conversations/{conversation}")).json()["conversation"]["title"] == "Lisbon"
 
     for fmt, media, suffix in (("json", "application/json", "json"), ("markdown", "text/markdown", "md")):
@@ -110,12 +134,40 @@ async def test_seed_001_routes_and_shapes(http: Http) -> None:
         assert exported.status_code == 200 and exported.headers["content-type"].startswith(media)
         assert exported.headers["content-disposition"] == f'attachment; filename="conversation-{conversation}.{suffix}"'
         assert "pastel de nata" in exported.text
-    assert len(orjson.loads((await web.get(f"/api/conversations/{conversation}/export")).content)["messages"]) == 3
+    document = orjson.loads((await web.get(f"/api/conversations/{conversation}/export")).content)
+    assert {"sessionId", "documentContext", "embeddingProvider", "messageCount", "createdAt"} <= set(document)
+    assert len(document["messages"]) == 4 and {"messageType", "timestamp"} <= set(document["messages"][0])
+    assert document["messages"][0]["metadata"] == {"client_ref": 7}
 
     deleted = await web.delete(f"/api/conversations/{conversation}")
     assert deleted.status_code == 200 and deleted.json()["conversationId"] == conversation
+    assert deleted.json()["message"] == "Conversation deleted successfully"
     gone = await web.get(f"/api/conversations/{conversation}")
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "not_found"
+    assert gone.json()["error"]["message"] == "Conversation not found or access denied"
+
+
+async def test_a_front_end_session_id_is_its_users_own(http: Http) -> None:
+    alice, bob = http(), http()
+    session = str(uuid.uuid4())
+    assert (await alice.post("/api/conversations", json={"title": "a", "sessionId": session})).status_code == 201
+    # Bob cannot join alice's session, nor learn more of it than of one that never existed.
+    joined = await bob.post("/api/conversations", json={"title": "b", "sessionId": session})
+    assert joined.status_code == 404 and joined.json()["error"]["code"] == "not_found"
+    assert (await bob.get("/api/conversations")).json()["total"] == 0
+    assert (await bob.get(f"/api/sessions/{session}")).status_code == 404
+    mine = (await alice.get(f"/api/sessions/{session}")).json()
+    assert mine["id"] == session and mine["conversationCount"] == 1
+
+
+async def test_a_requests_min_position_is_its_own(http: Http) -> None:
+    web = http()
+    conversation = (await web.post("/api/conversations", json={"title": "x"})).json()["conversationId"]
+    far = await web.get(f"/api/conversations/{conversation}/export", params={"minPosition": 2**62})
+    assert far.status_code == 503 and far.json()["error"]["details"][0]["field"] == "minPosition"
+    # Nothing of that position stays behind for the next requests (they have none of their own).
+    assert (await web.get("/api/jobs")).status_code == 200
+    assert (await web.post("/api/conversations", json={"title": "y"})).status_code == 201
 
 
 async def test_status_codes_and_the_error_envelope(http: Http, chronicle: Chronicle) -> None:
@@ -140,7 +192,7 @@ async def test_status_codes_and_the_error_envelope(http: Http, chronicle: Chroni
     # Another user's conversation is as missing as one that never existed.
     foreign = error(await bob.get(f"/api/conversations/{conversation}"), 404, "not_found")
     missing = error(await bob.get(f"/api/conversations/{uuid.uuid4()}"), 404, "not_found")
-    assert str(foreign["message"]).replace(conversation, "?") == str(missing["message"]).split(" not")[0].rsplit(" ", 1)[0] + " ? not found"
+    assert foreign == missing and foreign["message"] == "Conversation not found or access denied"  # seed 001's words
     error(await bob.delete(f"/api/conversations/{conversation}"), 404, "not_found")
     async with httpx.AsyncClient(base_url=str(alice.base_url)) as anonymous:
         error(await anonymous.get("/api/conversations"), 401, "unauthorized")
@@ -218,6 +270,39 @@ async def test_openapi_and_docs_come_from_the_models(http: Http) -> None:
     assert set(add["content"]["application/json"]["schema"]["properties"]) >= {"role", "content", "metadata", "messageType"}
     assert "/api/jobs/{jobId}/events" in document["paths"] and "/api/artifacts/{artifactId}/lineage" in document["paths"]
     assert (await web.get("/docs")).status_code == 200 and (await web.get("/redoc")).status_code == 200
+
+
+async def test_the_openapi_document_says_what_the_gateway_does(http: Http) -> None:
+    web = http()
+    paths = (await web.get("/openapi.json")).json()["paths"]
+    one = paths["/api/conversations/{conversationId}"]["get"]["parameters"]
+    assert {p["name"]: p["schema"].get("format") for p in one if p["in"] == "path"} == {"conversationId": "uuid"}
+    assert {"limit", "order", "cursor"} <= {p["name"] for p in one} and "messages" not in {p["name"] for p in one}
+    (sort,) = [p for p in paths["/api/conversations"]["get"]["parameters"] if p["name"] == "sortBy"]
+    assert {"created_at", "createdAt", "updated_at", "updatedAt", "title"} == set(sort["schema"]["enum"])
+    assert sort["schema"]["default"] == "created_at"
+    assert {"400", "401", "404", "503"} <= set(paths["/api/jobs/{jobId}/events"]["get"]["responses"])
+
+    # An undeclared method: 405 naming the path's methods, also where a path looks like an id.
+    for method, path in (("PATCH", "/api/conversations"), ("PUT", "/api/conversations/search")):
+        answer = await web.request(method, path)
+        assert answer.status_code == 405 and answer.json()["error"]["code"] == "invalid"
+        assert "GET" in answer.headers["allow"] and method not in answer.headers["allow"]
+    conversation = (await web.post("/api/conversations", json={"title": "x"})).json()["conversationId"]
+    # 0 is no boolean in a JSON body.
+    paused = await web.post("/api/hitl/runs", json={"conversationId": conversation, "step": "s", "checkpointType": "c",
+                                                    "prompt": "ok?", "conversationMode": 0})
+    assert paused.status_code == 400 and paused.json()["error"]["details"][0]["field"] == "conversationMode"
+    # Every declared field is there, a no-op's position too.
+    unchanged = (await web.put(f"/api/conversations/{conversation}", json={})).json()
+    assert "position" in unchanged and unchanged["conversation"]["title"] == "x"
+    session = (await web.post("/api/sessions", json={"name": "s"})).json()["sessionId"]
+    assert set((await web.post(f"/api/sessions/{session}/close")).json()) >= {"success", "position"}
+    # A cursor of the declared shape that this service never gave names no page: 404, not 400.
+    assert (await web.get("/api/conversations", params={"cursor": "0"})).status_code == 404
+    # An object parameter is JSON in the query string, as declared.
+    pareto = await web.get(f"/api/optimizations/{uuid.uuid4()}/pareto", params={"directions": '{"score": "maximize"}'})
+    assert pareto.status_code == 404, pareto.text
 
 
 async def test_other_capabilities_in_the_same_style(http: Http) -> None:

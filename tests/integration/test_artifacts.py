@@ -188,12 +188,18 @@ async def test_variation_sets_under_concurrency(client: ChronicleClient) -> None
 
 @pytest.mark.parametrize(("fields", "field"), [
     ({"count": 0}, "count"), ({"count": 11}, "count"),
-    ({"temperature_range": [0.9, 0.2]}, "temperature_range"), ({"style_variety": 2}, "style_variety"),
+    ({"temperature_range": [0.2, 2.5]}, "temperature_range.1"),
+    ({"style_variety": 2}, "style_variety"),
 ])
 async def test_invalid_variation_requests(client: ChronicleClient, fields: dict[str, Any], field: str) -> None:
     with pytest.raises(ChronicleError) as refused:
         await client.request("cmd.artifact.variations", {"query": "q", **fields})
     assert refused.value.code == "invalid" and refused.value.fields == [field]
+
+
+async def test_a_reversed_temperature_range_is_the_same_range(client: ChronicleClient) -> None:
+    made = await client.request("cmd.artifact.variations", {"query": "q", "count": 2, "temperature_range": [0.9, 0.2]})
+    assert [m["temperature"] for m in made["members"]] == [0.2, 0.9]
 
 
 async def test_rag_cross_reference_both_ways(connect: ClientFactory) -> None:

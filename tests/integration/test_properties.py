@@ -413,7 +413,7 @@ async def test_updated_at_is_never_before_created_at(
         titles=st.none() | free_text,
         max_messages=5,
         document_context=st.none() | tame_metadata,
-        embedding_provider=st.none() | st.sampled_from(("openai", "local")),
+        embedding_provider=st.none() | st.sampled_from(("llama", "gemini", "grok")),
     )
 )
 async def test_json_export_round_trips_to_what_get_returns(connect: ClientFactory, plan: Planned) -> None:

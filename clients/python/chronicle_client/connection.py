@@ -140,9 +140,13 @@ class Conversations:
     async def stats(self, **fields: Any) -> ConversationStats:
         return await self._client.query(build(ConversationStatsQuery, **fields))
 
-    async def export(self, conversation_id: UUID, format: Literal["json", "markdown"] = "json") -> Export:
-        """The whole export, its parts joined (a JSON document's messages, Markdown's text)."""
-        request = build(ExportConversation, conversation_id=conversation_id, format=format)
+    async def export(
+        self, conversation_id: UUID, format: Literal["json", "markdown"] = "json", *, min_position: int | None = None
+    ) -> Export:
+        """The whole export, its parts joined (a JSON document's messages, Markdown's text);
+        `min_position`: read from at least this log position (this export only)."""
+        wait = {} if min_position is None else {"min_position": min_position}
+        request = build(ExportConversation, conversation_id=conversation_id, format=format, **wait)
         parts = [await self._client.query(request)]
         while parts[-1].next_cursor is not None:
             parts.append(await self._client.query(request.model_copy(update={"cursor": parts[-1].next_cursor})))

@@ -45,6 +45,7 @@ ExampleText = Annotated[str, Text(MAX_EXAMPLE_TEXT, may_be_blank=True)]
 
 
 Temperature = Field(default=None, ge=0, le=MAX_TEMPERATURE)
+BoundedTemperature = Annotated[float, Field(ge=0, le=MAX_TEMPERATURE)]
 
 
 PREVIEW_CHUNK = 512 * 1024  # bytes per preview chunk: base64 of it stays well under NATS's 1 MiB
@@ -287,11 +288,15 @@ class StoreGenerated(StoreArtifact, action="artifact.store_generated", reply=Gen
     refinement: str | None = None
 
 
+ProviderHint = Field(default=None, description="the DSL provider hint (seed 000: d2); recorded as the artifact's provider")
+
+
 class GenerateArtifact(Provenance, Command[Generated], action="artifact.generate"):
     query: Annotated[str, Text(MAX_QUERY)]
     model: Label | None = None
     temperature: float = Field(default=0.7, ge=0, le=MAX_TEMPERATURE)
     parent_id: UUID | None = None
+    provider: Label | None = ProviderHint
 
 
 class Drafted(Reply):
@@ -309,6 +314,7 @@ class DraftArtifact(Command[Drafted], action="artifact.draft"):
     query: Annotated[str, Text(MAX_QUERY)]
     model: Label | None = None
     temperature: float = Field(default=0.7, ge=0, le=MAX_TEMPERATURE)
+    provider: Label | None = ProviderHint
 
 
 class RefineArtifact(Command[Generated], action="artifact.refine"):
@@ -323,7 +329,9 @@ class RefineArtifact(Command[Generated], action="artifact.refine"):
 class CreateVariations(Provenance, Command[VariationSetCreated], action="artifact.variations"):
     query: Annotated[str, Text(MAX_QUERY)]
     count: int = Field(default=3, ge=1, le=MAX_VARIATIONS)
-    temperature_range: tuple[float, float] = Field(default=(0.5, 1.0), description="spread evenly over the count")
+    temperature_range: tuple[BoundedTemperature, BoundedTemperature] = Field(
+        default=(0.5, 1.0), description="spread evenly over the count, from the lower to the higher"
+    )
     base_artifact_id: UUID | None = None
     style_variety: float = Field(default=0.5, ge=0, le=1)
     model: Label | None = None
@@ -331,10 +339,8 @@ class CreateVariations(Provenance, Command[VariationSetCreated], action="artifac
     @field_validator("temperature_range")
     @classmethod
     def ordered_and_in_range(cls, bounds: tuple[float, float]) -> tuple[float, float]:
-        low, high = bounds
-        if not (0 <= low <= high <= MAX_TEMPERATURE):
-            raise ValueError(f"must be [low, high] with 0 <= low <= high <= {MAX_TEMPERATURE}")
-        return bounds
+        low, high = sorted(bounds)  # ([1.0, 0.5] is the same range)
+        return low, high
 
     def temperatures(self) -> list[float]:
         low, high = self.temperature_range

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from chronicle_contract.base import MAX_POSITION, Command, Query, Reply, Written
 
@@ -75,15 +75,10 @@ class AuditStream(Query[StreamPage], action="audit.stream"):
     after_version: int = Field(default=0, ge=0, le=MAX_POSITION, description="events with a greater version (paging)")
     limit: int = Field(default=100, ge=1, le=1_000)
     at_version: int | None = Field(
-        default=None, ge=1, le=MAX_POSITION, description="also rebuild the state as of this version"
+        default=None, ge=1, le=MAX_POSITION, description="also rebuild the state as of this version (with at_time: the earlier of the two)"
     )
     at_time: datetime | None = Field(default=None, description="also rebuild the state as of this time")
 
-    @model_validator(mode="after")
-    def one_point_in_time(self) -> AuditStream:
-        if self.at_version is not None and self.at_time is not None:
-            raise ValueError("give at_version or at_time, not both")
-        return self
 
 
 class AuditTimeline(Query[Timeline], action="audit.timeline"):

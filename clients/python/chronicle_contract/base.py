@@ -44,7 +44,8 @@ class Text:
         constraints = StringConstraints(
             min_length=0 if self.may_be_blank else 1,
             max_length=self.max_length,
-            pattern=None if self.may_be_blank else r"\S",
+            # (not blank as Python's str.strip sees it, which also strips \x1c-\x1f and \x85)
+            pattern=None if self.may_be_blank else r"[^\s\x1c-\x1f\x85]",
         )
         return handler.generate_schema(Annotated[str, constraints, AfterValidator(no_nul)])
 
@@ -176,16 +177,10 @@ Position = Annotated[int, Field(ge=0, le=MAX_POSITION)]
 Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET, description=f"rows to skip (at most {MAX_OFFSET:,})")]
 
 
-def _offset_or_cursor(cursor: str | None, info: ValidationInfo) -> str | None:
-    if cursor is not None and info.data.get("offset"):
-        raise ValueError("give offset or cursor, not both")
-    return cursor
-
-
-# A list page's `cursor` (declared after `offset`): the page after the one that gave it.
+# A list page's `cursor`: the page after the one that gave it (`offset`, if given too, skips
+# that many rows after it).
 PageCursor = Annotated[
     Annotated[str, StringConstraints(min_length=1, max_length=4_000, pattern=r"^[A-Za-z0-9_-]+$")] | None,
-    AfterValidator(_offset_or_cursor),
     Field(description="continue after the page that gave this next_cursor: unlike an offset, rows added since"
           " are neither shown again nor skipped"),
 ]

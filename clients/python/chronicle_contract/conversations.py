@@ -23,7 +23,7 @@ from chronicle_contract.base import (
     Title,
     Written,
 )
-from chronicle_contract.values import MAX_EMBEDDING_PROVIDER, MAX_MESSAGE_TYPE
+from chronicle_contract.values import MAX_MESSAGE_TYPE
 
 
 class ConversationStarted(Written):
@@ -102,12 +102,16 @@ class Export(Reply):
     next_cursor: str | None = None  # the next part's; None: this is the last
 
 
+# Seed 001's providers (its `embedding_provider` column defaults to 'llama').
+EmbeddingProvider = Literal["llama", "gemini", "grok"]
+
+
 class StartConversation(Command[ConversationStarted], action="conversation.start"):
     title: Title | None = None
     tags: Tags = []
     session_id: UUID | None = None
     document_context: JsonObject | None = None
-    embedding_provider: Annotated[str, Text(MAX_EMBEDDING_PROVIDER)] | None = None
+    embedding_provider: EmbeddingProvider | None = None
 
 
 class AddMessage(Command[MessageAdded], action="conversation.add_message"):
@@ -135,7 +139,7 @@ class ListConversations(Query[Page[ConversationSummaryView]], action="conversati
     cursor: PageCursor = None
     tags: Tags = Field(default=[], description="only conversations carrying every one of these tags")
     session_id: UUID | None = None
-    sort_by: Literal["created_at", "updated_at", "title"] = "updated_at"
+    sort_by: Literal["created_at", "updated_at", "title"] = "created_at"  # (seed 001's default)
     order: Literal["asc", "desc"] = "desc"
 
 

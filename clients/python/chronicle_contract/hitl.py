@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
 from chronicle_contract.base import (
     Command,
@@ -30,6 +30,13 @@ MAX_EXPIRES_IN = 30 * 24 * 3600
 
 class SignalHistory(HistoryWindow):
     """all | last `count` messages | `recent`: pinned plus the last `minutes`."""
+
+    # The rule below, as JSON Schema too: what a schema-led client sends is taken.
+    model_config = ConfigDict(json_schema_extra={"allOf": [
+        {"if": {"properties": {"mode": {"const": mode}}, "required": ["mode"]},
+         "then": {"required": [needs], "properties": {needs: {"not": {"type": "null"}}}}}
+        for mode, needs in (("last", "count"), ("recent", "minutes"))
+    ]})
 
     count: int | None = Field(default=None, ge=1, le=10_000)
     minutes: float | None = Field(default=None, gt=0, le=60 * 24 * 365)

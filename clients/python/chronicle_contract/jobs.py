@@ -75,6 +75,15 @@ class JobOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def integral_numbers(cls, given: Any) -> Any:
+        """JSON's integers: 5 and 5.0 are the same number there (still never "5" or true)."""
+        if isinstance(given, dict):
+            return {key: int(value) if isinstance(value, float) and value.is_integer() else value
+                    for key, value in given.items()}
+        return given
+
     chunks: int = Field(default=DEFAULT_CHUNKS, ge=0, le=MAX_CHUNKS, strict=True,
                         description="how many chunks of your history to retrieve for it")
 
