@@ -46,10 +46,10 @@ async def main() -> None:
         print(f"{len(tools)} tools, among them: {', '.join(t for t in tools if t in SEED_TOOLS)}")
 
         made = result(await agent.call_tool("generate_variations", {"query": "settings page with toggles", "count": 3}))
-        print(f"variation set {made['variation_set_id']}: diversity {made['comparison']['diversity_score']:.2f}")
+        print(f"variation set {made['variation_set_id']}: diversity {made['diversity_score']:.2f}")
         for artifact in made["artifacts"]:
-            print(f"  #{artifact['variation_index']} {artifact['artifact_id']}")
-        second = made["artifacts"][1]["artifact_id"]
+            print(f"  #{artifact['variation_index']} {artifact['id']}")
+        second = made["artifacts"][1]["id"]
 
         picked = result(await agent.call_tool("get_artifact", {"artifact_id": second}))
         print(f"picked #1: {picked['query']!r}, {picked['stats']['tokens']} tokens")

@@ -49,8 +49,8 @@ def main() -> None:
     work = call("POST", "/api/conversations", {"title": "Quarterly report", "tags": ["work"]})["conversationId"]
     call("POST", f"/api/conversations/{work}/messages", {"role": "user", "content": "Summarise the sales figures"})
 
-    # The history sidebar: newest first, with message counts and first messages.
-    listed = call("GET", "/api/conversations", limit=20, sortBy="updatedAt", order="desc")
+    # The history sidebar: most recently updated first, with message counts and first messages.
+    listed = call("GET", "/api/conversations", limit=20, sortBy="updated_at", order="desc")
     print(f"{listed['total']} conversations:")
     for summary in listed["conversations"]:
         print(f"  {summary['title']:<20} {summary['messageCount']} messages  first: {summary['firstMessage']!r}")
@@ -58,7 +58,7 @@ def main() -> None:
     # Search finds the conversation by what was said in it.
     found = call("GET", "/api/conversations/search", q="sardines")
     for hit in found["results"]:
-        print(f"search 'sardines': {hit['title']} ({hit['matchedMessage']['snippet']})")
+        print(f"search 'sardines': {hit['title']} ({hit['matchedMessage']})")
 
     # Continue it: load it, add to it, rename and retag it.
     conversation = call("GET", f"/api/conversations/{trip}")["conversation"]
