@@ -25,6 +25,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nats
@@ -33,7 +34,9 @@ from chronicle_client.connection import ChronicleClient
 from nats.aio.client import Client as NATS
 
 from adapters.store.postgres import PostgresTarget, migrate
-from bench.load import sequential, sustained
+from bench.budget import sampled, shares
+from bench.cpu import CpuMeter, milliseconds_each
+from bench.load import Samples, sequential, sustained
 from bench.report import Report, over, percentile, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess
@@ -91,8 +94,17 @@ async def read_figures(client: ChronicleClient, reader: ChronicleClient, samples
             for name, read in reads.items()}
 
 
+@dataclass
+class Measured:
+    round_trip: list[float]
+    reads: dict[str, list[float]]
+    rates: dict[str, list[float]] = field(default_factory=dict)
+    cpu_ms: list[dict[str, float]] = field(default_factory=list)  # per Chronicle round: CPU ms per message
+    service_shares: dict[str, float] = field(default_factory=dict)  # the profiled round's service samples
+
+
 async def measure(nats_url: str, service: ServiceProcess, subjects: dict[str, str], rounds: int,
-                  duration: float, samples: int) -> tuple[list[float], dict[str, list[float]], dict[str, list[float]]]:
+                  duration: float, samples: int, profile: Path | None) -> Measured:
     nc = await nats.connect(nats_url, pending_size=64 * 1024 * 1024)
     token = service.token("anchors-bench")
     client = ChronicleClient(nc, token, prefix=service.subject_prefix, timeout=30)
@@ -115,21 +127,37 @@ async def measure(nats_url: str, service: ServiceProcess, subjects: dict[str, st
             "card stack, plainly": raw_add_message(nc, subjects["card stack, plainly"], plain_ids, rng),
             "chronicle": chronicle_add_message,
         }
-        rates: dict[str, list[float]] = {target: [] for target in TARGETS}
+        measured = Measured(round_trip, reads, {target: [] for target in TARGETS})
+        meter = CpuMeter(service.pid, str(PostgresTarget(service.database_url).params["dbname"]))
+
+        async def load(target: str) -> Samples:
+            done = await sustained(target, operations[target], concurrency=IN_FLIGHT, duration=duration,
+                                   max_requests=10**9)
+            if done.errors:
+                print(f"  {done.errors} requests failed", flush=True)
+            return done
+
         for n in range(rounds):
             for target in TARGETS[n % 3:] + TARGETS[:n % 3]:
                 print(f"round {n + 1}/{rounds}: add_message against the {target}", flush=True)
-                done = await sustained(target, operations[target], concurrency=IN_FLIGHT, duration=duration,
-                                       max_requests=10**9)
-                if done.errors:
-                    print(f"  {done.errors} requests failed", flush=True)
-                rates[target].append(done.throughput)
-        return round_trip, reads, rates
+                meter.start()
+                done = await load(target)
+                if target == "chronicle":
+                    cores = meter.stop()
+                    measured.cpu_ms.append(milliseconds_each(cores, done.seconds, len(done.latencies_ms)))
+                measured.rates[target].append(done.throughput)
+        if profile is not None:  # one more round against Chronicle, sampled (not counted in the rates)
+            print("profiled round: add_message against the chronicle", flush=True)
+            with sampled(service.pid, profile, duration) as sampling:
+                await load("chronicle")
+            if sampling and profile.exists():
+                measured.service_shares = shares(profile.read_text())
+        return measured
     finally:
         await nc.drain()
 
 
-def run(rounds: int, duration: float, samples: int, database_url: str | None) -> tuple[Report, Path]:
+def run(rounds: int, duration: float, samples: int, database_url: str | None, profile: bool) -> tuple[Report, Path]:
     load_before = os.getloadavg()
     report = Report({"suite": "anchors", "rounds": rounds, "duration": duration, "in_flight": IN_FLIGHT})
     with (bench_servers(database_url, None) as servers,
@@ -144,9 +172,10 @@ def run(rounds: int, duration: float, samples: int, database_url: str | None) ->
               anchor("card", servers.nats_url, subjects["card stack, plainly"], card_url)):
             service.start()
             with service.stopped_afterwards():
-                round_trip, reads, rates = asyncio.run(
-                    measure(servers.nats_url, service, subjects, rounds, duration, samples))
+                measured = asyncio.run(measure(servers.nats_url, service, subjects, rounds, duration, samples,
+                                               Path(workdir) / "service.pyspy" if profile else None))
     load_after = os.getloadavg()
+    round_trip, reads, rates = measured.round_trip, measured.reads, measured.rates
     rtt = percentile(round_trip, 50)
     report.add("NATS round trip p50 (bare responder, one in flight)", rtt, "ms")
     report.add("NATS round trip p99", percentile(round_trip, 99), "ms")
@@ -163,9 +192,24 @@ def run(rounds: int, duration: float, samples: int, database_url: str | None) ->
                    note=f"rounds {spread}")
     report.add("chronicle / card stack", medians["chronicle"] / medians["card stack, plainly"], "x", over(10))
     report.add("chronicle / bare responder", medians["chronicle"] / medians["bare responder"] * 100, "%", over(50))
-    report.details.update(rates=rates, load_before=load_before, load_after=load_after)
+    add_budget(report, measured)
+    report.details.update(rates=rates, cpu_ms=measured.cpu_ms, service_shares=measured.service_shares,
+                          load_before=load_before, load_after=load_after)
     print(f"load average: {load_before[0]:.2f} at the start, {load_after[0]:.2f} at the end")
     return report, report.save()
+
+
+def add_budget(report: Report, measured: Measured) -> None:
+    """CPU ms per add_message by process (the mean over Chronicle's rounds), and the service's
+    share split by component when a profiled round ran."""
+    if not measured.cpu_ms or not measured.cpu_ms[0]:
+        return
+    per_message = {name: statistics.mean(r[name] for r in measured.cpu_ms) for name in measured.cpu_ms[0]}
+    for name in ("service", "projections", "postgres", "nats", "bench", "machine"):
+        report.add(f"CPU per add_message: {name}", per_message[name] * 1000, "µs")
+    for component, share in sorted(measured.service_shares.items(), key=lambda item: -item[1]):
+        report.add(f"  service: {component}", per_message["service"] * share * 1000, "µs",
+                   note=f"{share:.0%} of its samples")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -174,8 +218,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--duration", type=float, default=10.0, help="seconds of add_message per target and round (default 10)")
     p.add_argument("--samples", type=int, default=200, help="reads of each kind, one at a time (default 200)")
     p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    p.add_argument("--profile", action="store_true",
+                   help="one more Chronicle round sampled with py-spy: the service's CPU split by component")
     args = p.parse_args(argv)
-    report, path = run(args.rounds, args.duration, args.samples, args.database_url)
+    report, path = run(args.rounds, args.duration, args.samples, args.database_url, args.profile)
     print(report.table())
     print(f"\nsaved {path}")
 
