@@ -37,10 +37,11 @@ from adapters.store.postgres import PostgresTarget, migrate
 from bench.budget import sampled, shares
 from bench.cpu import CpuMeter, milliseconds_each
 from bench.load import Samples, sequential, sustained
-from bench.report import Report, over, percentile, under
+from bench.report import RESULTS_DIR, Report, over, percentile, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess
 
+PROFILE = RESULTS_DIR / "anchors-service.pyspy"  # the profiled round's stacks, py-spy's raw (folded) format
 TARGETS = ("bare responder", "card stack, plainly", "chronicle")
 IN_FLIGHT = 100
 CONVERSATIONS = 100
@@ -172,8 +173,9 @@ def run(rounds: int, duration: float, samples: int, database_url: str | None, pr
               anchor("card", servers.nats_url, subjects["card stack, plainly"], card_url)):
             service.start()
             with service.stopped_afterwards():
+                PROFILE.parent.mkdir(parents=True, exist_ok=True)
                 measured = asyncio.run(measure(servers.nats_url, service, subjects, rounds, duration, samples,
-                                               Path(workdir) / "service.pyspy" if profile else None))
+                                               PROFILE if profile else None))
     load_after = os.getloadavg()
     round_trip, reads, rates = measured.round_trip, measured.reads, measured.rates
     rtt = percentile(round_trip, 50)
@@ -219,7 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--samples", type=int, default=200, help="reads of each kind, one at a time (default 200)")
     p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
     p.add_argument("--profile", action="store_true",
-                   help="one more Chronicle round sampled with py-spy: the service's CPU split by component")
+                   help="one more Chronicle round sampled with py-spy: the service's CPU split by component "
+                        f"(its stacks kept in {PROFILE.relative_to(RESULTS_DIR.parent.parent)})")
     args = p.parse_args(argv)
     report, path = run(args.rounds, args.duration, args.samples, args.database_url, args.profile)
     print(report.table())

@@ -64,7 +64,9 @@ def sampled(pid: int, output: Path, seconds: float, rate: int = 200) -> Iterator
         yield False
         return
     process = subprocess.Popen(
-        [spy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--nonblocking",
+        # --gil: only the thread holding the GIL, i.e. running Python (a thread waiting on
+        # Postgres, NATS or the GIL itself is not using the CPU, and py-spy counts it active)
+        [spy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--nonblocking", "--gil",
          "--duration", str(max(1, round(seconds))), "--output", str(output)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
