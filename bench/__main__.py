@@ -39,7 +39,9 @@ def parser() -> argparse.ArgumentParser:
         "`python -m bench feed --help`: the event feed's rate, its follower's lag, and its cost; "
         "`python -m bench outage --help`: how fast requests fail while Postgres is stopped and work once it is back; "
         "`python -m bench faults --help`: a NATS cluster node or a service instance killed under load; "
-        "`python -m bench scale --help`: 1, 2 and 3 service instances on a loopback NATS cluster.",
+        "`python -m bench scale --help`: 1, 2 and 3 service instances on a loopback NATS cluster; "
+        "`python -m bench rebuild --help`: rebuilding every read model in one pass, against a pass each; "
+        "`python -m bench anchors --help`: Chronicle beside a bare NATS responder and the card's stack used plainly.",
     )
     scale = p.add_argument_group("scale")
     scale.add_argument("--quick", action="store_true",
@@ -117,6 +119,8 @@ SUITES = {
     "outage": "bench.outage",  # requests while Postgres is stopped, and the first one after it is back
     "faults": "bench.faults",  # a NATS node or a service instance killed under load: nothing lost or duplicated
     "scale": "bench.scale",  # add_message and query figures with 1, 2, 3 instances on a loopback NATS cluster
+    "rebuild": "bench.rebuild",  # rebuild all read models: one pass against a thread and a pass each, then verify
+    "anchors": "bench.anchors",  # add_message and reads beside a bare NATS responder and the card's stack used plainly
 }
 
 

@@ -1,14 +1,35 @@
-"""Full rebuild of every read model from the first event, in process, as `chronicle projections rebuild`."""
+"""Full rebuild of every read model from the first event, in process, as `chronicle projections rebuild`.
+
+`./dev bench rebuild` seeds a history into a fresh database and rebuilds every read model in
+turn two ways, alternating for `--rounds`: in one pass (`rebuild_all`, what `chronicle
+projections rebuild all` and the first start do: each event read and decoded once for all),
+and side by side with a thread and a pass of its own per read model (how it was done before
+the one pass). Then `projections verify` of every read model (each rebuilt aside on its
+own and compared with the live tables). Prints events/s of the log for each way.
+"""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import functools
+import os
+import statistics
 import time
 from dataclasses import dataclass
 
-from adapters.read_side.rebuild import rebuild, rebuild_all
-from adapters.store.postgres import PostgresTarget
+from adapters.read_side.rebuild import rebuild, rebuild_all, side_by_side
+from adapters.read_side.verify import verify
+from adapters.store.keys import KeyRing
+from adapters.store.postgres import PostgresTarget, migrate
+from bench.report import Report, over
+from bench.seed import Scale, seed
+from bench.servers import bench_servers
+from bench.service import positions
 from entrypoints.read_models import PROJECTIONS, postgres_read_model, postgres_read_models
 from entrypoints.settings import Settings
+
+REBUILD_AIM = 50_000  # events/s (#33)
 
 
 @dataclass(frozen=True)
@@ -28,13 +49,27 @@ class Rebuilt:
 
 
 def rebuild_side_by_side(target: PostgresTarget, settings: Settings) -> float:
-    """Seconds to rebuild every read model at once, as `chronicle projections rebuild all` does."""
+    """Seconds to rebuild every read model at once, as `chronicle projections rebuild all` does
+    (one pass over the log for all of them)."""
     started = time.perf_counter()
     rebuild_all(
         target,
         postgres_read_models(settings, PROJECTIONS),
         batch_size=settings.projection_batch_size,
     )
+    return time.perf_counter() - started
+
+
+def rebuild_in_threads(target: PostgresTarget, settings: Settings) -> float:
+    """Seconds to rebuild every read model with a thread and a pass over the log each, sharing
+    one key ring (the way before the one pass; kept to compare)."""
+    started = time.perf_counter()
+    with contextlib.closing(KeyRing(target)) as keys:
+        side_by_side({
+            f"rebuild-{r.name}": functools.partial(rebuild, target, r, batch_size=settings.projection_batch_size,
+                                                   keys=keys)
+            for r in postgres_read_models(settings, PROJECTIONS)
+        })
     return time.perf_counter() - started
 
 
@@ -50,3 +85,54 @@ def rebuild_each(target: PostgresTarget, settings: Settings, log_events: int) ->
         )
         results.append(Rebuilt(projection_class.name, log_events, applied, time.perf_counter() - started))
     return results
+
+
+WAYS = {"one pass": rebuild_side_by_side, "a thread and a pass each": rebuild_in_threads}
+
+
+def run(scale: Scale, rounds: int, database_url: str | None) -> Report:
+    load_before = os.getloadavg()
+    report = Report({"suite": "rebuild", "scale": vars(scale), "rounds": rounds})
+    settings = Settings.model_construct()  # the service's defaults
+    with bench_servers(database_url, None) as servers, servers.fresh_database(False) as url:
+        target = PostgresTarget(url)
+        migrate(target)
+        print(f"seeding {scale.messages:,} messages", flush=True)
+        seed(target, scale)
+        head, _ = positions(target)
+        seconds: dict[str, list[float]] = {way: [] for way in WAYS}
+        for n in range(rounds):
+            for way in (list(WAYS) if n % 2 == 0 else list(WAYS)[::-1]):
+                print(f"round {n + 1}/{rounds}: rebuild all, {way}", flush=True)
+                seconds[way].append(WAYS[way](target, settings))
+        rebuild_side_by_side(target, settings)  # the live tables verified below are the one pass's
+        results = [verify(target, postgres_read_model(settings, p), batch_size=settings.projection_batch_size)
+                   for p in PROJECTIONS]
+    load_after = os.getloadavg()
+    for way, values in seconds.items():
+        rates = [head / s for s in values]
+        report.add(f"rebuild all, {way}", statistics.median(rates), "events/s", over(REBUILD_AIM),
+                   note=f"{head:,} events; rounds {min(rates):,.0f}–{max(rates):,.0f}")
+    report.add("read models equal to each rebuilt on its own (verify)", sum(r.ok for r in results), "",
+               note=f"of {len(results)}")
+    report.details.update(load_before=load_before, load_after=load_after, seconds=seconds)
+    print(f"load average: {load_before[0]:.2f} at the start, {load_after[0]:.2f} at the end")
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench rebuild", description=__doc__.splitlines()[0])
+    p.add_argument("--messages", type=int, default=200_000, help="messages seeded (default 200,000)")
+    p.add_argument("--conversations", type=int, default=4_000, help="conversations seeded (default 4,000)")
+    p.add_argument("--users", type=int, default=20, help="users owning them (default 20)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of both ways, each first in turn (default 2)")
+    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    args = p.parse_args(argv)
+    report = run(Scale(users=args.users, conversations=args.conversations, messages=args.messages),
+                 args.rounds, args.database_url)
+    print(report.table())
+    print(f"\nsaved {report.save()}")
+
+
+if __name__ == "__main__":
+    main()

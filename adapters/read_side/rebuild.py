@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 
+import psycopg
 from psycopg.sql import SQL, Identifier
 
 from adapters.read_side.batcher import Batcher
 from adapters.read_side.parking import apply_isolating, passing_errors
+from adapters.read_side.together import apply_together
 from adapters.read_side.tracking import (
     LOCK_TRACKING,
     PROGRESS_CHANNEL,
@@ -52,6 +54,71 @@ def rebuild(
         return _rebuild(target, read_model, batch_size, progress, only_if_outdated, keys)
 
 
+class Rebuilding:
+    """One read model's rebuild in its phases: `begin` (fresh tables, tracking from zero),
+    loading (a batcher per read model, or one pass for several), then `finish` (bulk indexes,
+    vacuum, catch-up and swap in one transaction holding the live tracking row)."""
+
+    def __init__(self, read_model: ReadModel, batch_size: int, keys: KeyRing):
+        self.name = read_model.name
+        self.live = read_model.build()
+        self.scratch = read_model.build(f"{read_model.live_schema}__rebuild")
+        self.live_view, self.scratch_view = postgres_view(self.live), postgres_view(self.scratch)
+        self.batcher = Batcher(self.scratch, f"{self.name}__rebuild", batch_size, keys)
+        self.batch_size = batch_size
+        self.lock = f"rebuild:{self.name}"
+
+    def begin(self, conn: psycopg.Connection, only_if_outdated: bool) -> bool:
+        """Take the read model's rebuild lock and lay fresh tables; False (and the lock let
+        go) when `only_if_outdated` and the read model is current."""
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (self.lock,))
+        if only_if_outdated and tracked_version(conn, self.name) == self.live.version:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.lock,))
+            return False
+        with conn.transaction():
+            create_schema(conn, self.scratch_view, defer_bulk_indexes=True)
+            conn.execute("DELETE FROM chronicle.projections WHERE name = %s", (self.batcher.tracking_name,))
+            # What was parked is tried again: fixed, it is applied; else parked anew.
+            conn.execute("DELETE FROM chronicle.parked WHERE consumer = %s", (self.name,))
+            self.batcher.ensure_tracking(conn)
+        return True
+
+    def apply_alone(self, conn: psycopg.Connection, up_to: int) -> tuple[int, int]:
+        """The next batch for this read model alone; an event it cannot apply is parked.
+        Returns (events applied, new position)."""
+        try:
+            return self.batcher.apply_batch(conn, up_to=up_to)
+        except passing_errors(self.scratch):
+            raise
+        except Exception:  # some event of the batch this projection cannot apply: park it
+            log.exception("rebuild batch failed; finding the event", extra={"projection": self.name})
+            count = apply_isolating(conn, self.batcher, up_to=up_to)
+            return count, tracked_position(conn, self.batcher.tracking_name)
+
+    def finish(self, conn: psycopg.Connection) -> tuple[int, int]:
+        """Bulk indexes, vacuum, then the swap; returns (events applied catching up, position)."""
+        applied = 0
+        for statement in self.scratch_view.create_statements(deferred=True):
+            conn.execute(statement)
+        vacuum_analyze(conn, self.scratch_view.schema)
+        with conn.transaction():
+            Batcher(self.live, self.name, self.batch_size).ensure_tracking(conn)
+            conn.execute(LOCK_TRACKING, (self.name,))
+            while True:  # catch up with what arrived meanwhile, holding the live row
+                count, position = self.batcher.apply_batch_in(conn)
+                applied += count
+                if count == 0:
+                    break
+            conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(self.live_view.schema)))
+            conn.execute(SQL("ALTER SCHEMA {} RENAME TO {}").format(
+                Identifier(self.scratch_view.schema), Identifier(self.live_view.schema)))
+            conn.execute(SET_TRACKING, (position, self.live.version, self.name))
+            conn.execute("DELETE FROM chronicle.projections WHERE name = %s", (self.batcher.tracking_name,))
+            conn.execute("SELECT pg_notify(%s, %s)", (PROGRESS_CHANNEL, f"{self.name}:{position}"))
+        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.lock,))
+        return applied, position
+
+
 def _rebuild(
     target: PostgresTarget,
     read_model: ReadModel,
@@ -60,57 +127,21 @@ def _rebuild(
     only_if_outdated: bool,
     keys: KeyRing,
 ) -> int:
-    name = read_model.name
-    live = read_model.build()
-    scratch = read_model.build(f"{read_model.live_schema}__rebuild")
-    live_view, scratch_view = postgres_view(live), postgres_view(scratch)
-    batcher = Batcher(scratch, f"{name}__rebuild", batch_size, keys)
+    rebuilding = Rebuilding(read_model, batch_size, keys)
     applied = 0
     with target.connect(autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"rebuild:{name}",))
-        if only_if_outdated and tracked_version(conn, name) == live.version:
+        if not rebuilding.begin(conn, only_if_outdated):
             return 0
-        with conn.transaction():
-            create_schema(conn, scratch_view, defer_bulk_indexes=True)
-            conn.execute("DELETE FROM chronicle.projections WHERE name = %s", (batcher.tracking_name,))
-            # What was parked is tried again: fixed, it is applied; else parked anew.
-            conn.execute("DELETE FROM chronicle.parked WHERE consumer = %s", (name,))
-            batcher.ensure_tracking(conn)
         total = head_position(conn)
         while True:
-            try:
-                count, position = batcher.apply_batch(conn, up_to=total)
-            except passing_errors(scratch):
-                raise
-            except Exception:  # some event of the batch this projection cannot apply: park it
-                log.exception("rebuild batch failed; finding the event", extra={"projection": name})
-                count = apply_isolating(conn, batcher, up_to=total)
-                position = tracked_position(conn, batcher.tracking_name)
+            count, position = rebuilding.apply_alone(conn, total)
             applied += count
             progress(position, total)
             if position >= total:
                 break
-        for statement in scratch_view.create_statements(deferred=True):
-            conn.execute(statement)
-        vacuum_analyze(conn, scratch_view.schema)
-        with conn.transaction():
-            Batcher(live, name, batch_size).ensure_tracking(conn)
-            conn.execute(LOCK_TRACKING, (name,))
-            while True:  # catch up with what arrived meanwhile, holding the live row
-                count, position = batcher.apply_batch_in(conn)
-                applied += count
-                if count == 0:
-                    break
-            conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(live_view.schema)))
-            conn.execute(
-                SQL("ALTER SCHEMA {} RENAME TO {}").format(Identifier(scratch_view.schema), Identifier(live_view.schema))
-            )
-            conn.execute(SET_TRACKING, (position, live.version, name))
-            conn.execute("DELETE FROM chronicle.projections WHERE name = %s", (batcher.tracking_name,))
-            conn.execute("SELECT pg_notify(%s, %s)", (PROGRESS_CHANNEL, f"{name}:{position}"))
-        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"rebuild:{name}",))
+        caught_up, position = rebuilding.finish(conn)
         progress(position, max(total, position))
-    return applied
+    return applied + caught_up
 
 
 def rebuild_all(
@@ -119,23 +150,52 @@ def rebuild_all(
     *,
     batch_size: int = 2000,
     progress: Callable[[str, int, int], None] = lambda name, done, total: None,
+    only_if_outdated: bool = False,
+    keys: KeyRing | None = None,
 ) -> dict[str, int]:
-    """Rebuild several read models side by side (one thread each: while one waits on
-    Postgres another runs Python), sharing one key ring; returns events applied per read model."""
-    applied: dict[str, int] = {}
-
-    def one(keys: KeyRing, read_model: ReadModel) -> None:
-        applied[read_model.name] = rebuild(
-            target,
-            read_model,
-            batch_size=batch_size,
-            progress=lambda done, total: progress(read_model.name, done, total),
-            keys=keys,
-        )
-
-    with contextlib.closing(KeyRing(target)) as keys:
-        side_by_side({f"rebuild-{r.name}": functools.partial(one, keys, r) for r in read_models})
-    return applied
+    """Rebuild several read models in one pass over the log: each event is read, opened
+    and decoded once and applied by every read model that wants it, a batch of them per
+    transaction with all their tracking positions; then each is swapped in as `rebuild`
+    does. A batch some read model cannot apply is applied read model by read model
+    instead (the failing event parked), and the pass goes on. Returns events applied per
+    read model (those found current with `only_if_outdated` are left out)."""
+    with contextlib.ExitStack() as owned:
+        if keys is None:
+            keys = KeyRing(target)
+            owned.callback(keys.close)
+        # (locks in name order: two rebuilds of overlapping sets cannot deadlock)
+        everyone = sorted((Rebuilding(r, batch_size, keys) for r in read_models), key=lambda r: r.name)
+        applied: Counter[str] = Counter()
+        with target.connect(autocommit=True) as conn:
+            rebuilding = [r for r in everyone if r.begin(conn, only_if_outdated)]
+            if not rebuilding:
+                return {}
+            total = head_position(conn)
+            batchers = [r.batcher for r in rebuilding]
+            passing = tuple({error for r in rebuilding for error in passing_errors(r.scratch)})
+            while True:
+                try:
+                    with conn.transaction():
+                        _, done = apply_together(conn, batchers, batch_size, up_to=total)
+                except passing:
+                    raise
+                except Exception:  # some read model cannot apply an event of the batch
+                    log.exception("one-pass rebuild batch failed; applying read model by read model")
+                    done = Counter({r.batcher.tracking_name: r.apply_alone(conn, total)[0] for r in rebuilding})
+                applied.update(done)
+                positions: dict[str, int] = dict(conn.execute(
+                    "SELECT name, position FROM chronicle.projections WHERE name = ANY(%s)",
+                    ([b.tracking_name for b in batchers],)).fetchall())
+                for r in rebuilding:
+                    progress(r.name, positions[r.batcher.tracking_name], total)
+                if min(positions.values()) >= total:
+                    break
+            result = {}
+            for r in rebuilding:
+                caught_up, position = r.finish(conn)
+                progress(r.name, position, max(total, position))
+                result[r.name] = applied[r.batcher.tracking_name] + caught_up
+        return result
 
 
 def side_by_side(calls: dict[str, Callable[[], object]]) -> None:

@@ -5,17 +5,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import psycopg
 
-from adapters.read_side.batcher import Batcher, apply_rows, reached_position
+from adapters.read_side.batcher import Batcher
 from adapters.read_side.parking import apply_isolating
-from adapters.read_side.rebuild import rebuild, side_by_side
-from adapters.read_side.tracking import NEXT_EVENTS_OF_ALL, PROGRESS_CHANNEL, SET_TRACKINGS_AND_NOTIFY, tracked_version
+from adapters.read_side.rebuild import rebuild, rebuild_all
+from adapters.read_side.together import apply_together
+from adapters.read_side.tracking import tracked_version
 from adapters.read_side.view import ReadModel, no_statistics_on_content, postgres_view
 from adapters.store.keys import KeyRing
-from adapters.store.mapper import PydanticMapper
 from adapters.store.postgres import PostgresTarget
 from adapters.store.reachability import RECONNECT_WAIT_MAX
 
@@ -34,13 +33,17 @@ class Runner:
         self.topics = frozenset(self.batcher.topics)
         self.applied = 0  # events applied, read by the janitor
 
-    def prepare(self) -> None:
-        """Build the read model when it is missing or the code's version changed."""
+    def current(self) -> bool:
+        """Whether the read model is there, built by this code's version."""
         with self.target.connect(autocommit=True) as conn:
             current = tracked_version(conn, self.projection.name) == self.projection.version
             if current:  # (built by an earlier version, which gathered statistics on content)
                 no_statistics_on_content(conn, self.view.schema)
-        if not current:
+        return current
+
+    def prepare(self) -> None:
+        """Build the read model when it is missing or the code's version changed."""
+        if not self.current():
             log.info("building read model", extra={"projection": self.projection.name})
             rebuild(self.target, self.read_model, batch_size=self.batcher.batch_size, only_if_outdated=True)
 
@@ -65,9 +68,9 @@ class Tail:
         self.stop = stop
         self.batch_size = batch_size
         self.poll_interval = poll_interval
+        self.keys = keys
         self.names = [r.projection.name for r in runners]
         self.topics = sorted(set().union(*(r.topics for r in runners)))
-        self.mapper = PydanticMapper(keys=keys)
         self.thread = threading.Thread(
             target=self._run, name="projections-" + "+".join(self.names), daemon=True
         )
@@ -103,9 +106,13 @@ class Tail:
             self.scrub([postgres_view(p).schema for p in erased])
 
     def _prepare_all(self) -> None:
-        """Build missing or outdated read models side by side before following the log;
-        the first failure is raised here (a lost connection is then retried)."""
-        side_by_side({f"prepare-{r.projection.name}": r.prepare for r in self.runners})
+        """Build missing or outdated read models in one pass over the log before following
+        it; a failure is raised here (a lost connection is then retried)."""
+        outdated = [r for r in self.runners if not r.current()]
+        if outdated:
+            log.info("building read models", extra={"projections": [r.projection.name for r in outdated]})
+            rebuild_all(self.target, [r.read_model for r in outdated], batch_size=self.batch_size,
+                        only_if_outdated=True, keys=self.keys)
 
     def _apply_batch(self, conn: psycopg.Connection) -> int:
         try:
@@ -118,47 +125,10 @@ class Tail:
             return self._apply_one_by_one(conn)
 
     def _apply_batch_in(self, conn: psycopg.Connection) -> int:
-        with conn.cursor() as cur:
-            found = cur.execute(
-                NEXT_EVENTS_OF_ALL,
-                {"names": self.names, "topics": self.topics, "limit": self.batch_size},
-                prepare=True,
-            ).fetchall()
-            names, positions, head = found[0][0] or [], found[0][1] or [], found[0][2]
-            position = dict(zip(names, positions, strict=True))
-            missing = [r for r in self.runners if r.projection.name not in position]
-            for runner in missing:  # a tracking row not there yet (first start)
-                runner.batcher.ensure_tracking(conn)
-            if missing:
-                return 0
-            events = [row[3:] for row in found if row[3] is not None]
-            wanting = [r for r in self.runners if position[r.projection.name] < head]
-            if not wanting:
-                return 0
-            batches = [r.view.begin(cur) for r in wanting]
-
-            def readers(notification_id: int, topic: str) -> list[Runner]:
-                return [r for r in wanting if topic in r.topics and notification_id > position[r.projection.name]]
-
-            def apply(runner: Runner, event: Any, notification_id: int) -> None:
-                runner.projection.apply(event, notification_id)
-                runner.applied += 1
-
-            apply_rows(self.mapper, events, readers, apply)
-            for batch in batches:
-                batch.flush()
-            reached = reached_position(events, self.batch_size, head)
-            cur.execute(
-                SET_TRACKINGS_AND_NOTIFY,
-                {
-                    "names": [r.projection.name for r in wanting],
-                    "positions": [max(position[r.projection.name], reached) for r in wanting],
-                    "versions": [r.projection.version for r in wanting],
-                    "channel": PROGRESS_CHANNEL,
-                },
-                prepare=True,
-            )
-            return len(events)
+        count, applied = apply_together(conn, [r.batcher for r in self.runners], self.batch_size)
+        for runner in self.runners:
+            runner.applied += applied[runner.batcher.tracking_name]
+        return count
 
     def _apply_one_by_one(self, conn: psycopg.Connection) -> int:
         applied, failed = 0, False

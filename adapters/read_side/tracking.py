@@ -38,13 +38,13 @@ SET_TRACKING_AND_NOTIFY = SQL(
 )
 # The same for every live projection at once: lock their tracking rows (in name order, so
 # two engines cannot deadlock) and read the next events any of them wants after the
-# lowest position.
+# lowest position (up to the head, or to `up_to`: a rebuild's end).
 NEXT_EVENTS_OF_ALL = SQL(
     "WITH tracking AS (SELECT name, position FROM chronicle.projections WHERE name = ANY(%(names)s)"
     "  ORDER BY name FOR UPDATE),"
     " low AS (SELECT coalesce(min(position), 0) AS position, array_agg(name) AS names,"
     "  array_agg(position) AS positions FROM tracking),"
-    " head AS (SELECT coalesce(max(notification_id), 0) AS head FROM chronicle.events),"
+    " head AS (SELECT coalesce(%(up_to)s::bigint, max(notification_id), 0) AS head FROM chronicle.events),"
     " no_fsync AS (SELECT set_config('synchronous_commit', 'off', true))"
     " SELECT low.names, low.positions, head.head, e.notification_id, e.originator_id, e.originator_version,"
     " e.topic, e.state FROM low CROSS JOIN head CROSS JOIN no_fsync LEFT JOIN LATERAL ("
