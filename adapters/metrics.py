@@ -48,7 +48,7 @@ class Metrics(CommitMetrics):
         self.in_flight = Gauge("chronicle_requests_in_flight", "Requests being handled by this process", registry=r)
         self.refusals = Counter(
             "chronicle_rate_limit_refusals",
-            "Requests refused rate_limited, by budget (requests, search, export, heavy, in_flight: a user's; "
+            "Requests refused rate_limited, by budget (requests, search, export, heavy, in_flight, heavy_in_flight: a user's; "
             "instance: this process's max_in_flight)",
             ["budget"], registry=r,
         )

@@ -96,8 +96,9 @@ async def wide_optimization(client: ChronicleClient) -> object:
 
 
 async def pareto_attack(service: ServiceProcess, url: str, victim: ChronicleClient, args: argparse.Namespace, report: Report) -> None:
-    bulk = TokenAuthority(secret=service.jwt_secret).issue("optimizer", claims={"roles": ["bulk"]})
-    attacker = await ChronicleClient.connect(url, bulk, prefix=service.subject_prefix)
+    roles = {"roles": ["bulk"]} if args.pareto_attacker == "bulk" else {}
+    token = TokenAuthority(secret=service.jwt_secret).issue("optimizer", claims=roles)
+    attacker = await ChronicleClient.connect(url, token, prefix=service.subject_prefix)
     try:
         optimization_id = await wide_optimization(attacker)
         front_of = {"optimization_id": str(optimization_id), "objectives": [f"m{k}" for k in range(PARETO_OBJECTIVES)]}
@@ -331,6 +332,8 @@ def run(servers: BenchServers, workdir: Path, args: argparse.Namespace, report: 
     users_url = nats_server.start()
     settings = {"CHRONICLE_NATS_CALLOUT_URL": auth.callout_url(users_url), "CHRONICLE_NATS_CALLOUT_SEED": auth.issuer_seed,
                 "CHRONICLE_METRICS_PORT": str(free_port())}  # (the Pareto query's service time is read there)
+    if args.pareto_attacker == "user":  # (only the caps on requests at once decide what the attacker gets)
+        settings.update({"CHRONICLE_LIMIT_REQUESTS_PER_MINUTE": "0", "CHRONICLE_LIMIT_HEAVY_PER_MINUTE": "0"})
     try:
         with servers.fresh_database(False) as url:
             migrate(PostgresTarget(url))
@@ -349,6 +352,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attacks", nargs="+", default=["gateways", "pareto", "refused", "connects"],
                    choices=["gateways", "pareto", "refused", "connects"], help="which attacks to run (default all)")
     p.add_argument("--pareto-samples", type=int, default=10, help="Pareto queries timed alone (default 10)")
+    p.add_argument("--pareto-attacker", choices=["bulk", "user"], default="bulk",
+                   help="the Pareto attacker's token: an optimizer's (the bulk role: 100 times each limit) or a plain "
+                        "user's, with the per-minute budgets lifted for the run so that only the caps on requests at "
+                        "once decide (default bulk)")
     p.add_argument("--refused", type=int, default=30_000, help="requests in the refused flood (default 30,000)")
     p.add_argument("--window", type=int, default=500, help="the refused flood's requests in flight (default 500)")
     p.add_argument("--connects-per-second", type=int, default=2_000, help="bad connects a second (default 2,000)")

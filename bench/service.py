@@ -47,7 +47,8 @@ def add_service_setting_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-UNLIMITED = ("REQUESTS_PER_MINUTE", "SEARCH_PER_MINUTE", "EXPORT_PER_MINUTE", "HEAVY_PER_MINUTE", "IN_FLIGHT_PER_USER")
+UNLIMITED = ("REQUESTS_PER_MINUTE", "SEARCH_PER_MINUTE", "EXPORT_PER_MINUTE", "HEAVY_PER_MINUTE", "IN_FLIGHT_PER_USER",
+             "HEAVY_IN_FLIGHT_PER_USER")
 
 
 def chronicle_command() -> list[str]:

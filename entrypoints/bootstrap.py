@@ -546,6 +546,7 @@ def shared_limits(settings: Settings, nc: NATS, metrics: Metrics) -> tuple[FairS
             "export": settings.limit_export_per_minute, "heavy": settings.limit_heavy_per_minute,
         },
         in_flight=settings.limit_in_flight_per_user,
+        heavy_in_flight=settings.limit_heavy_in_flight_per_user,
         bulk_factor=settings.limit_bulk_factor,
     )
     shared = limits.rates_limited and settings.limit_sync_interval > 0

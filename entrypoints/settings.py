@@ -68,6 +68,9 @@ class Settings(BaseSettings):
         default=30, ge=0, description="pareto, lineage and by-example queries a user may make a minute; 0: no limit"
     )
     limit_in_flight_per_user: int = Field(default=64, ge=0, description="a user's requests handled at once; 0: no limit")
+    limit_heavy_in_flight_per_user: int = Field(
+        default=2, ge=0, description="a user's pareto, lineage and by-example queries handled at once; 0: no limit"
+    )
     limit_bulk_factor: int = Field(
         default=100, ge=1, description="how many times each limit a token with the `bulk` role gets"
     )

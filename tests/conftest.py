@@ -113,7 +113,7 @@ def make_settings(database_url: str, nats_url: str, data_dir: Path, **overrides:
         # Tests make requests far faster than a person; tests/integration/test_fair_share.py
         # turns the per-user limits back on.
         limit_requests_per_minute=0, limit_search_per_minute=0, limit_export_per_minute=0,
-        limit_heavy_per_minute=0, limit_in_flight_per_user=0,
+        limit_heavy_per_minute=0, limit_in_flight_per_user=0, limit_heavy_in_flight_per_user=0,
         **overrides,  # type: ignore[arg-type]
     )
 

@@ -22,8 +22,10 @@ counted: with none, the buckets are this instance's alone, as with a single inst
 (fail open to per-instance limits, never closed for everyone).
 
 A user also has at most `in_flight` requests being handled at once on each instance (a
-parked min_position wait counts), so one user cannot fill the instance's own cap; that
-count is not shared. The least recently seen users' buckets are dropped past
+parked min_position wait counts), so one user cannot fill the instance's own cap, and at
+most `heavy_in_flight` of them heavy (pareto, lineage, by-example: the `heavy` budget),
+so one user's heavy queries at once cannot take the instance's cores from everyone else;
+those counts are not shared. The least recently seen users' buckets are dropped past
 `max_users` (a dropped user starts again with a full bucket).
 """
 
@@ -48,6 +50,7 @@ Usage = tuple[str, str, int, int]  # (user, budget, allowance a minute, tokens s
 class Limits:
     per_minute: Mapping[str, int]  # budget -> allowance a minute; 0 or absent: unlimited
     in_flight: int = 0  # per user; 0: unlimited
+    heavy_in_flight: int = 0  # per user, of those drawing on the `heavy` budget; 0: unlimited
     bulk_factor: int = 100  # what a token with the bulk role gets, times the above
 
     @property
@@ -78,6 +81,7 @@ class FairShare:
         self._peers: dict[str, float] = {}  # instance -> when last heard
         self._reported_at = clock()
         self._in_flight: dict[str, int] = {}
+        self._heavy_in_flight: dict[str, int] = {}
         self.refused = 0
 
     def admit(self, user: str, action: str) -> None:
@@ -162,37 +166,53 @@ class FairShare:
             self._buckets.popitem(last=False)
 
     @contextlib.contextmanager
-    def handling(self, user: str) -> Iterator[None]:
-        """One of the user's requests being handled; `rate_limited` past `in_flight`."""
-        self.enter(user)
+    def handling(self, user: str, action: str = "") -> Iterator[None]:
+        """One of the user's requests being handled; `rate_limited` past `in_flight` (or,
+        for a heavy one, past `heavy_in_flight`)."""
+        self.enter(user, action)
         try:
             yield
         finally:
-            self.leave(user)
+            self.leave(user, action)
 
-    def enter(self, user: str) -> None:
-        """One more of the user's requests in flight, or `rate_limited` past `in_flight`
-        (counting nothing); each `enter` that returns is followed by one `leave`."""
-        limit = self.limits.in_flight * (self.limits.bulk_factor if BULK_ROLE in getattr(user, "roles", ()) else 1)
+    def enter(self, user: str, action: str = "") -> None:
+        """One more of the user's requests in flight, or `rate_limited` past `in_flight`, or
+        for a heavy action past `heavy_in_flight` (counting nothing); each `enter` that
+        returns is followed by one `leave` with the same action."""
+        factor = self.limits.bulk_factor if BULK_ROLE in getattr(user, "roles", ()) else 1
         key = str(user)
+        limit = self.limits.in_flight * factor
         count = self._in_flight.get(key, 0)
         if limit > 0 and count >= limit:
             self._refuse("in_flight")
             raise rate_limited(f"at most {limit} requests of yours at once", "in_flight", 0.1)
+        if is_heavy(action):
+            heavy_limit = self.limits.heavy_in_flight * factor
+            heavy = self._heavy_in_flight.get(key, 0)
+            if heavy_limit > 0 and heavy >= heavy_limit:
+                self._refuse("heavy_in_flight")
+                raise rate_limited(f"at most {heavy_limit} heavy queries of yours at once", "heavy_in_flight", 0.5)
+            self._heavy_in_flight[key] = heavy + 1
         self._in_flight[key] = count + 1
 
-    def leave(self, user: str) -> None:
+    def leave(self, user: str, action: str = "") -> None:
         key = str(user)
-        left = self._in_flight[key] - 1
-        if left:
-            self._in_flight[key] = left
-        else:
-            del self._in_flight[key]
+        counts = (self._in_flight, self._heavy_in_flight) if is_heavy(action) else (self._in_flight,)
+        for count in counts:
+            left = count[key] - 1
+            if left:
+                count[key] = left
+            else:
+                del count[key]
 
     def _refuse(self, budget: str) -> None:
         self.refused += 1
         if self.metrics is not None:
             self.metrics.refused(budget)
+
+
+def is_heavy(action: str) -> bool:
+    return "heavy" in budgets_of(action)
 
 
 def rate_limited(message: str, budget: str, retry_after: float) -> ChronicleError:

@@ -166,16 +166,16 @@ class NatsService:
                     raise ChronicleError("rate_limited", "too many requests in flight; retry shortly")
                 if self.fair_share is not None:
                     # In flight first: a request refused there spends none of the user's budgets.
-                    self.fair_share.enter(user)
+                    self.fair_share.enter(user, action)
                     entered = True
                     self.fair_share.admit(user, action)
                 payload = parse(route.model, request.data, self.validation_context)
             except Exception as error:
                 if entered and self.fair_share is not None and user is not None:
-                    self.fair_share.leave(user)
+                    self.fair_share.leave(user, action)
                 await self._refuse(route, request, translate(error))
                 return
-            task = asyncio.create_task(self._handle(route, request, user, payload))
+            task = asyncio.create_task(self._handle(route, action, request, user, payload))
             self.in_flight.add(task)
             task.add_done_callback(self.in_flight.discard)
 
@@ -214,7 +214,7 @@ class NatsService:
         if self.metrics is not None:
             self.metrics.answered(route.subject, error.code, None)
 
-    async def _handle(self, route: Route, request: Request, user: Caller, payload: BaseModel) -> None:
+    async def _handle(self, route: Route, action: str, request: Request, user: Caller, payload: BaseModel) -> None:
         started = time.perf_counter()
         code = "ok"
         rid = request_id(request.headers)
@@ -231,7 +231,7 @@ class NatsService:
             body = envelope_error(failure)
         finally:
             if self.fair_share is not None:
-                self.fair_share.leave(user)
+                self.fair_share.leave(user, action)
         try:
             await request.respond(body, headers={request_ids.HEADER: rid})
         except Exception as error:

@@ -12,18 +12,16 @@ import contextlib
 import logging
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from functools import cache
 from typing import Any, cast
-from uuid import UUID
 
 import orjson
 from chronicle_client.connection import ChronicleClient
 from chronicle_contract.base import MAX_IDEMPOTENCY_KEY, Command, idempotency_key
-from chronicle_contract.bus import signals_prefix
 from chronicle_contract.conversations import ConversationView, ExportConversation
 from chronicle_contract.errors import ChronicleError
-from chronicle_contract.jobs import GetJob, job_progress
+from chronicle_contract.jobs import GetJob
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from pydantic import BaseModel, create_model
 from pydantic_core import to_jsonable_python
@@ -37,6 +35,7 @@ from starlette.staticfiles import StaticFiles
 
 from entrypoints.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
 from entrypoints.gateways.clients import UserClients, bearer_token, failure_of
+from entrypoints.gateways.job_events import JobFollower, job_stream
 from entrypoints.gateways.request_metrics import RequestMetrics, RequestRecorder
 from entrypoints.gateways.rest_routes import ROUTES, Body, HttpRoute, with_timestamps
 
@@ -145,68 +144,18 @@ class Gateway:
     async def job_events(self, request: Request) -> Response:
         """`GET /api/jobs/{jobId}/events`: Server-Sent Events, the job's state now, then each
         progress message (`event: progress`), then its final state (`event: job`)."""
-        release = None
         try:
             token = bearer_token(request.headers.get("authorization"))
-            job_id = GetJob(job_id=request.path_params["jobId"]).job_id
-            client, release = await self.clients.acquire(token)  # held, so never closed under the stream
-            updates: asyncio.Queue[Body] = asyncio.Queue(maxsize=100)
-
-            async def progressed(message: Any) -> None:
-                with contextlib.suppress(asyncio.QueueFull, orjson.JSONDecodeError):
-                    updates.put_nowait(orjson.loads(message.data))
-
-            subject = job_progress(signals_prefix(client.prefix, client.user or ""), job_id)
-            subscription = await client.nc.subscribe(subject, cb=progressed)
+            follower = JobFollower(self.clients, token, GetJob(job_id=request.path_params["jobId"]).job_id)
             try:
-                first = await client.send_json(GetJob(job_id=job_id))
+                first = await follower.start()  # (its lease holds the connection: never closed under the stream)
             except BaseException:
-                await subscription.unsubscribe()
+                await follower.stop()
                 raise
         except Exception as error:
-            if release is not None:
-                release()
             return error_response(failure_of(error))
-        stream = job_stream(client, job_id, first, updates, subscription, release)
-        return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-store"})
-
-
-ENDED = ("completed", "failed")
-KEEP_ALIVE = 15.0  # seconds between comments on a quiet stream, each after a fresh look at the job
-MAX_STREAM = 3600.0  # seconds a stream lasts at most; a browser's EventSource reconnects
-
-
-async def job_stream(
-    client: ChronicleClient, job_id: UUID, first: Body, updates: asyncio.Queue[Body], subscription: Any,
-    release: Callable[[], None],
-) -> AsyncIterator[bytes]:
-    """The events of one job: progress as it comes; on a quiet stream a look at the job
-    itself (a progress message is core NATS and may be lost), so it always ends."""
-    web = casing(GetJob.reply).web
-    deadline = asyncio.get_running_loop().time() + MAX_STREAM
-    try:
-        yield sse("job", web(first))
-        if first["status"] in ENDED:
-            return
-        while asyncio.get_running_loop().time() < deadline and not client.nc.is_closed:
-            try:
-                update = await asyncio.wait_for(updates.get(), KEEP_ALIVE)
-            except TimeoutError:
-                now = await client.send_json(GetJob(job_id=job_id))
-                if now["status"] in ENDED:
-                    yield sse("job", web(now))
-                    return
-                yield b": keep-alive\n\n"
-                continue
-            yield sse("progress", {to_camel(k): v for k, v in update.items()})
-            if update.get("status") in ENDED:
-                client.observed(update.get("position"))
-                yield sse("job", web(await client.send_json(GetJob(job_id=job_id))))
-                return
-    finally:
-        release()
-        with contextlib.suppress(Exception):
-            await subscription.unsubscribe()
+        return StreamingResponse(job_stream(follower, first), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
 
 
 async def json_body(request: Request) -> Body:
@@ -255,10 +204,6 @@ def nesting(value: Any) -> int:
             deepest = max(deepest, depth)
             level.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
     return deepest
-
-
-def sse(event: str, data: Any) -> bytes:
-    return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
 async def download(client: ChronicleClient, request: ExportConversation) -> Response:

@@ -15,22 +15,28 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
+from typing import Any
 
 import httpx
+import nats
 import orjson
 import pytest
+from chronicle_contract.bus import signals_prefix
+from chronicle_contract.jobs import job_progress
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import TextContent
 
 from adapters.auth import TokenAuthority
 from adapters.embedded import free_port
-from entrypoints.bootstrap import Chronicle
-from entrypoints.gateways.clients import UserClients
+from entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.gateways.clients import UserClients, claimed_expiry
 from entrypoints.gateways.http_guard import HttpLimits
 from entrypoints.gateways.http_server import HttpServer
 from entrypoints.gateways.mcp import streamable_http_app
 from entrypoints.gateways.rest import build_app
+from tests.conftest import make_settings
+from tests.servers import TestServers
 from tests.waiting import eventually
 
 HALF_SENT = b"GET /api/conversations HTTP/1.1\r\nHost: x\r\n"  # and nothing more
@@ -255,3 +261,85 @@ async def test_docs_pages_serve_their_own_assets(page: str, serve: Serve) -> Non
             assert asset.startswith(b"/") and not asset.startswith(b"//"), asset  # this gateway's own
             fetched = await http.get(asset.decode())
             assert fetched.status_code == 200 and fetched.content, asset
+
+
+# -- a user's connection outlives the token that opened it ----------------------------------
+
+TOKEN_SECONDS = 4  # short-lived tokens: the bus closes a connection when the token that opened it expires
+
+
+@pytest.fixture(scope="module")
+async def closed(servers: TestServers, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Chronicle]:
+    """A Chronicle whose embedded NATS requires credentials (the auth callout), without job
+    workers (a requested job stays queued: its event stream stays open)."""
+    with servers.fresh_database() as url:
+        settings = make_settings(url, None, tmp_path_factory.mktemp("expiring"),  # type: ignore[arg-type]
+                                 embedded_nats_auth=True, job_workers=0)
+        chronicle = await bootstrap(settings)
+        yield chronicle
+        await chronicle.stop()
+
+
+async def sse_events(response: httpx.Response, events: list[tuple[str, dict[str, Any]]]) -> None:
+    kind = ""
+    async for line in response.aiter_lines():
+        if line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            events.append((kind, orjson.loads(line[6:])))
+
+
+async def test_requests_and_a_stream_outlive_the_token_that_opened_the_users_connection(
+    closed: Chronicle, authority: TokenAuthority
+) -> None:
+    """A user sends a fresh 4-second token with each request, four at a time, across the
+    first token's expiry (the bus then closes the connection it opened): every request
+    answers 200, and an event stream opened on the first connection carries on (a progress
+    message published after that expiry arrives on it)."""
+    prefix = closed.settings.subject_prefix
+    clients = UserClients(closed.nats_url, prefix)
+    server = await HttpServer(build_app(clients), "127.0.0.1", free_port()).start()
+    user = f"expiring-{uuid.uuid4().hex[:8]}"
+
+    def token(seconds: int = TOKEN_SECONDS) -> dict[str, str]:
+        return {"Authorization": f"Bearer {authority.issue(user, ttl_seconds=seconds)}"}
+
+    first = token()
+    expires = claimed_expiry(first["Authorization"].removeprefix("Bearer "))
+    events: list[tuple[str, dict[str, Any]]] = []
+    service = await nats.connect(closed.servers.service_nats_url)  # (publishes the job's progress, as the service)
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as web:
+            requested = await web.post("/api/jobs", json={"content": "Tulips open in spring.", "artifactType": "summary"},
+                                       headers=first)
+            assert requested.status_code == 202, requested.text
+            job_id = requested.json()["jobId"]
+            async with web.stream("GET", f"/api/jobs/{job_id}/events", headers=token(120)) as stream:
+                assert stream.status_code == 200, await stream.aread()
+                reading = asyncio.ensure_future(sse_events(stream, events))
+                await eventually(lambda: events, "the job's state now, first on the stream")
+                statuses: list[int] = []
+                while time.time() < expires + 1.5:  # (the bus closed the first connection at `expires`)
+                    answers = await asyncio.gather(*(web.get("/api/conversations", headers=token()) for _ in range(4)))
+                    statuses += [answer.status_code for answer in answers]
+                assert set(statuses) == {200}, [s for s in statuses if s != 200]
+                assert clients.rolled_over >= 1
+                progress = job_progress(signals_prefix(prefix, user), uuid.UUID(job_id))
+
+                def completed() -> bool:
+                    return any(kind == "progress" and event["status"] == "completed" for kind, event in events)
+
+                async def published() -> bool:
+                    if not completed():
+                        await service.publish(progress, orjson.dumps({"job_id": job_id, "status": "completed",
+                                                                      "progress": 100}))
+                    return completed()
+
+                await eventually(published, "a progress message to reach the stream after the first token expired", 10)
+                await asyncio.wait_for(reading, 10)  # the stream ends after the final state
+        assert events[0][0] == "job" and events[-2][0] == "progress" and events[-1][0] == "job"
+        assert events[-2][1] == {"jobId": job_id, "status": "completed", "progress": 100}
+    finally:
+        await service.close()
+        await server.stop()
+        await clients.close()

@@ -8,10 +8,14 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 
+import nats
 import pytest
 from chronicle_client import ChronicleClient, ChronicleError
+from chronicle_contract.optimizations import ParetoFront, ParetoQuery
 
 from adapters.auth import TokenAuthority
+from adapters.messaging.fair_share import FairShare, Limits
+from adapters.messaging.nats_service import NatsService, Route
 from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.settings import Settings
 from tests.conftest import new_prefix
@@ -238,3 +242,55 @@ async def test_a_flood_of_refused_requests_leaves_another_user_served(limited: C
     finally:
         for client in (mallory, forger, alice):
             await client.close()
+
+
+class HeldQueries:
+    """A heavy query's handler that holds every request until `done` is set, counting those
+    it holds by user: a query 'runs' for exactly as long as the test says."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, int] = {}
+        self.done = asyncio.Event()
+
+    async def __call__(self, user: str, request: object, key: str | None) -> dict[str, object]:
+        self.running[str(user)] = self.running.get(str(user), 0) + 1
+        await self.done.wait()
+        return {"points": []}
+
+
+async def test_a_users_third_heavy_query_at_once_is_refused_and_another_users_runs(
+    chronicle: Chronicle, authority: TokenAuthority
+) -> None:
+    """Eight Pareto fronts at once from one user took the cores from everyone else; now a
+    user's heavy queries past CHRONICLE_LIMIT_HEAVY_IN_FLIGHT_PER_USER (2) are refused in the
+    subscription's callback, before a handler runs, while other users' still run."""
+    prefix = new_prefix()
+    held = HeldQueries()
+    limits = Limits(per_minute={}, in_flight=64, heavy_in_flight=Settings().limit_heavy_in_flight_per_user)
+    nc = await nats.connect(chronicle.nats_url)
+    route = Route(f"{prefix}.query.optimizations.pareto", ParetoQuery, ParetoFront, held)
+    service = NatsService(nc, [route], authority, fair_share=FairShare(limits))
+    await service.start()
+    alice_id, bob_id = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
+    alice, bob = [await ChronicleClient.connect(chronicle.nats_url, authority.issue(user), prefix=prefix)
+                  for user in (alice_id, bob_id)]
+    front = {"optimization_id": str(uuid.uuid4())}
+    try:
+        two = [asyncio.ensure_future(alice.request("query.optimizations.pareto", front)) for _ in range(2)]
+        await eventually(lambda: held.running.get(alice_id) == 2, "alice's two heavy queries to run")
+        with pytest.raises(ChronicleError) as refused:
+            await alice.request("query.optimizations.pareto", front)
+        assert refused.value.code == "rate_limited" and refused.value.details[0]["rule"] == "heavy_in_flight"
+        assert refused.value.details[0]["retry_after"] > 0
+        assert held.running[alice_id] == 2  # refused before its handler ran
+        bobs = asyncio.ensure_future(bob.request("query.optimizations.pareto", front))
+        await eventually(lambda: held.running.get(bob_id) == 1, "bob's heavy query to run beside hers")
+        held.done.set()
+        assert [await query for query in (*two, bobs)] == [{"points": []}] * 3
+        assert await alice.request("query.optimizations.pareto", front) == {"points": []}  # room again
+    finally:
+        held.done.set()
+        for client in (alice, bob):
+            await client.close()
+        await service.stop()
+        await nc.close()

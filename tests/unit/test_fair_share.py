@@ -3,6 +3,7 @@ moves: no server, no sleeping."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Awaitable, Callable
 
@@ -79,6 +80,25 @@ def test_requests_at_once_are_counted_per_user() -> None:
             pass
     with share.handling("alice"):  # both finished: room again
         pass
+
+
+def test_a_users_heavy_queries_at_once_are_capped_before_their_other_requests() -> None:
+    share = FairShare(Limits(per_minute={}, in_flight=4, heavy_in_flight=2, bulk_factor=3), clock=Clock())
+    with share.handling("alice", "optimizations.pareto"), share.handling("alice", "artifacts.lineage"):
+        with pytest.raises(ChronicleError) as raised, share.handling("alice", "artifacts.by_example"):
+            pass
+        assert raised.value.code == "rate_limited"
+        assert raised.value.details[0]["rule"] == "heavy_in_flight" and raised.value.details[0]["retry_after"] > 0
+        with share.handling("alice", "conversations.list"), share.handling("bob", "optimizations.pareto"):
+            pass  # her other requests, and another user's heavy one, still go
+    with share.handling("alice", "optimizations.pareto"):  # both finished: room again
+        pass
+    optimizer = Caller("optimizer", frozenset({"bulk"}))
+    with contextlib.ExitStack() as held:
+        for _ in range(6):
+            held.enter_context(share.handling(optimizer, "optimizations.pareto"))
+        with pytest.raises(ChronicleError), share.handling(optimizer, "optimizations.pareto"):
+            pass
 
 
 def test_zero_means_no_limit() -> None:
