@@ -24,7 +24,8 @@ counted: with none, the buckets are this instance's alone, as with a single inst
 A user also has at most `in_flight` requests being handled at once on each instance (a
 parked min_position wait counts), so one user cannot fill the instance's own cap, and at
 most `heavy_in_flight` of them heavy (pareto, lineage, by-example: the `heavy` budget),
-so one user's heavy queries at once cannot take the instance's cores from everyone else;
+so one user's heavy queries at once cannot take the instance's cores from everyone else
+(a bulk token included: the bulk factor raises its budgets and requests at once, not this);
 those counts are not shared. The least recently seen users' buckets are dropped past
 `max_users` (a dropped user starts again with a full bucket).
 """
@@ -187,7 +188,9 @@ class FairShare:
             self._refuse("in_flight")
             raise rate_limited(f"at most {limit} requests of yours at once", "in_flight", 0.1)
         if is_heavy(action):
-            heavy_limit = self.limits.heavy_in_flight * factor
+            # (not times the bulk factor: a heavy query at once is a core's work, and an
+            # optimizer's token must not hold every core of the instance either)
+            heavy_limit = self.limits.heavy_in_flight
             heavy = self._heavy_in_flight.get(key, 0)
             if heavy_limit > 0 and heavy >= heavy_limit:
                 self._refuse("heavy_in_flight")
