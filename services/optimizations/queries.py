@@ -445,8 +445,11 @@ async def lineage(queries: Queries, user: str, q: CandidateLineage) -> Wire[Line
         seconds=LINEAGE_SECONDS,
         too_long=too_long,
     )
-    if not rows or rows[0]["depth"] != 0:
+    seal = await queries.sealing.of(user)
+    if not rows or rows[0]["depth"] != 0 or seal is None:
         raise ChronicleError("not_found", f"candidate {q.candidate_id} not found in optimization {q.optimization_id}")
+    for row in rows:
+        row["origin"], row["ops"] = seal.open(row["origin"]), seal.open_json(row["ops"])
     scores = {
         row["candidate_id"]: row["best"]
         for row in await queries.fetch_all(
