@@ -239,7 +239,7 @@ async def history(queries: Queries, user: str, q: OptimizationHistory) -> Wire[H
         sizes = [
             {"round_index": row["round_index"], "trial_count": row["trial_count"],
              "size": len(round_fields(seal, row).encode()) + row["trial_bytes"] + row["trial_count"]}
-            for row in await queries.fetch_all(ROUND_SIZES, params)
+            for row in await queries.fetch_all(ROUND_SIZES, params, binary=True)
         ]
         pages = plan_pages(sizes, after_round, q.max_trials)
         if len(pages) > 1 and q.after_round is None:  # the history's first page: small, to bring the plan sooner
@@ -248,7 +248,7 @@ async def history(queries: Queries, user: str, q: OptimizationHistory) -> Wire[H
             until = pages[0][1]
             reply["planned"] = [{"after_round": start, "until_round": end} for start, end in pages[1:]]
     read = await queries.fetch_all(
-        HISTORY_PAGE, {**params, "with_trials": True, "until": LAST_ROUND if until is None else until}
+        HISTORY_PAGE, {**params, "with_trials": True, "until": LAST_ROUND if until is None else until}, binary=True
     )
     if not read:  # not the caller's, or no rounds after the cursor
         return Wire({**reply, **await no_rounds(queries, user, q.optimization_id)})
@@ -290,7 +290,8 @@ async def split_round(
     trials = [
         {"trial_index": row["trial_index"], "entry": seal.open(row["entry"]) or ""}
         for row in await queries.fetch_all(
-            ROUND_TRIALS, {"id": params["id"], "after_trial": start, "end": end, "limit": MAX_TRIALS_PER_PART}
+            ROUND_TRIALS, {"id": params["id"], "after_trial": start, "end": end, "limit": MAX_TRIALS_PER_PART},
+            binary=True,
         )
     ]
     taken: list[dict[str, Any]] = []
