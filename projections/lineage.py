@@ -22,10 +22,10 @@ class LineageView(View):
 
     @abstractmethod
     def link_example(
-        self, artifact_id: UUID, example_id: str, owner: str, session_id: UUID, position: int, score: float,
-        text: str | None, at: datetime,
+        self, artifact_id: UUID, example_id: str, owner: str, session_id: UUID, position: int, score: float, at: datetime
     ) -> None:
-        """A retrieval example that influenced the artifact, at `position` in its list."""
+        """A retrieval example that influenced the artifact, at `position` in its list (its text
+        is the artifacts read model's, sealed there: no query reads it here)."""
 
     @abstractmethod
     def remove_artifact(self, artifact_id: UUID) -> None:
@@ -45,14 +45,14 @@ class LineageView(View):
 
 class LineageProjection(Projection[LineageView]):
     name = "lineage"
-    version = 2
+    version = 3  # v3: no RAG example texts, candidates' origin and ops sealed
 
     @handles(Artifact.Stored)
     def artifact_stored(self, e: Artifact.Stored) -> None:
         self.view.add_artifact(e.originator_id, e.owner, e.parent_id, e.generation, e.variation_set_id, e.timestamp)
         for position, example in enumerate(e.rag_examples):
             self.view.link_example(
-                e.originator_id, example.id, e.owner, e.session_id, position, example.score, example.text, e.timestamp
+                e.originator_id, example.id, e.owner, e.session_id, position, example.score, e.timestamp
             )
 
     @handles(Artifact.Removed)

@@ -128,7 +128,7 @@ class OptimizationsView(View):
 
 class OptimizationsProjection(Projection[OptimizationsView]):
     name = "optimizations"
-    version = 5  # v5: invalidated trials
+    version = 6  # v5: invalidated trials; v6: content sealed under its owner's key
 
     @handles(Session.Created)
     def session_created(self, e: Session.Created) -> None:

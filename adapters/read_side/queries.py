@@ -96,7 +96,7 @@ class PostgresQueries(Queries):
             return None
         return vector_literal(vector) if any(vector) else None  # (nothing to go by: stop words only)
 
-    async def fetch_all(self, query: Any, params: Any) -> list[dict[str, Any]]:
+    async def fetch_all(self, query: Any, params: Any, *, binary: bool = False) -> list[dict[str, Any]]:
         # Pooled connections are not pinged before use (a round trip per query); a read
         # that meets a dropped one has the pool's idle ones checked (the server may have
         # dropped them all) and is tried once more, if Postgres answers at all.
@@ -106,7 +106,7 @@ class PostgresQueries(Queries):
                 async with self.pool.connection() as conn:
                     with self._guarding(conn):
                         cur = conn.cursor(row_factory=dict_row)
-                        await cur.execute(query, params, prepare=True)
+                        await cur.execute(query, params, prepare=True, binary=binary)
                         return await cur.fetchall()
             except PoolTimeout:
                 self._went_away()

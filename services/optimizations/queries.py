@@ -26,6 +26,7 @@ from psycopg.sql import SQL
 
 from domain.optimization import Direction, pareto_front
 from services.ports.read_models import Queries, not_found
+from services.ports.sealing import UserSeal, field_term
 from services.runtime.paging import Order, page_of
 from services.runtime.replies import Wire
 
@@ -69,38 +70,32 @@ LEFT JOIN LATERAL (  -- the open round's test inside: an ended round's trials ar
     ORDER BY CASE o.direction WHEN 'minimize' THEN score ELSE -score END, trial_index LIMIT 1
 ) best ON true
 """
-# A round's fields as JSON text. An open round's best is its best trial so far (the first to
-# reach it). While the optimization has invalid trials, the round's bests without them too.
-ROUND_AS_RECORDED = """json_build_object(
-    'round_index', r.round_index, 'round_id', r.id, 'candidates', coalesce(r.candidates, '[]'),
-    'best_score', CASE WHEN r.ended_at IS NULL THEN best.score ELSE r.best_score END,
-    'best_candidate', CASE WHEN r.ended_at IS NULL THEN best.candidate ELSE r.best_candidate END,
-    'stop_reason', r.stop_reason, 'stopped', r.stopped, 'best_so_far', r.best_so_far,
-    'timestamp', r.started_at, 'ended_at', r.ended_at,
-    'extra', r.start_extras || coalesce(r.end_extras, '{}'))::text"""
-ROUND_CORRECTED = """json_build_object('corrected_best_score', r.corrected_best_score,
-    'corrected_best_candidate', r.corrected_best_candidate, 'corrected_best_so_far', r.corrected_best_so_far)::text"""
-ROUND_FIELDS = f"""CASE WHEN o.invalid_trials = 0 THEN {ROUND_AS_RECORDED}
-    ELSE left({ROUND_AS_RECORDED}, -1) || ', ' || substr({ROUND_CORRECTED}, 2) END"""
+# A round's columns, its fields once opened (round_fields). An open round's best is its best
+# trial so far (the first to reach it).
+ROUND_COLUMNS = """o.direction, o.invalid_trials, r.round_index, r.id AS round_id, r.first_trial_index, r.trial_count,
+    r.remaining, r.candidates, r.stop_reason, r.stopped, r.best_so_far, r.started_at, r.ended_at, r.start_extras,
+    r.end_extras, r.corrected_best_score, r.corrected_best_candidate, r.corrected_best_so_far,
+    CASE WHEN r.ended_at IS NULL THEN best.score ELSE r.best_score END AS best_score,
+    CASE WHEN r.ended_at IS NULL THEN best.candidate ELSE r.best_candidate END AS best_candidate"""
 
-# A page of rounds: each round's fields and its trials as one JSON array, the one the
-# projection joined when the round ended (an open round's is joined here from the entries
-# it stored): nothing is built or parsed per trial, and the reply passes both through
-# unparsed. One statement, one snapshot: a round's trial_count and its trial rows agree
-# (the projection writes both in one transaction).
+# A page of rounds: each round's columns and its trials as one sealed JSON array, the one the
+# projection joined when the round ended (an open round's entries, to be joined here): nothing
+# is parsed per trial, and the reply passes both through unparsed once opened. One statement,
+# one snapshot: a round's trial_count and its trial rows agree (the projection writes both in
+# one transaction).
 HISTORY_PAGE = f"""
-SELECT o.direction, r.round_index, r.first_trial_index, r.trial_count, r.remaining, {ROUND_FIELDS} AS fields,
-    CASE WHEN %(with_trials)s THEN coalesce(r.trials, (
-        SELECT '[' || coalesce(string_agg(t.entry, ',' ORDER BY t.trial_index), '') || ']'
-        FROM ({ROUND_TRIALS_IN_ORDER}) t)) END AS trials
+SELECT {ROUND_COLUMNS},
+    CASE WHEN %(with_trials)s THEN r.trials END AS trials,
+    CASE WHEN %(with_trials)s AND r.ended_at IS NULL THEN
+        (SELECT array_agg(t.entry ORDER BY t.trial_index) FROM ({ROUND_TRIALS_IN_ORDER}) t) END AS entries
 {ROUNDS_AFTER}
 WHERE r.trials_before < %(max_trials)s AND r.round_index <= %(until)s
 ORDER BY r.round_index LIMIT {MAX_ROUNDS_PER_PAGE}
 """
-# What each round after a cursor adds to a reply, in bytes (its trials' from the projection's
-# tally), enough rounds for the pages planned ahead.
+# What each round after a cursor adds to a reply, in bytes (its fields once opened, its
+# trials' from the projection's tally), enough rounds for the pages planned ahead.
 ROUND_SIZES = f"""
-SELECT o.direction, r.round_index, r.trial_count, octet_length({ROUND_FIELDS}) + r.trial_bytes + r.trial_count AS size
+SELECT {ROUND_COLUMNS}, r.trial_bytes
 {ROUNDS_AFTER}
 ORDER BY r.round_index LIMIT {MAX_ROUNDS_PER_PAGE * (PAGES_PLANNED_AHEAD + 1)}
 """
@@ -112,6 +107,41 @@ WHERE t.optimization_id = %(id)s AND t.trial_index > %(after_trial)s AND t.trial
 ORDER BY t.trial_index LIMIT %(limit)s
 """
 LAST_ROUND = 2**31 - 1
+
+
+def round_fields(seal: UserSeal, row: dict[str, Any]) -> str:
+    """A round's fields as JSON text, its sealed columns opened. While the optimization has
+    invalid trials, the round's bests without them too."""
+    fields = {
+        "round_index": row["round_index"], "round_id": row["round_id"],
+        "candidates": [] if row["candidates"] is None else seal.open_json(row["candidates"]),
+        "best_score": row["best_score"], "best_candidate": seal.open_json(row["best_candidate"]),
+        "stop_reason": seal.open(row["stop_reason"]), "stopped": row["stopped"], "best_so_far": row["best_so_far"],
+        "timestamp": row["started_at"], "ended_at": row["ended_at"],
+        "extra": {**(seal.open_json(row["start_extras"]) or {}), **(seal.open_json(row["end_extras"]) or {})},
+    }
+    if row["invalid_trials"]:
+        fields.update(
+            corrected_best_score=row["corrected_best_score"],
+            corrected_best_candidate=seal.open_json(row["corrected_best_candidate"]),
+            corrected_best_so_far=row["corrected_best_so_far"],
+        )
+    return orjson.dumps(fields).decode()
+
+
+def opened_round(seal: UserSeal, row: dict[str, Any], with_trials: bool = True) -> dict[str, Any]:
+    """A history page's row with its fields (and its trials array, when read) as JSON text:
+    an ended round's array as the projection joined it, an open round's joined here."""
+    trials = None
+    if with_trials and row["ended_at"] is not None:
+        trials = seal.open(row["trials"]) or "[]"
+    elif with_trials:
+        trials = "[" + ",".join(seal.open(entry) or "" for entry in row["entries"] or []) + "]"
+    return {
+        "direction": row["direction"], "round_index": row["round_index"], "first_trial_index": row["first_trial_index"],
+        "trial_count": row["trial_count"], "remaining": row["remaining"], "fields": round_fields(seal, row),
+        "trials": trials,
+    }
 
 
 def round_json(fields: str, trials: str, complete: bool) -> orjson.Fragment:
@@ -146,13 +176,22 @@ def plan_pages(
     return pages
 
 
+def opened_summary(seal: UserSeal, row: dict[str, Any]) -> dict[str, Any]:
+    """A summary row's sealed columns opened, in place."""
+    for name in ("name", "project", "dataset", "optimizer", "stop_reason"):
+        row[name] = seal.open(row[name])
+    row["best_candidate"] = seal.open_json(row["best_candidate"])
+    return row
+
+
 async def summary(queries: Queries, user: str, optimization_id: UUID) -> dict[str, Any]:
     row = await queries.fetch_one(
         SUMMARY + " WHERE id = %s AND owner = %s AND direction IS NOT NULL", (optimization_id, user)
     )
-    if row is None:
+    seal = await queries.sealing.of(user) if row is not None else None
+    if row is None or seal is None:
         raise not_found("optimization", optimization_id)
-    return row
+    return opened_summary(seal, row)
 
 
 async def get(queries: Queries, user: str, q: GetOptimization) -> Wire[OptimizationView]:
@@ -163,12 +202,20 @@ async def list_optimizations(queries: Queries, user: str, q: ListOptimizations) 
     inner = SQL(
         SUMMARY.replace("SELECT ", "SELECT created_at AS page_key, id AS page_id, ", 1)
         + " WHERE owner = %(user)s AND direction IS NOT NULL"
-        " AND (%(project)s::text IS NULL OR project = %(project)s)"
-        " AND (%(optimizer)s::text IS NULL OR optimizer = %(optimizer)s)"
+        " AND (%(project)s::text IS NULL OR project_term = %(project)s)"
+        " AND (%(optimizer)s::text IS NULL OR optimizer_term = %(optimizer)s)"
         " AND (%(stopped)s::boolean IS NULL OR stopped = %(stopped)s)"
     )
-    params = {**q.model_dump(include={"project", "optimizer", "stopped"}), "user": user}
-    return Wire(await page_of(queries, user, NEWEST_OPTIMIZATIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor))
+    seal = await queries.sealing.of(user)
+    # Project and optimizer match their blind terms (without a key the user has no rows).
+    terms = {
+        name: None if value is None else field_term(seal, name, value) if seal is not None else ""
+        for name, value in (("project", q.project), ("optimizer", q.optimizer))
+    }
+    params = {**terms, "stopped": q.stopped, "user": user}
+    page = await page_of(queries, user, NEWEST_OPTIMIZATIONS, inner, params, limit=q.limit, offset=q.offset, cursor=q.cursor)
+    page["items"] = [opened_summary(seal, row) for row in page["items"] if seal is not None]
+    return Wire(page)
 
 
 NEWEST_OPTIMIZATIONS = Order("optimizations", "timestamptz")
@@ -182,24 +229,32 @@ async def history(queries: Queries, user: str, q: OptimizationHistory) -> Wire[H
     after_round = -1 if q.after_round is None else q.after_round
     params = {"id": q.optimization_id, "user": user, "after": after_round, "max_trials": q.max_trials}
     reply: dict[str, Any] = {"optimization_id": q.optimization_id, "next_after_trial": None, "planned": []}
+    seal = await queries.sealing.of(user)
+    if seal is None:  # (no key: nothing of theirs)
+        raise not_found("optimization", q.optimization_id)
     if q.after_trial is not None:
-        return Wire({**reply, **await split_round(queries, params, q.after_trial)})
+        return Wire({**reply, **await split_round(queries, seal, params, q.after_trial)})
     until = q.until_round
     if until is None:
-        sizes = await queries.fetch_all(ROUND_SIZES, params)
+        sizes = [
+            {"round_index": row["round_index"], "trial_count": row["trial_count"],
+             "size": len(round_fields(seal, row).encode()) + row["trial_bytes"] + row["trial_count"]}
+            for row in await queries.fetch_all(ROUND_SIZES, params, binary=True)
+        ]
         pages = plan_pages(sizes, after_round, q.max_trials)
         if len(pages) > 1 and q.after_round is None:  # the history's first page: small, to bring the plan sooner
             pages = plan_pages(sizes, after_round, q.max_trials, first_budget=REPLY_BUDGET // 8)
         if pages:
             until = pages[0][1]
             reply["planned"] = [{"after_round": start, "until_round": end} for start, end in pages[1:]]
-    rows = await queries.fetch_all(
-        HISTORY_PAGE, {**params, "with_trials": True, "until": LAST_ROUND if until is None else until}
+    read = await queries.fetch_all(
+        HISTORY_PAGE, {**params, "with_trials": True, "until": LAST_ROUND if until is None else until}, binary=True
     )
-    if not rows:  # not the caller's, or no rounds after the cursor
+    if not read:  # not the caller's, or no rounds after the cursor
         return Wire({**reply, **await no_rounds(queries, user, q.optimization_id)})
+    rows = [opened_round(seal, row) for row in read]
     if size_of(rows[0]) > REPLY_BUDGET:
-        return Wire({**reply, **await split_round(queries, params, None)})
+        return Wire({**reply, **await split_round(queries, seal, params, None)})
     taken: list[dict[str, Any]] = []
     size = 0
     for row in rows:
@@ -222,17 +277,23 @@ async def no_rounds(queries: Queries, user: str, optimization_id: UUID) -> dict[
             "next_after_round": None}
 
 
-async def split_round(queries: Queries, params: dict[str, Any], after_trial: int | None) -> dict[str, Any]:
+async def split_round(
+    queries: Queries, seal: UserSeal, params: dict[str, Any], after_trial: int | None
+) -> dict[str, Any]:
     """The next part of the round after `params["after"]`: as many of its trials as fit."""
     metas = await queries.fetch_all(HISTORY_PAGE, {**params, "with_trials": False, "max_trials": 1, "until": LAST_ROUND})
     if not metas:  # not the caller's, or the round is gone (its owner erased)
         return await no_rounds(queries, params["user"], params["id"])
-    meta = metas[0]
+    meta = opened_round(seal, metas[0], with_trials=False)
     start = meta["first_trial_index"] - 1 if after_trial is None else after_trial
     end = meta["first_trial_index"] + meta["trial_count"]
-    trials = await queries.fetch_all(
-        ROUND_TRIALS, {"id": params["id"], "after_trial": start, "end": end, "limit": MAX_TRIALS_PER_PART}
-    )
+    trials = [
+        {"trial_index": row["trial_index"], "entry": seal.open(row["entry"]) or ""}
+        for row in await queries.fetch_all(
+            ROUND_TRIALS, {"id": params["id"], "after_trial": start, "end": end, "limit": MAX_TRIALS_PER_PART},
+            binary=True,
+        )
+    ]
     taken: list[dict[str, Any]] = []
     size = len(meta["fields"].encode())
     for row in trials:
@@ -277,14 +338,22 @@ async def pareto(queries: Queries, user: str, q: ParetoQuery) -> Wire[ParetoFron
         + scope + " ORDER BY trial_index",
         {"id": q.optimization_id},
     )
-    # The comparing and the reply's rows off the event loop, in one go (tens of ms at the bound).
-    return Wire(await asyncio.to_thread(front_of, trials, q, objectives, directions))
+    seal = await queries.sealing.of(user)
+    if seal is None:  # (erased meanwhile)
+        raise not_found("optimization", q.optimization_id)
+    # The opening, the comparing and the reply's rows off the event loop, in one go (tens of ms at the bound).
+    return Wire(await asyncio.to_thread(front_of, trials, q, objectives, directions, seal))
 
 
 def front_of(
-    trials: list[dict[str, Any]], q: ParetoQuery, objectives: list[str], directions: dict[str, Direction]
+    trials: list[dict[str, Any]], q: ParetoQuery, objectives: list[str], directions: dict[str, Direction],
+    seal: UserSeal | None = None,
 ) -> dict[str, Any]:
-    """The reply: the trials on the front of those with a number for every objective."""
+    """The reply: the trials on the front of those with a number for every objective (their
+    candidate and metrics opened first with `seal`, when they are sealed)."""
+    if seal is not None:
+        for trial in trials:
+            trial["candidate"], trial["metrics"] = seal.open_json(trial["candidate"]), seal.open_json(trial["metrics"])
     score_at = objectives.index("score") if "score" in objectives else -1
     points = []
     for trial in trials:
@@ -316,12 +385,9 @@ def front_of(
 
 async def compare(queries: Queries, user: str, q: CompareOptimizations) -> Wire[Comparison]:
     ids = list(dict.fromkeys(q.optimization_ids))
-    found = {
-        row["optimization_id"]: row
-        for row in await queries.fetch_all(
-            SUMMARY + " WHERE id = ANY(%s) AND owner = %s AND direction IS NOT NULL", (ids, user)
-        )
-    }
+    rows = await queries.fetch_all(SUMMARY + " WHERE id = ANY(%s) AND owner = %s AND direction IS NOT NULL", (ids, user))
+    seal = await queries.sealing.of(user) if rows else None
+    found = {row["optimization_id"]: opened_summary(seal, row) for row in rows if seal is not None}
     missing = [ident for ident in ids if ident not in found]
     if missing:
         raise not_found("optimization", missing[0])
@@ -385,8 +451,11 @@ async def lineage(queries: Queries, user: str, q: CandidateLineage) -> Wire[Line
         seconds=LINEAGE_SECONDS,
         too_long=too_long,
     )
-    if not rows or rows[0]["depth"] != 0:
+    seal = await queries.sealing.of(user)
+    if not rows or rows[0]["depth"] != 0 or seal is None:
         raise ChronicleError("not_found", f"candidate {q.candidate_id} not found in optimization {q.optimization_id}")
+    for row in rows:
+        row["origin"], row["ops"] = seal.open(row["origin"]), seal.open_json(row["ops"])
     scores = {
         row["candidate_id"]: row["best"]
         for row in await queries.fetch_all(

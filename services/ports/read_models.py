@@ -47,7 +47,9 @@ class Queries(ABC):
     sealing: Sealing
 
     @abstractmethod
-    async def fetch_all(self, query: Any, params: Any) -> list[dict[str, Any]]: ...
+    async def fetch_all(self, query: Any, params: Any, *, binary: bool = False) -> list[dict[str, Any]]:
+        """`binary`: values come in Postgres's binary format (sealed bytea as its bytes, where
+        text would send hex, twice as long, to be decoded)."""
 
     @abstractmethod
     async def fetch_all_within(

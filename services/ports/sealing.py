@@ -46,3 +46,9 @@ class Sealing(ABC):
 def tag_terms(seal: UserSeal, tags: Iterable[str]) -> list[str]:
     """The tags' blind terms, which a tag filter matches (a tag and a word never share one)."""
     return seal.terms("tag\0" + tag for tag in tags)
+
+
+def field_term(seal: UserSeal, field: str, value: str) -> str:
+    """A field's value (an optimization's project, its optimizer) as the blind term an
+    equality filter matches: keyed by the owner's key and by the field, as tags are."""
+    return seal.terms([field + "\0" + value])[0]

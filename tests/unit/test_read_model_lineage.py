@@ -29,8 +29,7 @@ class MemoryLineageView(LineageView):
         self.artifacts[artifact_id] = {"owner": owner, "parent_id": parent_id, "generation": generation, "removed": False}
 
     def link_example(
-        self, artifact_id: UUID, example_id: str, owner: str, session_id: UUID, position: int, score: float,
-        text: str | None, at: datetime,
+        self, artifact_id: UUID, example_id: str, owner: str, session_id: UUID, position: int, score: float, at: datetime
     ) -> None:
         self.rag_links[(artifact_id, example_id)] = {"owner": owner, "position": position, "score": score}
 

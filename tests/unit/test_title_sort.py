@@ -38,7 +38,7 @@ class SealedConversations(Queries):
             for ident, title in ((uuid4(), title) for title in titles)
         }
 
-    async def fetch_all(self, query: Any, params: Any) -> list[dict[str, Any]]:
+    async def fetch_all(self, query: Any, params: Any, *, binary: bool = False) -> list[dict[str, Any]]:
         if isinstance(query, Composable):  # the titles, at most params["most"]
             return [{"id": row["id"], "title": row["title"]} for row in self.rows.values()][: params["most"]]
         user, idents = params

@@ -1,4 +1,9 @@
-"""The lineage read model's Postgres view (projections/lineage.py): its tables and the statements its writes batch into."""
+"""The lineage read model's Postgres view (projections/lineage.py): its tables and the statements its writes batch into.
+
+A candidate's origin and ops are sealed under the owner's key (adapters/read_side/sealing.py)
+and opened by `candidates.lineage`; ids (candidates', parents', examples') stay in clear:
+the lineage walk joins on them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,6 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import Cursor
-from psycopg.types.json import Jsonb
 
 from adapters.read_side.batch import Rows, columns
 from adapters.read_side.view import PostgresView
@@ -20,8 +24,8 @@ class PostgresLineageView(PostgresView, LineageView):
         optimization_id uuid NOT NULL,
         candidate_id text NOT NULL,
         owner text NOT NULL,
-        origin text,
-        ops jsonb,
+        origin bytea,  -- sealed, as ops (NULL: none, or the owner was erased before the row was written)
+        ops bytea,
         first_round_index integer NOT NULL,
         first_trial_index integer NOT NULL,
         PRIMARY KEY (optimization_id, candidate_id)
@@ -50,7 +54,6 @@ class PostgresLineageView(PostgresView, LineageView):
         session_id uuid NOT NULL,
         position integer NOT NULL,  -- the example's place in the artifact's list
         score double precision NOT NULL,
-        text text,
         created_at timestamptz NOT NULL,
         PRIMARY KEY (artifact_id, example_id)
     );
@@ -74,7 +77,7 @@ class PostgresLineageView(PostgresView, LineageView):
         )
         self.rag_links = Rows(
             self.copier(
-                "{schema}.rag_links", "artifact_id, example_id, owner, session_id, position, score, text, created_at"
+                "{schema}.rag_links", "artifact_id, example_id, owner, session_id, position, score, created_at"
             )
         )
         self.sinks = [self.candidates, self.parents, self.artifacts, self.rag_links]
@@ -86,10 +89,9 @@ class PostgresLineageView(PostgresView, LineageView):
         self.batch.append(self.artifacts, (artifact_id, owner, parent_id, generation, variation_set_id, at))
 
     def link_example(
-        self, artifact_id: UUID, example_id: str, owner: str, session_id: UUID, position: int, score: float,
-        text: str | None, at: datetime,
+        self, artifact_id: UUID, example_id: str, owner: str, session_id: UUID, position: int, score: float, at: datetime
     ) -> None:
-        self.batch.append(self.rag_links, (artifact_id, example_id, owner, session_id, position, score, text, at))
+        self.batch.append(self.rag_links, (artifact_id, example_id, owner, session_id, position, score, at))
 
     def remove_artifact(self, artifact_id: UUID) -> None:
         self.batch.execute(self.sql("UPDATE {schema}.artifacts SET removed = true WHERE id = %s"), (artifact_id,))
@@ -99,10 +101,11 @@ class PostgresLineageView(PostgresView, LineageView):
         self, optimization_id: UUID, candidate_id: str, owner: str, origin: str | None, ops: list[Any] | None,
         round_index: int, trial_index: int,
     ) -> None:
-        ops_json = Jsonb(ops) if ops is not None else None
-        self.batch.append(
-            self.candidates, (optimization_id, candidate_id, owner, origin, ops_json, round_index, trial_index)
-        )
+        seal = self.seals.for_writing(owner)
+        row = f"candidate:{optimization_id}:{candidate_id}:"
+        origin_ = seal.seal(row + "origin", origin) if seal is not None and origin is not None else None
+        ops_ = seal.seal_json(row + "ops", ops) if seal is not None and ops is not None else None
+        self.batch.append(self.candidates, (optimization_id, candidate_id, owner, origin_, ops_, round_index, trial_index))
 
     def add_candidate_parent(self, optimization_id: UUID, candidate_id: str, parent_id: str) -> None:
         self.batch.append(self.parents, (optimization_id, candidate_id, parent_id))
@@ -112,7 +115,7 @@ class PostgresLineageView(PostgresView, LineageView):
             self.sql(
                 "INSERT INTO {schema}.candidates (optimization_id, candidate_id, owner, origin, ops,"
                 " first_round_index, first_trial_index)"
-                " SELECT * FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::text[], %b::jsonb[], %b::int[], %b::int[])"
+                " SELECT * FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::bytea[], %b::bytea[], %b::int[], %b::int[])"
                 " ON CONFLICT DO NOTHING"
             ),
             columns(rows, 7),

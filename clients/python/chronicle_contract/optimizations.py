@@ -60,7 +60,7 @@ class TrialFields(Request):
 
 def normalized_round(row: dict[str, Any], direction: Direction) -> dict[str, Any]:
     """A round in the normalized history shape, from what a client recorded (the service
-    builds the same in SQL, services/optimizations/queries.py); an open round's best is its
+    builds the same from its read model, services/optimizations/queries.py); an open round's best is its
     best trial so far, candidates are those given when the round ended."""
     trials = row["trials"]
     ended = row["ended_at"] is not None
