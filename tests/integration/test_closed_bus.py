@@ -19,13 +19,13 @@ from chronicle_client import ChronicleClient, ChronicleError
 from chronicle_contract.bus import inbox_prefix, signals_prefix, usage_subject
 from chronicle_contract.events import events_stream
 from chronicle_contract.hitl import hitl_stream, run_signals
-from nats.aio.client import Client as NATS
 
 from adapters.auth import TokenAuthority
 from adapters.messaging.jetstream import stream_names
 from entrypoints.bootstrap import Chronicle, bootstrap
 from tests.conftest import JWT_SECRET, make_settings
 from tests.servers import TestServers
+from tests.violations import Violations, watched
 
 
 @pytest.fixture(scope="module")
@@ -38,26 +38,6 @@ async def closed(servers: TestServers, tmp_path_factory: pytest.TempPathFactory)
         chronicle = await bootstrap(settings)
         yield chronicle
         await chronicle.stop()
-
-
-class Violations:
-    """A raw NATS connection's asynchronous errors: the server's permission violations."""
-
-    def __init__(self) -> None:
-        self.errors: asyncio.Queue[str] = asyncio.Queue()
-
-    async def record(self, error: Exception) -> None:
-        await self.errors.put(str(error))
-
-    async def next(self) -> str:
-        return await asyncio.wait_for(self.errors.get(), timeout=10)
-
-
-async def raw(chronicle: Chronicle, token: str, user: str, violations: Violations) -> NATS:
-    return await nats.connect(
-        chronicle.nats_url, token=token, inbox_prefix=inbox_prefix(user), error_cb=violations.record,
-        allow_reconnect=False,
-    )
 
 
 def authority() -> TokenAuthority:
@@ -109,7 +89,7 @@ async def test_another_user_cannot_listen_or_answer(closed: Chronicle, subject: 
     prefix, alice = closed.settings.subject_prefix, f"alice-{uuid.uuid4().hex[:6]}"
     subject = subject.format(prefix=prefix, alice_inbox=inbox_prefix(alice), alice_signals=signals_prefix(prefix, alice))
     violations = Violations()
-    bob = await raw(closed, authority().issue("bob"), "bob", violations)
+    bob = await watched(closed.nats_url, authority().issue("bob"), "bob", violations)
     try:
         await bob.subscribe(subject)
         assert "permissions violation for subscription" in (await violations.next()).lower()
@@ -136,7 +116,7 @@ async def test_another_user_cannot_publish_outside_requests(closed: Chronicle, s
         uploads=f"{stream}_PREVIEW_UPLOADS",
     )
     violations = Violations()
-    bob = await raw(closed, authority().issue("bob"), "bob", violations)
+    bob = await watched(closed.nats_url, authority().issue("bob"), "bob", violations)
     try:
         await bob.publish(subject, orjson.dumps({"approved": True}))
         assert "permissions violation for publish" in (await violations.next()).lower()
@@ -149,7 +129,7 @@ async def test_a_user_can_neither_forge_nor_read_the_instances_usage_reports(clo
     lock a user out (adapters/messaging/usage_sync.py), a read one tells who is busy."""
     subject = usage_subject(closed.settings.subject_prefix)
     violations = Violations()
-    bob = await raw(closed, authority().issue("bob"), "bob", violations)
+    bob = await watched(closed.nats_url, authority().issue("bob"), "bob", violations)
     try:
         forged = {"instance": "forged", "usage": [["alice", "requests", 100, 10**6]]}
         await bob.publish(subject, orjson.dumps(forged))
@@ -162,7 +142,7 @@ async def test_a_user_can_neither_forge_nor_read_the_instances_usage_reports(clo
 
 async def test_the_job_workers_consumer_survives_a_user(closed: Chronicle) -> None:
     violations = Violations()
-    bob = await raw(closed, authority().issue("bob"), "bob", violations)
+    bob = await watched(closed.nats_url, authority().issue("bob"), "bob", violations)
     stream = closed.settings.subject_prefix.upper().replace(".", "_") + "_JOBS"
     try:
         with pytest.raises(nats.errors.Error):
@@ -201,7 +181,7 @@ async def test_alices_orchestrator_gets_the_humans_answer_though_bob_forged_one(
     prefix, alice_id = closed.settings.subject_prefix, f"alice-{uuid.uuid4().hex[:6]}"
     alice, mallory = await user_client(closed, alice_id), await user_client(closed, "bob")
     violations = Violations()
-    bob = await raw(closed, authority().issue("bob"), "bob", violations)
+    bob = await watched(closed.nats_url, authority().issue("bob"), "bob", violations)
     try:
         started = await alice.conversations.start(title="deploy")
         handle = await alice.hitl.pause(started.conversation_id, step="deploy", prompt="Deploy to production?")
@@ -275,8 +255,8 @@ async def test_only_a_feed_token_follows_the_event_feed_and_it_can_only_read(clo
         closed.nats_url, authority().issue("loader", claims={"roles": ["feed"]}), prefix=prefix
     )
     violations = Violations()
-    bob = await raw(closed, authority().issue("bob"), "bob", violations)
-    feeder = await raw(closed, authority().issue("loader", claims={"roles": ["feed"]}), "loader", violations)
+    bob = await watched(closed.nats_url, authority().issue("bob"), "bob", violations)
+    feeder = await watched(closed.nats_url, authority().issue("loader", claims={"roles": ["feed"]}), "loader", violations)
     try:
         written = await alice.conversations.start(title="followed")
         assert written.position is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import secrets
 import stat
 import tempfile
@@ -31,6 +32,7 @@ from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.kek import attached_keks
 from entrypoints.settings import Settings
 from tests.conftest import make_settings
+from tests.rows import erased_key_rotated
 from tests.servers import TestServers
 from tests.waiting import eventually
 
@@ -152,13 +154,7 @@ async def test_after_an_erasure_and_its_epoch_no_window_of_the_wal_opens_the_era
         for client in (erased, live, admin):
             await client.close()
 
-    def rotated() -> bool:  # the rotation the erasure started covered it (within the 1 s epoch)
-        with psycopg.connect(url) as conn:
-            return conn.execute(
-                "SELECT kek_generation IS NULL FROM chronicle.data_keys WHERE owner = %s", (erased_user,)
-            ).fetchone() == (True,)
-
-    await eventually(rotated, "the key-encryption key rotated after the erasure", timeout=10)
+    await eventually(functools.partial(erased_key_rotated, url, erased_user), "the key-encryption key rotated after the erasure", timeout=10)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CHECKPOINT")
     end = current_lsn(url)

@@ -9,6 +9,7 @@ file in clear either: events, read models, stored replies and preview parts are 
 from __future__ import annotations
 
 import asyncio
+import functools
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from entrypoints.bootstrap import bootstrap
 from entrypoints.read_models import PROJECTIONS
 from tests.conftest import make_settings
 from tests.integration.test_sealed_read_models import write_canary
+from tests.rows import erased_key_rotated
 from tests.waiting import eventually
 
 PREVIEW_BYTES = 600 * 1024  # over 512 KiB: it goes up through the object store in parts
@@ -127,13 +129,7 @@ async def test_after_an_erasure_no_file_under_the_data_directory_holds_the_users
             for client in (erased, live, admin):
                 await client.close()
 
-        def rotated() -> bool:  # the key-encryption key rotated within the epoch, the old one destroyed
-            with psycopg.connect(url) as conn:
-                return conn.execute(
-                    "SELECT kek_generation IS NULL FROM chronicle.data_keys WHERE owner = %s", (erased_user,)
-                ).fetchone() == (True,)
-
-        await eventually(rotated, "the key-encryption key rotated after the erasure", timeout=15)
+        await eventually(functools.partial(erased_key_rotated, url, erased_user), "the key-encryption key rotated after the erasure", timeout=15)
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CHECKPOINT")
     finally:

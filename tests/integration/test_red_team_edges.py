@@ -34,6 +34,7 @@ from services.conversations.queries import list_conversations
 from services.jobs.worker import MAX_DELIVER
 from tests.conftest import JWT_SECRET, ClientFactory, make_settings
 from tests.servers import TestServers
+from tests.violations import Violations, watched
 from tests.waiting import eventually
 
 AUTHORITY = TokenAuthority(secret=JWT_SECRET)
@@ -232,26 +233,6 @@ async def test_instances_open_each_others_cursors(
 # -- the service is nobody's deputy: it answers only to the asker's own inbox ------------------
 
 
-class Violations:
-    """A raw connection's asynchronous errors: the server's permission violations."""
-
-    def __init__(self) -> None:
-        self.errors: asyncio.Queue[str] = asyncio.Queue()
-
-    async def record(self, error: Exception) -> None:
-        await self.errors.put(str(error))
-
-    async def next(self) -> str:
-        return await asyncio.wait_for(self.errors.get(), timeout=10)
-
-
-async def watched(chronicle: Chronicle, token: str, user: str, violations: Violations) -> NATS:
-    return await nats.connect(
-        chronicle.nats_url, token=token, inbox_prefix=inbox_prefix(user), error_cb=violations.record,
-        allow_reconnect=False, max_reconnect_attempts=0,
-    )
-
-
 class Inbox:
     """What arrives on a subscription, without ever waiting for nothing to come."""
 
@@ -316,7 +297,7 @@ async def test_service_discovery_answers_no_user(closed: Chronicle, verb: str) -
     await alice.subscribe(f"{signals_prefix(closed.settings.subject_prefix, alice_id)}.>", cb=alices.arrived)
     await alice.flush()
     violations = Violations()
-    bob = await watched(closed, AUTHORITY.issue(bob_id), bob_id, violations)
+    bob = await watched(closed.nats_url, AUTHORITY.issue(bob_id), bob_id, violations)
     operator = await nats.connect(closed.servers.service_nats_url)
     try:
         for reply in foreign_replies(closed, alice_id)[:2] + [f"{inbox_prefix(bob_id)}.own"]:
