@@ -184,7 +184,7 @@ def keyed_by_size(column: str, kind: str) -> Composable:
         return SQL("length(t.{})").format(Identifier(column))
     if column == "tag_terms" or (column == "tags" and kind == "ARRAY"):  # (blind terms)
         return SQL("cardinality(t.{})").format(Identifier(column))
-    if column == "term":
+    if column == "term" or column.endswith("_term"):  # (a blind term: the optimizations' project, optimizer)
         return SQL("length(t.{})").format(Identifier(column))
     return SQL("t.{}").format(Identifier(column))
 
