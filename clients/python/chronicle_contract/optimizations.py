@@ -357,7 +357,7 @@ class ParetoQuery(Query[ParetoFront], action="optimizations.pareto"):
     objectives: list[Label] | None = Field(
         default=None, min_length=1, max_length=16, description="`score` or metric names; default: the score"
     )
-    directions: dict[str, Direction] = Field(default={}, description="per objective; default the optimization's")
+    directions: dict[str, Direction] = Field(default={}, description="per objective, naming only objectives asked for (else invalid); default the optimization's")
 
     @field_validator("directions")
     @classmethod
