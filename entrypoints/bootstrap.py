@@ -426,7 +426,7 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
     reachability = postgres_store.reachability  # (one view of whether the primary answers)
     sealing = Seals(keys)  # (the read models' content, opened with the keys events are)
     queries = postgres_queries(settings, lambda: target.url, reachability, semantic, size, cursors, sealing)
-    positions = ProjectionPositions(target, read_models.candidates, reachability=reachability)
+    positions = ProjectionPositions(target, read_models.candidates, reachability=reachability, log=target)
     read_queries, read_positions = queries, positions
     if settings.read_database_url is not None:
         # Queries go to the replica and wait for its replay; a replica that is away makes
@@ -438,7 +438,8 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
         read_queries = postgres_queries(
             settings, replica.url, replica_reachability, semantic, settings.query_pool_size, cursors, sealing
         )
-        read_positions = ReplayedPositions(replica, read_models.candidates, reachability=replica_reachability)
+        read_positions = ReplayedPositions(replica, read_models.candidates, reachability=replica_reachability,
+                                           log=target)
     connections = ServiceConnections()
     js = connections.streams.jetstream()
     core = Core(

@@ -25,6 +25,7 @@ def read_positions(payload: str) -> list[tuple[str, int]]:
 
 
 RECHECK_AWAY = 0.25  # seconds a waiter waits before asking again whether Postgres is back
+LOG_HEAD = "SELECT coalesce(max(notification_id), 0) FROM chronicle.events"
 QUIET_BEFORE_PROBE = 1.0  # seconds of a wait without the position before Postgres is probed (again)
 
 
@@ -39,10 +40,14 @@ class ProjectionPositions(Background, Positions):
 
     def __init__(
         self, target: PostgresTarget, names: list[str], poll_interval: float = 1.0, linger: float = 10.0,
-        reachability: Reachability | None = None,
+        reachability: Reachability | None = None, log: PostgresTarget | None = None,
     ):
         super().__init__()
         self.target = target
+        # The primary whose event log bounds every position a reply ever gave: a wait for one
+        # beyond its head is refused (conflict) instead of timing out (unavailable).
+        self.log = log
+        self.head = 0  # the log's highest notification id, as last read
         self.reachability = reachability  # asked when the listener lost Postgres: is it away for good?
         self.names = names
         self.poll_interval = poll_interval
@@ -78,6 +83,8 @@ class ProjectionPositions(Background, Positions):
                         # server keeps the listener's connection looking alive): no position
                         # moves until it is back, so the caller hears so now.
                         raise ChronicleError("unavailable", "the database is unreachable; retry shortly")
+                    if loop.time() >= ask_after:
+                        await self._check_committed(position)
                     ask_after = loop.time() + QUIET_BEFORE_PROBE
                     # (Lost but answering: the listener is about to reconnect; ask again soon.)
                     with contextlib.suppress(TimeoutError):
@@ -93,6 +100,28 @@ class ProjectionPositions(Background, Positions):
         finally:
             self._waiting -= 1
             self._last_wait = loop.time()
+
+    async def _check_committed(self, position: int) -> None:
+        """Refuse a position the log never reached: no reply gave it, so no wait would end.
+        Asked only of a wait that has lasted a while (QUIET_BEFORE_PROBE), so a
+        read-your-writes wait of milliseconds costs no query."""
+        if self.log is None or position <= self.head:
+            return
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self.log.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+            ) as conn:
+                cur = await conn.execute(LOG_HEAD)
+                row = await cur.fetchone()
+        except psycopg.Error:
+            return  # (unknown: the wait goes on, and times out as before)
+        self.head = max(self.head, int(row[0]) if row else 0)
+        if position > self.head:
+            message = f"beyond the store's last committed position ({self.head})"
+            # `conflict`, not `invalid`: the number is well formed (any bigint is), the store's
+            # state is what it is ahead of; and not `unavailable`: no retry will reach it.
+            raise ChronicleError("conflict", f"min_position is {message}",
+                                 [{"field": "min_position", "rule": "committed", "message": message}])
 
     async def _connected(self, connected: bool) -> None:
         if connected != self.connected:

@@ -37,8 +37,11 @@ class ReplayedPositions(ProjectionPositions):
 
     name = "replayed-positions"
 
-    def __init__(self, replica: PostgresTarget, names: list[str], reachability: Reachability | None = None):
-        super().__init__(replica, names, reachability=reachability)
+    def __init__(
+        self, replica: PostgresTarget, names: list[str], reachability: Reachability | None = None,
+        log: PostgresTarget | None = None,
+    ):
+        super().__init__(replica, names, reachability=reachability, log=log)  # (log: the primary's)
         self.positions[EVENT_LOG] = 0
 
     async def wait_for(self, names: list[str], position: int | None, timeout: float) -> None:

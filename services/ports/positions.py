@@ -10,4 +10,5 @@ class Positions(ABC):
     async def wait_for(self, names: list[str], position: int | None, timeout: float) -> None:
         """Return once every read model named has applied the log up to `position` (None:
         at once); raise ChronicleError(unavailable) when that does not happen in `timeout`
-        seconds or the database is unreachable."""
+        seconds or the database is unreachable; ChronicleError(conflict) for a position beyond
+        the last committed event, which no wait would reach."""

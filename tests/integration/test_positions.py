@@ -78,3 +78,26 @@ async def test_the_listener_comes_back_after_its_connection_is_killed(target: Po
         await asyncio.wait_for(waiting, 10)
     finally:
         await positions.stop()
+
+
+def log_head(target: PostgresTarget) -> int:
+    with target.connect(autocommit=True) as conn:
+        row = conn.execute("SELECT coalesce(max(notification_id), 0) FROM chronicle.events").fetchone()
+        return int(row[0]) if row else 0
+
+
+async def test_a_position_beyond_the_logs_head_is_refused_as_a_conflict(target: PostgresTarget) -> None:
+    """No reply ever gave a position past the last committed event: waiting for one could
+    only time out, so it is refused by name, a conflict with the store's state (and with a
+    timeout long enough that the refusal, not the timeout, is what answers)."""
+    positions = ProjectionPositions(target, [NAME], poll_interval=0.05, log=target)
+    await positions.start()
+    try:
+        beyond = await asyncio.to_thread(log_head, target) + 1_000_000
+        with pytest.raises(ChronicleError) as raised:
+            await positions.wait_for([NAME], beyond, timeout=60)
+        assert raised.value.code == "conflict" and raised.value.fields == ["min_position"]
+        assert raised.value.details[0]["rule"] == "committed"
+        assert "beyond the store's last committed position" in raised.value.message
+    finally:
+        await positions.stop()
