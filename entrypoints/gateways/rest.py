@@ -36,6 +36,7 @@ from starlette.staticfiles import StaticFiles
 from entrypoints.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
 from entrypoints.gateways.clients import UserClients, bearer_token, failure_of
 from entrypoints.gateways.job_events import JobFollower, job_stream
+from entrypoints.gateways.nul_free import JSON_VALUE_SCHEMA, nul_free
 from entrypoints.gateways.request_metrics import RequestMetrics, RequestRecorder
 from entrypoints.gateways.rest_routes import ROUTES, Body, HttpRoute, with_timestamps
 
@@ -390,18 +391,20 @@ REF = "#/components/schemas/{model}"
 
 def openapi_document(routes: Iterable[HttpRoute]) -> dict[str, Any]:
     """The OpenAPI document, every schema generated from the request and reply models."""
-    components: dict[str, Any] = {"Error": ERROR_SCHEMA, "LayoutNode": LAYOUT_NODE}
+    components: dict[str, Any] = {"Error": ERROR_SCHEMA, "LayoutNode": nul_free(LAYOUT_NODE),
+                                  "JsonValue": JSON_VALUE_SCHEMA}
     paths: dict[str, Any] = {}
 
     def schema_of(model: Any, mode: str) -> dict[str, Any]:
-        schema = web_schema(model.model_json_schema(ref_template=REF, mode=mode))
+        schema = nul_free(web_schema(model.model_json_schema(ref_template=REF, mode=mode)))
         components.update(schema.pop("$defs", {}))
         return dict(schema)
 
     for route in routes:
         in_path = set(PATH_PARAMETER.findall(route.path))
         request_schema = schema_of(route.request, "validation")
-        properties = {k: v for k, v in request_schema.get("properties", {}).items() if k not in in_path}
+        left_out = in_path | {to_camel(name) for name in route.undeclared}
+        properties = {k: v for k, v in request_schema.get("properties", {}).items() if k not in left_out}
         required = [k for k in request_schema.get("required", []) if k not in in_path]
         parameters = [{"name": name, "in": "path", "required": True,
                        "schema": request_schema.get("properties", {}).get(name, {"type": "string"})} for name in in_path]
@@ -412,7 +415,7 @@ def openapi_document(routes: Iterable[HttpRoute]) -> dict[str, Any]:
             properties[name] = {**properties[name], "enum": [*properties[name]["enum"], *values]}
         operation: dict[str, Any] = {"summary": route.summary, "tags": [route.tag],
                                      "operationId": f"{route.method.lower()}_{route.request.__name__}"}
-        properties.update(route.schemas)
+        properties.update({name: nul_free(schema) for name, schema in route.schemas.items()})
         if route.method in ("GET", "DELETE"):
             parameters += [
                 {"name": name, "in": "query", "required": name in required,

@@ -4,6 +4,7 @@ the fields come from the path, the query string (GET, DELETE) or the JSON body."
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -84,6 +85,7 @@ class HttpRoute:
     variants: tuple[str, dict[str, dict[str, Any]]] | None = None
     flat: str | None = None  # a request field (an object) whose fields are the query's own parameters
     also_accepted: dict[str, list[str]] = field(default_factory=dict)  # a parameter's other spellings (by `fields`)
+    undeclared: tuple[str, ...] = ()  # request fields taken (an older form) but left out of the OpenAPI document
 
 
 def sort_key(value: Any) -> Any:
@@ -101,6 +103,35 @@ def message_page(params: Body) -> Body:
     """`GET /api/conversations/:id?limit=&order=&cursor=`: the page of messages."""
     page = {name: params.pop(name) for name in ("limit", "order", "cursor") if name in params}
     return {**params, **({"messages": page} if page else {})}
+
+
+DIRECTIONS = ("maximize", "minimize")
+NOT_BLANK = re.compile(r"[^\s\x1c-\x1f\x85]")  # (as the contract's Text has it)
+OBJECTIVE: dict[str, Any] = {  # an item of the pareto query's `objectives` (a metric name: 1 to 200 characters, not blank)
+    "anyOf": [
+        {"type": "string", "allOf": [
+            {"pattern": "^[^,\\x00]{1,200}:(maximize|minimize)$"},
+            {"pattern": "^[^,\\x00]*[^\\s\\x1c-\\x1f\\x85,\\x00][^,\\x00]*:(maximize|minimize)$"}]},
+        {"type": "string", "maxLength": 200, "pattern": "^[^,\\x00]*[^\\s\\x1c-\\x1f\\x85,\\x00][^,\\x00]*$"},
+    ],
+    "description": "`name`, or `name:maximize` / `name:minimize` (default: the optimization's direction)",
+}
+
+
+def pareto_fields(params: Body) -> Body:
+    """`objectives=score:maximize,length:minimize`: each objective with its direction, in one
+    parameter (the older `directions` JSON object is still taken beside it)."""
+    if not isinstance(params.get("objectives"), list):
+        return params
+    names, directions = [], dict(params.get("directions") or {})
+    for item in params["objectives"]:
+        name, _, direction = item.rpartition(":") if isinstance(item, str) else ("", "", "")
+        if direction in DIRECTIONS and NOT_BLANK.search(name):
+            names.append(name)
+            directions[name] = direction
+        else:
+            names.append(item)
+    return {**params, "objectives": names, **({"directions": directions} if directions else {})}
 
 
 def conversations_page(data: Body, _: Any) -> Body:
@@ -284,7 +315,10 @@ ROUTES: tuple[HttpRoute, ...] = (
     HttpRoute("GET", "/api/optimizations/{optimizationId}/history", OptimizationHistory,
               "Rounds and trials, a page at a time", "optimizations"),
     HttpRoute("GET", "/api/optimizations/{optimizationId}/pareto", ParetoQuery, "The Pareto front",
-              "optimizations"),
+              "optimizations", fields=pareto_fields, undeclared=("directions",),
+              schemas={"objectives": {"type": "array", "minItems": 1, "maxItems": 16, "items": OBJECTIVE,
+                                      "description": "`score` or metric names, each with its direction if given;"
+                                                     " default: the score"}}),
     HttpRoute("GET", "/api/optimizations/{optimizationId}/candidates/{candidateId}/lineage", CandidateLineage,
               "A candidate's ancestry", "optimizations"),
     HttpRoute("POST", "/api/trials/{trialId}/invalidate", InvalidateTrial,
