@@ -44,6 +44,19 @@ from pydantic import AnyHttpUrl, Field, ValidationError
 from starlette.authentication import AuthenticationError
 
 from entrypoints.gateways.clients import UserClients, bearer_token, bounded_token, failure_of
+from entrypoints.gateways.seed_shapes import (
+    Approval,
+    ArtifactChat,
+    ArtifactJob,
+    OptimizationResultQuery,
+    Rejection,
+    SessionMessages,
+    answer_checkpoint,
+    artifact_chat,
+    artifact_job,
+    optimization_result,
+    session_messages,
+)
 
 INSTRUCTIONS = (
     "Chronicle remembers every layout you generate and how it descends from others. Typical flow: "
@@ -52,6 +65,7 @@ INSTRUCTIONS = (
     "optimization history tools are here too."
 )
 Reply = dict[str, Any]
+Run = Callable[[Any, Any, str | None], Awaitable[Reply]]
 
 
 class Tools:
@@ -69,7 +83,10 @@ class Tools:
         except ChronicleError as error:
             raise tool_error(error) from None
 
-    async def send(self, ctx: Context, request_type: type[Command[Any]] | type[Query[Any]], **fields: Any) -> Reply:
+    async def send(self, ctx: Context, request_type: type[Command[Any]] | type[Query[Any]], run: Run | None = None,
+                   **fields: Any) -> Reply:
+        """The request made of `fields`, sent (or, for a seed's operation of several requests,
+        `run` with it)."""
         token = self.token_of(ctx)
         try:
             request = request_type(**{k: v for k, v in fields.items() if v is not None})
@@ -78,7 +95,7 @@ class Tools:
         release = None
         try:
             client, release = await self.clients.acquire(token)
-            return await client.send_json(request)
+            return await (run(client, request, None) if run is not None else client.send_json(request))
         except Exception as error:  # a tool error with a code, never an internal
             raise tool_error(failure_of(error)) from None
         finally:
@@ -257,6 +274,8 @@ def build_server(clients: UserClients, token: str | None = None, verifier: Token
 
     for name, request_type, description in EXTRA_TOOLS:
         server.add_tool(request_tool(tools, request_type), name=name, description=description)
+    for name, request_type, run, description in SEED_TOOLS:
+        server.add_tool(request_tool(tools, request_type, run), name=name, description=description)
     server.close_arguments()
     return server
 
@@ -312,12 +331,35 @@ EXTRA_TOOLS: tuple[tuple[str, type[Command[Any]] | type[Query[Any]], str], ...] 
 )
 
 
-def request_tool(tools: Tools, request_type: type[Command[Any]] | type[Query[Any]]) -> Callable[..., Awaitable[Reply]]:
+# Seeds 002, 003 and 004's operations (seed_shapes.py), their names as the seeds write them.
+SEED_TOOLS: tuple[tuple[str, type[Command[Any]] | type[Query[Any]], Run, str], ...] = (
+    ("create_artifact_job", ArtifactChat, artifact_chat,
+     "Seed 002: ask for an artifact (quiz, summary, layout) in words; returns type artifact_job_created, job_id, "
+     "status, artifact_type, message. The same request while its job is active returns that job."),
+    ("get_artifact_job", ArtifactJob, artifact_job,
+     "Seed 002: a job's status (pending, planning, generating, validating, completed, failed), progress, "
+     "artifact_type, plan, result, created_at, updated_at."),
+    ("get_optimization_result", OptimizationResultQuery, optimization_result,
+     "Seed 003: an optimization's history as OptimizationResult.history (round_index, trials, candidates, "
+     "best_score, best_candidate, stop_reason, stopped, best_so_far, timestamp, extra), a page at a time."),
+    ("approve_checkpoint", Approval, answer_checkpoint,
+     "Seed 004: approve a paused run's checkpoint with edits; chat_history turns the conversation lacks are "
+     "added first; returns the chat_history the orchestrator reads."),
+    ("reject_checkpoint", Rejection, answer_checkpoint,
+     "Seed 004: reject a paused run's checkpoint (feedback, chat_history as approve_checkpoint)."),
+    ("get_session_messages", SessionMessages, session_messages,
+     "Seed 004: a session's chat history, oldest first: pinned messages and the last hour's by default."),
+)
+
+
+def request_tool(
+    tools: Tools, request_type: type[Command[Any]] | type[Query[Any]], run: Run | None = None,
+) -> Callable[..., Awaitable[Reply]]:
     """A tool whose parameters are the request model's own fields (its JSON schema)."""
     fields = {name: info for name, info in request_type.model_fields.items() if name != "min_position"}
 
     async def call(ctx: Context, **arguments: Any) -> Reply:
-        return await tools.send(ctx, request_type, **arguments)
+        return await tools.send(ctx, request_type, run, **arguments)
 
     parameters = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)] + [
         inspect.Parameter(

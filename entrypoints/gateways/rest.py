@@ -50,6 +50,7 @@ MAX_BODY = 2 * 1024 * 1024  # bytes of a JSON body; the service's own limits are
 MAX_DEPTH = 64  # levels of arrays and objects in a body
 PATH_PARAMETER = re.compile(r"{(\w+)}")
 CONVERSATION_NOT_FOUND = "Conversation not found or access denied"  # seed 001's words, missing or another's
+HITL_RUN_NOT_FOUND = "HITL run not found"  # seed 004's words
 EXPOSED = ["Retry-After", "Content-Disposition", "X-Chronicle-Position"]
 
 
@@ -125,8 +126,14 @@ class Gateway:
             client, release = await self.clients.acquire(token)
             if route.download:
                 return await download(client, cast(ExportConversation, model))
-            data = await client.send_json(model, key)  # type: ignore[arg-type]
-            shown = {**reply_defaults(route.request.reply), **casing(route.request.reply).web(data)}
+            if route.run is not None:
+                data = await route.run(client, model, key)
+            else:
+                data = await client.send_json(model, key)  # type: ignore[arg-type]
+            if route.snake:  # (the seed's own names)
+                shown = {**{to_snake(k): v for k, v in reply_defaults(route.request.reply).items()}, **data}
+            else:
+                shown = {**reply_defaults(route.request.reply), **casing(route.request.reply).web(data)}
             if route.reread is not None:  # (read at the command's position: the client passes it on)
                 reread = route.reread(model)
                 shown["conversation"] = casing(reread.reply).web(await client.send_json(reread))  # type: ignore[arg-type]
@@ -137,6 +144,8 @@ class Gateway:
             failed = failure_of(error)
             if failed.code == "not_found" and "{conversationId}" in route.path:
                 failed = ChronicleError("not_found", CONVERSATION_NOT_FOUND, failed.details)
+            elif failed.code == "not_found" and route.path.startswith("/api/hitl/{runId}/"):
+                failed = ChronicleError("not_found", HITL_RUN_NOT_FOUND, failed.details)
             return error_response(failed)
         finally:
             if release is not None:
@@ -395,15 +404,19 @@ def openapi_document(routes: Iterable[HttpRoute]) -> dict[str, Any]:
                                   "JsonValue": JSON_VALUE_SCHEMA}
     paths: dict[str, Any] = {}
 
-    def schema_of(model: Any, mode: str) -> dict[str, Any]:
-        schema = nul_free(web_schema(model.model_json_schema(ref_template=REF, mode=mode)))
+    def schema_of(model: Any, mode: str, snake: bool = False) -> dict[str, Any]:
+        schema = model.model_json_schema(ref_template=REF, mode=mode)
+        if snake:  # the seed's own names, in components of their own (Seed...)
+            schema = orjson.loads(orjson.dumps(schema).replace(b'"#/components/schemas/', b'"#/components/schemas/Seed'))
+            schema["$defs"] = {f"Seed{name}": item for name, item in schema.get("$defs", {}).items()}
+        schema = nul_free(schema if snake else web_schema(schema))
         components.update(schema.pop("$defs", {}))
         return dict(schema)
 
     for route in routes:
         in_path = set(PATH_PARAMETER.findall(route.path))
-        request_schema = schema_of(route.request, "validation")
-        left_out = in_path | {to_camel(name) for name in route.undeclared}
+        request_schema = schema_of(route.request, "validation", route.snake)
+        left_out = in_path | {name if route.snake else to_camel(name) for name in route.undeclared}
         properties = {k: v for k, v in request_schema.get("properties", {}).items() if k not in left_out}
         required = [k for k in request_schema.get("required", []) if k not in in_path]
         parameters = [{"name": name, "in": "path", "required": True,
@@ -437,11 +450,14 @@ def openapi_document(routes: Iterable[HttpRoute]) -> dict[str, Any]:
         if route.download:
             reply = {"description": "the file", "content": {"application/json": {}, "text/markdown": {}}}
         else:
-            fields = route.body or {to_camel(name): (info.annotation, ...) for name, info in route.request.reply.model_fields.items()}
+            named = (lambda name: name) if route.snake else to_camel
+            fields = route.body or {named(name): (info.annotation, ...)
+                                    for name, info in route.request.reply.model_fields.items()}
             definitions: dict[str, Any] = {"success": (bool, ...), **{
                 name: (kind if isinstance(kind, tuple) else (kind, ...)) for name, kind in fields.items()}}
             shaped = create_model(f"{route.request.__name__}Response", **definitions)
-            reply = {"description": "done", "content": {"application/json": {"schema": schema_of(shaped, "serialization")}}}
+            reply = {"description": "done",
+                     "content": {"application/json": {"schema": schema_of(shaped, "serialization", route.snake)}}}
         operation["responses"] = {str(route.status): reply, **ERROR_RESPONSES}
         paths.setdefault(route.path, {})[route.method.lower()] = operation
     paths.setdefault("/api/jobs/{jobId}/events", {})["get"] = {

@@ -5,7 +5,7 @@ the fields come from the path, the query string (GET, DELETE) or the JSON body."
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -57,6 +57,19 @@ from chronicle_contract.sessions import CloseSession, CreateSession, GetSession,
 from pydantic import BaseModel
 
 from entrypoints.gateways.casing import to_camel
+from entrypoints.gateways.seed_shapes import (
+    Approval,
+    ArtifactChat,
+    ArtifactJob,
+    OptimizationResultQuery,
+    Rejection,
+    SessionMessages,
+    answer_checkpoint,
+    artifact_chat,
+    artifact_job,
+    optimization_result,
+    session_messages,
+)
 
 Method = Literal["GET", "POST", "PUT", "DELETE"]
 Body = dict[str, Any]
@@ -85,7 +98,11 @@ class HttpRoute:
     variants: tuple[str, dict[str, dict[str, Any]]] | None = None
     flat: str | None = None  # a request field (an object) whose fields are the query's own parameters
     also_accepted: dict[str, list[str]] = field(default_factory=dict)  # a parameter's other spellings (by `fields`)
-    undeclared: tuple[str, ...] = ()  # request fields taken (an older form) but left out of the OpenAPI document
+    undeclared: tuple[str, ...] = ()
+    # A route made of several requests (seed_shapes.py): it sends them itself and answers the
+    # reply's data; `snake`: its bodies keep the seed's snake_case names.
+    run: Callable[[Any, Any, str | None], Awaitable[Body]] | None = None
+    snake: bool = False  # request fields taken (an older form) but left out of the OpenAPI document
 
 
 def sort_key(value: Any) -> Any:
@@ -324,6 +341,21 @@ ROUTES: tuple[HttpRoute, ...] = (
     HttpRoute("POST", "/api/trials/{trialId}/invalidate", InvalidateTrial,
               "Invalidate a trial: it stays in the history, marked, and bests leave it out", "optimizations"),
     HttpRoute("POST", "/api/trials/{trialId}/restore", RestoreTrial, "Undo a trial's invalidation", "optimizations"),
+    # Seeds 002, 003 and 004 as they name them (seed_shapes.py).
+    HttpRoute("POST", "/ai/chat", ArtifactChat, "Seed 002: ask for an artifact in words (a job)", "seeds",
+              status=202, run=artifact_chat, snake=True),
+    HttpRoute("GET", "/ai/artifact/{job_id}", ArtifactJob, "Seed 002: a job's status, progress and result", "seeds",
+              run=artifact_job, snake=True),
+    HttpRoute("GET", "/api/optimizations/{optimization_id}/result", OptimizationResultQuery,
+              "Seed 003: an optimization's normalized history (OptimizationResult.history), a page at a time",
+              "seeds", run=optimization_result, snake=True),
+    HttpRoute("POST", "/api/hitl/{runId}/approve", Approval, "Seed 004: approve a checkpoint (edits, chatHistory)",
+              "seeds", run=answer_checkpoint),
+    HttpRoute("POST", "/api/hitl/{runId}/reject", Rejection, "Seed 004: reject a checkpoint (feedback, chatHistory)",
+              "seeds", run=answer_checkpoint),
+    HttpRoute("GET", "/api/sessions/{session_id}/messages", SessionMessages,
+              "Seed 004: a session's chat history (pinned and the last hour's, by default)", "seeds",
+              run=session_messages, snake=True),
     # Audit.
     HttpRoute("GET", "/api/audit/streams/{aggregateId}", AuditStream, "One aggregate's events, any version", "audit"),
     HttpRoute("GET", "/api/audit/timeline/{scopeId}", AuditTimeline,
