@@ -16,22 +16,31 @@ from chronicle_contract.base import Command, Content, JsonObject, Query, Reply, 
 from chronicle_contract.conversations import AddMessage, GetConversation, ListConversations, MessagePage
 from chronicle_contract.errors import ChronicleError
 from chronicle_contract.hitl import GetRun, ResumeRun, RunId, RunResumed
-from chronicle_contract.jobs import ArtifactType, GetJob, JobView, RequestJob
+from chronicle_contract.jobs import OPTIONS, ArtifactType, GetJob, JobView, RequestJob
 from chronicle_contract.optimizations import HistoryPage, OptimizationHistory, RoundEntry
 from chronicle_contract.sessions import GetSession
 from chronicle_contract.values import MAX_JOB_CONTENT, MAX_PROMPT, MAX_STEP, JobStatus
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 Data = dict[str, Any]
 
 # Seed 002 ---------------------------------------------------------------------------------
 
-# The seed's intent router, as words: "Create a quiz on photosynthesis" -> quiz.
-INTENTS: tuple[tuple[ArtifactType, re.Pattern[str]], ...] = (
-    ("quiz", re.compile(r"\b(quiz|quizzes|questions?|test me)\b", re.IGNORECASE)),
-    ("summary", re.compile(r"\b(summary|summaries|summari[sz]e|recap|key points)\b", re.IGNORECASE)),
-    ("layout", re.compile(r"\b(layout|page|screen|ui|dashboard|form)\b", re.IGNORECASE)),
+# The seed's intent router, as words: "Create a quiz on photosynthesis" -> quiz. Each pattern
+# is spelt without flags or word boundaries, so that JSON Schema (the request's `anyOf`) and
+# Python read it alike.
+def any_case(*words: str) -> str:
+    return "|".join("".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in word)  # (letters, spaces)
+                    for word in words)
+
+
+INTENT_WORDS: tuple[tuple[ArtifactType, str], ...] = (
+    ("quiz", any_case("quiz", "question")),
+    ("summary", any_case("summar", "recap", "key point")),
+    ("layout", any_case("layout", "dashboard", "screen", "page")),
 )
+INTENTS = tuple((kind, re.compile(pattern)) for kind, pattern in INTENT_WORDS)
+NAMES_AN_ARTIFACT = "|".join(pattern for _, pattern in INTENT_WORDS)
 
 
 def intent_of(message: str) -> ArtifactType | None:
@@ -54,7 +63,15 @@ class ArtifactChat(Command[ArtifactJobCreated]):
     """Seed 002's `POST /ai/chat`: an artifact asked for in words. Its type is the seed's
     intent (quiz, summary, layout, from the words) unless `artifact_type` names it."""
 
-    message: Annotated[str, Text(MAX_JOB_CONTENT)]
+    # The rule below, as JSON Schema too: `artifact_type`, or words naming an artifact.
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": ["artifact_type"], "properties": {"artifact_type": {"enum": list(OPTIONS)}}},
+        {"properties": {"message": {"pattern": NAMES_AN_ARTIFACT}}},
+    ]})
+
+    message: Annotated[str, Text(MAX_JOB_CONTENT)] = Field(
+        description="the request in words: quiz/question -> quiz, summary/recap/key points -> summary, "
+        "layout/dashboard/screen/page -> layout (the first that matches)")
     session_id: UUID | None = Field(default=None, description="default: your current session")
     artifact_type: ArtifactType | None = Field(default=None, description="default: read from the message")
     source_ids: list[Annotated[str, Text(200)]] = Field(default=[], max_length=100)
@@ -175,7 +192,7 @@ async def answer_checkpoint(client: Transport, answer: CheckpointAnswer, key: st
         conversation_id=run["conversation_id"], messages=MessagePage(limit=HISTORY_PAGE, order="newest")))
     if answer.session_id is not None and str(answer.session_id) != str(conversation["session_id"]):
         message = "the run's conversation is not in this session"
-        raise ChronicleError("invalid", message, [{"field": "session_id", "rule": "run_session", "message": message}])
+        raise ChronicleError("conflict", message, [{"field": "session_id", "rule": "run_session", "message": message}])
     added = 0
     if answer.chat_history and run["status"] == "paused":
         held = [(m["role"], m["content"]) for m in conversation["messages"]]

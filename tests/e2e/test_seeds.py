@@ -87,6 +87,7 @@ async def test_seed_002_artifact_job_asked_in_words_and_polled(web: httpx.AsyncC
     (detail,) = vague.json()["error"]["details"]
     assert (detail["field"], detail["rule"]) == ("message", "artifact_intent")
     assert (await web.get(f"/ai/artifact/{uuid.uuid4()}")).status_code == 404
+    assert (await web.post("/ai/chat", json={"message": "A settings PAGE"})).json()["artifact_type"] == "layout"
 
 
 async def test_seed_003_optimization_result_history(web: httpx.AsyncClient, connect: ClientFactory,
@@ -102,9 +103,11 @@ async def test_seed_003_optimization_result_history(web: httpx.AsyncClient, conn
                                             extras={"origin": "fresh", "parents": []})
     await client.optimizations.record_trial(first.round_id, candidate={"id": "c2"}, score=0.75,
                                             extras={"origin": "mutation", "parents": ["c1"], "ops": ["swap"]})
-    await client.optimizations.end_round(first.round_id, stop_reason="budget",
-                                         extras={"pareto_front": [{"id": "c2", "metrics": {"primary": 0.75}}]})
-    reply = await web.get(f"/api/optimizations/{started.optimization_id}/result")
+    ended = await client.optimizations.end_round(first.round_id, stop_reason="budget",
+                                                 extras={"pareto_front": [{"id": "c2", "metrics": {"primary": 0.75}}]})
+    # (written by another connection: the read waits for that write's position)
+    reply = await web.get(f"/api/optimizations/{started.optimization_id}/result",
+                          params={"min_position": ended.position})
     assert reply.status_code == 200, reply.text
     body = reply.json()
     (round_,) = body["history"]
@@ -150,6 +153,8 @@ async def test_seed_004_checkpoint_approved_and_rejected_with_chat_history(web: 
     assert (first["sender"], first["content"]) == ("user", "Create a 1:1 sunset image")
     assert {"role", "timestamp", "created_at", "pinned"} <= set(first) and first["timestamp"] == first["created_at"]
     assert (await web.get(f"/api/sessions/{uuid.uuid4()}/messages")).status_code == 404
+    elsewhere = await web.post(f"/api/hitl/{run}/approve", json={"sessionId": str(uuid.uuid4())})
+    assert elsewhere.status_code == 409 and elsewhere.json()["error"]["details"][0]["field"] == "sessionId"
 
     # The checkpoint's step is checked when given.
     wrong = await web.post(f"/api/hitl/{run}/approve", json={"approved": True, "step": "planning"})
@@ -187,7 +192,11 @@ async def test_seeds_002_003_004_as_mcp_tools(chronicle: Chronicle, authority: T
     web.headers["Authorization"] = f"Bearer {token}"
     conversation = (await web.post("/api/conversations", json={"title": "Sunset"})).json()["conversationId"]
     run = await pause(web, conversation, "api_call")
-    optimization = (await (await connect(user)).optimizations.start(name="search", optimizer="random")).optimization_id
+    started = await (await connect(user)).optimizations.start(name="search", optimizer="random")
+    optimization, written = started.optimization_id, started.position
+    # (written over other connections: read once at their positions, so they are projected)
+    await web.get(f"/api/optimizations/{optimization}", params={"minPosition": written})
+    assert (await web.get(f"/api/hitl/runs/{run}")).json()["status"] == "paused"
     app = streamable_http_app(chronicle.nats_url, chronicle.settings.subject_prefix)
     server = await HttpServer(app, "127.0.0.1", free_port()).start()
     try:
