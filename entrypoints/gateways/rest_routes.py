@@ -41,7 +41,7 @@ from chronicle_contract.conversations import (
     StartConversation,
     UpdateConversation,
 )
-from chronicle_contract.hitl import GetRun, ListRuns, PauseRun, ResumeRun
+from chronicle_contract.hitl import GetRun, ListRuns, PauseRun, ResumeRun, RunStatus
 from chronicle_contract.jobs import OPTIONS, GetJob, ListJobs, RequestJob
 from chronicle_contract.optimizations import (
     CandidateLineage,
@@ -322,7 +322,10 @@ ROUTES: tuple[HttpRoute, ...] = (
     # Human in the loop.
     HttpRoute("GET", "/api/hitl/runs", ListRuns, "Open checkpoints waiting for a human", "hitl"),
     HttpRoute("POST", "/api/hitl/runs", PauseRun, "Pause a run for a human", "hitl", status=201),
-    HttpRoute("GET", "/api/hitl/runs/{runId}", GetRun, "A run's checkpoint", "hitl"),
+    HttpRoute("GET", "/api/hitl/runs/{runId}", GetRun, "A run's checkpoint", "hitl",
+              shape=lambda data, _: {**data, "message": data["prompt"]},  # (seed 004's name for the prompt)
+              body={**{to_camel(name): info.annotation for name, info in RunStatus.model_fields.items()},
+                    "message": str}),
     HttpRoute("POST", "/api/hitl/runs/{runId}/resume", ResumeRun, "Answer a paused run", "hitl"),
     # Optimization history.
     HttpRoute("GET", "/api/optimizations", ListOptimizations, "List optimizations", "optimizations"),

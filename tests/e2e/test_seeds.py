@@ -174,6 +174,10 @@ async def test_seed_004_checkpoint_approved_and_rejected_with_chat_history(web: 
     assert all(t["timestamp"] for t in body["chatHistory"])
     status = (await web.get(f"/api/hitl/runs/{run}")).json()
     assert (status["status"], status["approved"], status["edits"]) == ("resumed", True, {"aspect_ratio": "1:1"})
+    # The checkpoint as the seed's pause response names it: step, message, checkpoint type, conversation mode, data.
+    assert (status["step"], status["checkpointType"], status["conversationMode"]) == ("api_call", "error_recovery", True)
+    assert status["message"] == status["prompt"] == "The aspect ratio was refused: which one do you want?"
+    assert status["data"]["current_form_values"] == {"aspect_ratio": "match_input_img"}
 
     rejected_run = await pause(web, conversation, "api_call")
     rejected = (await web.post(f"/api/hitl/{rejected_run}/reject", json={"feedback": "Fix it"})).json()
