@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 from uuid import UUID
 
 from chronicle_client.transport import Transport
@@ -21,6 +21,7 @@ from chronicle_contract.optimizations import HistoryPage, OptimizationHistory, R
 from chronicle_contract.sessions import GetSession
 from chronicle_contract.values import MAX_JOB_CONTENT, MAX_PROMPT, MAX_STEP, JobStatus
 from pydantic import ConfigDict, Field
+from pydantic.config import JsonDict, JsonValue
 
 Data = dict[str, Any]
 
@@ -59,15 +60,25 @@ class ArtifactJobCreated(Reply):
     position: int | None = None
 
 
+# ArtifactChat's rules, as JSON Schema too: `artifact_type` with its own options, or words
+# naming an artifact and no options.
+def chat_rules() -> list[JsonValue]:
+    rules: list[JsonValue] = []
+    for kind, options in OPTIONS.items():
+        named: JsonDict = {"required": ["artifact_type"], "properties": {
+            "artifact_type": {"const": kind}, "options": cast(JsonDict, options.model_json_schema())}}
+        rules.append(named)
+    in_words: JsonDict = {"properties": {"artifact_type": {"type": "null"},
+                                         "options": {"type": "object", "maxProperties": 0},
+                                         "message": {"pattern": NAMES_AN_ARTIFACT}}}
+    return [*rules, in_words]
+
+
 class ArtifactChat(Command[ArtifactJobCreated]):
     """Seed 002's `POST /ai/chat`: an artifact asked for in words. Its type is the seed's
     intent (quiz, summary, layout, from the words) unless `artifact_type` names it."""
 
-    # The rule below, as JSON Schema too: `artifact_type`, or words naming an artifact.
-    model_config = ConfigDict(json_schema_extra={"anyOf": [
-        {"required": ["artifact_type"], "properties": {"artifact_type": {"enum": list(OPTIONS)}}},
-        {"properties": {"message": {"pattern": NAMES_AN_ARTIFACT}}},
-    ]})
+    model_config = ConfigDict(json_schema_extra={"anyOf": chat_rules()})
 
     message: Annotated[str, Text(MAX_JOB_CONTENT)] = Field(
         description="the request in words: quiz/question -> quiz, summary/recap/key points -> summary, "
@@ -75,10 +86,15 @@ class ArtifactChat(Command[ArtifactJobCreated]):
     session_id: UUID | None = Field(default=None, description="default: your current session")
     artifact_type: ArtifactType | None = Field(default=None, description="default: read from the message")
     source_ids: list[Annotated[str, Text(200)]] = Field(default=[], max_length=100)
-    options: JsonObject = Field(default={}, description="as POST /api/jobs takes them (num_questions, ...)")
+    options: JsonObject = Field(default={}, description="with artifact_type: its options, as POST /api/jobs takes"
+                                " them (num_questions, ...)")
 
 
 async def artifact_chat(client: Transport, asked: ArtifactChat, key: str | None) -> Data:
+    if asked.artifact_type is None and asked.options:
+        message = "options are an artifact type's: give artifact_type with them"
+        raise ChronicleError("invalid", message, [{"field": "options", "rule": "needs_artifact_type",
+                                                   "message": message}])
     kind = asked.artifact_type or intent_of(asked.message)
     if kind is None:
         message = "no artifact asked for: name a quiz, a summary or a layout (or give artifact_type)"

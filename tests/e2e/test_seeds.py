@@ -88,6 +88,8 @@ async def test_seed_002_artifact_job_asked_in_words_and_polled(web: httpx.AsyncC
     assert (detail["field"], detail["rule"]) == ("message", "artifact_intent")
     assert (await web.get(f"/ai/artifact/{uuid.uuid4()}")).status_code == 404
     assert (await web.post("/ai/chat", json={"message": "A settings PAGE"})).json()["artifact_type"] == "layout"
+    unnamed = await web.post("/ai/chat", json={"message": "A quiz", "options": {"num_questions": 3}})
+    assert unnamed.status_code == 400 and unnamed.json()["error"]["details"][0]["rule"] == "needs_artifact_type"
 
 
 async def test_seed_003_optimization_result_history(web: httpx.AsyncClient, connect: ClientFactory,
