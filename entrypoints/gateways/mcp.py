@@ -44,19 +44,9 @@ from pydantic import AnyHttpUrl, Field, ValidationError
 from starlette.authentication import AuthenticationError
 
 from entrypoints.gateways.clients import UserClients, bearer_token, bounded_token, failure_of
-from entrypoints.gateways.seed_shapes import (
-    Approval,
-    ArtifactChat,
-    ArtifactJob,
-    OptimizationResultQuery,
-    Rejection,
-    SessionMessages,
-    answer_checkpoint,
-    artifact_chat,
-    artifact_job,
-    optimization_result,
-    session_messages,
-)
+from entrypoints.gateways.seeds.hitl import Approval, Rejection, SessionMessages, answer_checkpoint, session_messages
+from entrypoints.gateways.seeds.jobs import ArtifactChat, ArtifactJob, artifact_chat, artifact_job
+from entrypoints.gateways.seeds.optimizations import OptimizationResultQuery, optimization_result
 
 INSTRUCTIONS = (
     "Chronicle remembers every layout you generate and how it descends from others. Typical flow: "
@@ -331,7 +321,7 @@ EXTRA_TOOLS: tuple[tuple[str, type[Command[Any]] | type[Query[Any]], str], ...] 
 )
 
 
-# Seeds 002, 003 and 004's operations (seed_shapes.py), their names as the seeds write them.
+# Seeds 002, 003 and 004's operations (entrypoints/gateways/seeds/), their names as the seeds write them.
 SEED_TOOLS: tuple[tuple[str, type[Command[Any]] | type[Query[Any]], Run, str], ...] = (
     ("create_artifact_job", ArtifactChat, artifact_chat,
      "Seed 002: ask for an artifact (quiz, summary, layout) in words; returns type artifact_job_created, job_id, "

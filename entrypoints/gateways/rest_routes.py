@@ -57,19 +57,9 @@ from chronicle_contract.sessions import CloseSession, CreateSession, GetSession,
 from pydantic import BaseModel
 
 from entrypoints.gateways.casing import to_camel
-from entrypoints.gateways.seed_shapes import (
-    Approval,
-    ArtifactChat,
-    ArtifactJob,
-    OptimizationResultQuery,
-    Rejection,
-    SessionMessages,
-    answer_checkpoint,
-    artifact_chat,
-    artifact_job,
-    optimization_result,
-    session_messages,
-)
+from entrypoints.gateways.seeds.hitl import Approval, Rejection, SessionMessages, answer_checkpoint, session_messages
+from entrypoints.gateways.seeds.jobs import ArtifactChat, ArtifactJob, artifact_chat, artifact_job
+from entrypoints.gateways.seeds.optimizations import OptimizationResultQuery, optimization_result
 
 Method = Literal["GET", "POST", "PUT", "DELETE"]
 Body = dict[str, Any]
@@ -99,7 +89,7 @@ class HttpRoute:
     flat: str | None = None  # a request field (an object) whose fields are the query's own parameters
     also_accepted: dict[str, list[str]] = field(default_factory=dict)  # a parameter's other spellings (by `fields`)
     undeclared: tuple[str, ...] = ()
-    # A route made of several requests (seed_shapes.py): it sends them itself and answers the
+    # A route made of several requests (entrypoints/gateways/seeds/): it sends them itself and answers the
     # reply's data; `snake`: its bodies keep the seed's snake_case names.
     run: Callable[[Any, Any, str | None], Awaitable[Body]] | None = None
     snake: bool = False  # request fields taken (an older form) but left out of the OpenAPI document
@@ -344,7 +334,7 @@ ROUTES: tuple[HttpRoute, ...] = (
     HttpRoute("POST", "/api/trials/{trialId}/invalidate", InvalidateTrial,
               "Invalidate a trial: it stays in the history, marked, and bests leave it out", "optimizations"),
     HttpRoute("POST", "/api/trials/{trialId}/restore", RestoreTrial, "Undo a trial's invalidation", "optimizations"),
-    # Seeds 002, 003 and 004 as they name them (seed_shapes.py).
+    # Seeds 002, 003 and 004 as they name them (entrypoints/gateways/seeds/).
     HttpRoute("POST", "/ai/chat", ArtifactChat, "Seed 002: ask for an artifact in words (a job)", "seeds",
               status=202, run=artifact_chat, snake=True),
     HttpRoute("GET", "/ai/artifact/{job_id}", ArtifactJob, "Seed 002: a job's status, progress and result", "seeds",
