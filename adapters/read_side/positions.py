@@ -83,8 +83,6 @@ class ProjectionPositions(Background, Positions):
                         # server keeps the listener's connection looking alive): no position
                         # moves until it is back, so the caller hears so now.
                         raise ChronicleError("unavailable", "the database is unreachable; retry shortly")
-                    if loop.time() >= ask_after:
-                        await self._check_committed(position)
                     ask_after = loop.time() + QUIET_BEFORE_PROBE
                     # (Lost but answering: the listener is about to reconnect; ask again soon.)
                     with contextlib.suppress(TimeoutError):
@@ -92,6 +90,7 @@ class ProjectionPositions(Background, Positions):
                             self._changed.wait(), min(left, QUIET_BEFORE_PROBE if self.connected else RECHECK_AWAY)
                         )
         except TimeoutError:
+            await self._check_committed(position)  # (out of the lock: a position never committed is a conflict)
             raise ChronicleError(
                 "unavailable",
                 f"read models have not reached position {position} yet; retry later",
@@ -103,8 +102,8 @@ class ProjectionPositions(Background, Positions):
 
     async def _check_committed(self, position: int) -> None:
         """Refuse a position the log never reached: no reply gave it, so no wait would end.
-        Asked only of a wait that has lasted a while (QUIET_BEFORE_PROBE), so a
-        read-your-writes wait of milliseconds costs no query."""
+        Asked only of a wait that ran out, so a read-your-writes wait costs no query and a
+        wait parked on a far position holds as long as before; the answer says which it was."""
         if self.log is None or position <= self.head:
             return
         try:

@@ -41,7 +41,7 @@ async def test_schemathesis_finds_nothing(gateway: HttpServer, authority: TokenA
     runner = shutil.which("schemathesis", path=str(Path(sys.executable).parent)) or "schemathesis"
     tester = await asyncio.create_subprocess_exec(
         # Every check, every operation, no exceptions: schemathesis 4 runs them all unless told
-        # otherwise. (A minPosition past the log's head is `invalid`, so a quiet run answers no
+        # otherwise. (A minPosition past the log's head is a `conflict`, so a quiet run answers no
         # 503; the document says that no string holds NUL; the pareto query's objectives carry
         # their directions, so no rule spans two parameters.)
         runner, "run", f"{gateway.url}/openapi.json", "--max-examples", str(EXAMPLES),

@@ -164,7 +164,9 @@ async def test_a_requests_min_position_is_its_own(http: Http) -> None:
     web = http()
     conversation = (await web.post("/api/conversations", json={"title": "x"})).json()["conversationId"]
     far = await web.get(f"/api/conversations/{conversation}/export", params={"minPosition": 2**62})
-    assert far.status_code == 503 and far.json()["error"]["details"][0]["field"] == "minPosition"
+    # (beyond anything the store committed: a conflict with its state, named, not a wait)
+    assert far.status_code == 409 and far.json()["error"]["details"][0]["field"] == "minPosition"
+    assert far.json()["error"]["details"][0]["rule"] == "committed"
     # Nothing of that position stays behind for the next requests (they have none of their own).
     assert (await web.get("/api/jobs")).status_code == 200
     assert (await web.post("/api/conversations", json={"title": "y"})).status_code == 201

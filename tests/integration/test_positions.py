@@ -88,14 +88,14 @@ def log_head(target: PostgresTarget) -> int:
 
 async def test_a_position_beyond_the_logs_head_is_refused_as_a_conflict(target: PostgresTarget) -> None:
     """No reply ever gave a position past the last committed event: waiting for one could
-    only time out, so it is refused by name, a conflict with the store's state (and with a
-    timeout long enough that the refusal, not the timeout, is what answers)."""
+    only time out, so when it does it is refused by name, a conflict with the store's state,
+    not `unavailable` (which says: retry later)."""
     positions = ProjectionPositions(target, [NAME], poll_interval=0.05, log=target)
     await positions.start()
     try:
         beyond = await asyncio.to_thread(log_head, target) + 1_000_000
         with pytest.raises(ChronicleError) as raised:
-            await positions.wait_for([NAME], beyond, timeout=60)
+            await positions.wait_for([NAME], beyond, timeout=0.3)
         assert raised.value.code == "conflict" and raised.value.fields == ["min_position"]
         assert raised.value.details[0]["rule"] == "committed"
         assert "beyond the store's last committed position" in raised.value.message
