@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import urllib.parse
 from typing import Any
 
 from chronicle_contract.bus import server_urls
+from nats.aio.client import Client as NATS
 
 
 def connect_options(url: str) -> dict[str, Any]:
@@ -32,3 +34,16 @@ def connect_options(url: str) -> dict[str, Any]:
 def without_credentials(url: str) -> str:
     """The same servers, user names and passwords left out (for logs and for users)."""
     return ",".join(connect_options(url)["servers"])
+
+
+async def flushed(nc: NATS) -> None:
+    """Return once the server has every command written so far on `nc` (a SUB just made).
+
+    nats-py's flush() writes its PING straight to the socket, ahead of the commands still
+    queued for its flusher task: the PONG could come back before the server had the new
+    subscriptions, and a service said ready while a request found no responders. The
+    queued commands go out first (the flusher empties the queue in one write), then the
+    PING whose PONG answers for them."""
+    while nc.pending_data_size > 0 and nc.is_connected:
+        await asyncio.sleep(0)
+    await nc.flush()
