@@ -138,7 +138,8 @@ async def measure(service: ServiceProcess, rest: int, mcp: int, args: argparse.N
 
 def run(args: argparse.Namespace) -> tuple[Report, Path]:
     report = Report({"suite": "edges", "samples": args.samples, "half_sent": args.half_sent, "tokens": args.tokens,
-                     "attacks": args.attacks, "refused": args.refused, "connects_per_second": args.connects_per_second})
+                     "attacks": args.attacks, "refused": args.refused, "connects_per_second": args.connects_per_second,
+                     "pinned": args.pin})
     with bench_servers(args.database_url, args.nats_url) as servers, \
             tempfile.TemporaryDirectory(prefix="chronicle-bench-edges-") as workdir:
         if set(args.attacks) - {"gateways"}:

@@ -5,7 +5,9 @@ auth callout with bad connects, beside the same requests idle.
 A closed nats-server (auth callout) of its own and a fresh `chronicle serve` with the
 default per-user limits. The victim sends `sessions.list` one at a time (and, for the
 connect flood, connects one at a time); every figure is the victim's, with the outcomes
-that were not `ok` counted.
+that were not `ok` counted. With `--pin` the attacker gets a core of its own (CPU 1) and
+the rest shares the other: what an attacker on another machine would leave, as near as
+two cores allow.
 """
 
 from __future__ import annotations
@@ -190,6 +192,8 @@ async def refused_flood(service: ServiceProcess, url: str, victim: ChronicleClie
         sys.executable, "-m", "bench.edges_bus", "refused", url, service.subject_prefix, service.token("mallory"),
         str(args.refused), str(args.window), stdout=asyncio.subprocess.PIPE,
     )
+    if args.pin:
+        pin(attacker.pid, ATTACKER_CPU)
     done = asyncio.Event()
     output = asyncio.ensure_future(attacker.communicate())
     output.add_done_callback(lambda _: done.set())
@@ -250,6 +254,19 @@ async def attacker_process(argv: list[str]) -> None:
     print(orjson.dumps(await flood_connects(host, port, per_second, good, stop)).decode(), flush=True)
 
 
+SERVERS_CPU, ATTACKER_CPU = {0}, {1}  # --pin: the attack on a core of its own
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of a process, and of its children, onto `cpus` (threads made later
+    inherit it from their maker)."""
+    with contextlib.suppress(OSError):  # (a thread or a child may end as we look)
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            os.sched_setaffinity(int(task.name), cpus)
+            for child in (task / "children").read_text().split():
+                pin(int(child), cpus)
+
+
 def cpu_seconds(pid: int) -> float:
     """The user and system CPU a process has used (Linux: /proc/PID/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -290,6 +307,8 @@ async def connect_flood(
         sys.executable, "-m", "bench.edges_bus", "connects", host, str(port), str(args.connects_per_second), good,
         stdout=asyncio.subprocess.PIPE,
     )
+    if args.pin:
+        pin(attacker.pid, ATTACKER_CPU)
     processes = {"nats-server": nats_pid, "service (callout included)": service.pid, "attacker": attacker.pid}
     try:
         await asyncio.sleep(1.0)  # (the attack in place: a load, not a negative being proved)
@@ -343,6 +362,9 @@ def run(servers: BenchServers, workdir: Path, args: argparse.Namespace, report: 
             service.start()
             with service.stopped_afterwards():
                 assert nats_server.process is not None
+                if args.pin:  # (the victim, this process, beside the servers)
+                    for pid in (nats_server.process.pid, service.pid, os.getpid()):
+                        pin(pid, SERVERS_CPU)
                 asyncio.run(measure(service, users_url, nats_server.process.pid, args, report))
     finally:
         nats_server.stop()
@@ -360,6 +382,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=int, default=500, help="the refused flood's requests in flight (default 500)")
     p.add_argument("--connects-per-second", type=int, default=2_000, help="bad connects a second (default 2,000)")
     p.add_argument("--connect-samples", type=int, default=100, help="a user's connects timed per case (default 100)")
+    p.add_argument("--pin", action="store_true",
+                   help="the floods' attacker on CPU 1, nats-server, the service and the victim on CPU 0 (default: "
+                        "all on the same cores, as the scheduler places them)")
 
 
 if __name__ == "__main__":

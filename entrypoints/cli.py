@@ -602,6 +602,12 @@ def parser() -> argparse.ArgumentParser:
         help="print fresh secrets for a NATS server run with infra/nats/chronicle.conf, as environment variables",
     )
     ns.add_argument("--url", default="nats://127.0.0.1:4222", help="the NATS server Chronicle connects to")
+    sr = sub.add_parser(
+        "nats-static-roles",
+        help="print a NATS server configuration (infra/nats/static-roles.conf) whose static users are Chronicle's "
+             "own connections, each granted only its role's subjects for a subject prefix",
+    )
+    sr.add_argument("--prefix", help="the subject prefix (default: CHRONICLE_SUBJECT_PREFIX, or chronicle)")
     proj = sub.add_parser("projections", help="inspect or rebuild read models")
     psub = proj.add_subparsers(dest="projections_command", required=True, metavar="ACTION")
     psub.add_parser("status", help="each projection's position and lag")
@@ -683,6 +689,10 @@ def run(args: argparse.Namespace) -> None:
         migrate_command(settings)
     elif args.command == "nats-secrets":
         nats_secrets(args.url)
+    elif args.command == "nats-static-roles":
+        from adapters.messaging.identities import static_roles_config
+
+        print(static_roles_config(args.prefix or settings.subject_prefix), end="")
     elif args.command == "audit" and args.audit_command == "digest":
         audit_digest(settings, args.check)
     elif args.command == "audit":

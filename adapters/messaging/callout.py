@@ -35,6 +35,8 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from adapters.messaging.connect import flushed
+
 log = logging.getLogger(__name__)
 
 AUTH_SUBJECT = "$SYS.REQ.USER.AUTH"
@@ -105,7 +107,7 @@ class AuthCallout:
 
     async def start(self) -> None:
         self.subscription = await self.nc.subscribe(AUTH_SUBJECT, queue=QUEUE_GROUP, cb=self._answer)
-        await self.nc.flush()
+        await flushed(self.nc)
 
     async def stop(self) -> None:
         if self.subscription is not None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import urllib.parse
 from typing import Any
 
 from chronicle_contract.bus import server_urls
+from nats.aio.client import Client as NATS
 
 
 def connect_options(url: str) -> dict[str, Any]:
@@ -32,3 +34,19 @@ def connect_options(url: str) -> dict[str, Any]:
 def without_credentials(url: str) -> str:
     """The same servers, user names and passwords left out (for logs and for users)."""
     return ",".join(connect_options(url)["servers"])
+
+
+async def flushed(nc: NATS, timeout: float = 10.0) -> None:
+    """Return once the server has every command written so far on `nc` (a SUB just made).
+
+    nats-py's flush() writes its PING straight to the socket, ahead of the commands still
+    queued for its flusher task: the PONG could come back before the server had the new
+    subscriptions, and a service said ready while a request found no responders. The
+    queued commands go out first (the flusher empties the queue in one write, within a
+    turn or two of the loop), then the PING whose PONG answers for them. (Bounded: a
+    connection others keep publishing on may never show an empty queue.)"""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while nc.pending_data_size > 0 and nc.is_connected and loop.time() < deadline:
+        await asyncio.sleep(0)
+    await nc.flush(timeout=int(timeout))

@@ -24,6 +24,7 @@ from typing import Any
 
 import nats
 import nats.errors
+import orjson
 from chronicle_contract.bus import INBOX, usage_subject
 from chronicle_contract.errors import ChronicleError
 from chronicle_contract.events import events_stream
@@ -90,6 +91,50 @@ def service_permissions(prefix: str, role: Role) -> dict[str, Any]:
     # STREAMS: the JetStream API (streams, consumers, object store buckets), object store
     # chunks and ordered consumers' flow control; no subject of signals, feed, jobs or inboxes.
     return {"pub": {"allow": ["$JS.API.>", "$O.>", "$JS.FC.>"]}, "sub": {"allow": own_inbox}}
+
+
+STATIC_ROLES_HEADER = """\
+# infra/nats/chronicle.conf with Chronicle's own connections as static users: for a
+# deployment whose auth callout should admit users only (the service's connections then
+# connect whether or not an instance answers the callout, and no flood of bad connects
+# stands between them and the server). Each role is its own user, with the service's
+# password, allowed exactly what the callout would grant it (adapters/messaging/
+# identities.py service_permissions) for the subject prefix `{prefix}`; the service
+# connects as before (CHRONICLE_NATS_URL, CHRONICLE_NATS_CALLOUT_URL and _SEED as in
+# chronicle.conf). Generated: for another CHRONICLE_SUBJECT_PREFIX, write a file of your
+# own with `chronicle nats-static-roles --prefix <prefix>`.
+#
+# Start with: nats-server -c infra/nats/static-roles.conf -js -sd <store dir>
+"""
+
+
+def static_roles_config(prefix: str) -> str:
+    """A nats-server configuration: chronicle.conf's accounts and callout, and each role as
+    a static user granted `service_permissions` (what the callout would grant)."""
+    def subjects(grant: dict[str, list[str]]) -> str:
+        return "{ " + ", ".join(f"{rule}: [{', '.join(orjson.dumps(s).decode() for s in grant[rule])}]"
+                                for rule in ("allow", "deny") if rule in grant) + " }"
+
+    roles = []
+    for role in Role:
+        grant = service_permissions(prefix, role)
+        roles.append(
+            f"      {{ user: {identity(role)}, password: $CHRONICLE_NATS_SERVICE_PASSWORD, permissions: {{\n"
+            f"          publish: {subjects(grant['pub'])}\n"
+            f"          subscribe: {subjects(grant['sub'])} }} }}\n"
+        )
+    names = ", ".join(["chronicle-auth", "chronicle", *(identity(role) for role in Role)])
+    return (
+        STATIC_ROLES_HEADER.format(prefix=prefix)
+        + "\naccounts {\n"
+        + "  AUTH {\n    users: [ { user: chronicle-auth, password: $CHRONICLE_NATS_CALLOUT_PASSWORD } ]\n  }\n"
+        + "  CHRONICLE {\n    jetstream: enabled\n    users: [\n"
+        + "      { user: chronicle, password: $CHRONICLE_NATS_SERVICE_PASSWORD }\n"
+        + "".join(roles)
+        + "    ]\n  }\n}\n\n"
+        + "authorization {\n  timeout: 2s\n  auth_callout {\n    issuer: $CHRONICLE_NATS_ISSUER\n    account: AUTH\n"
+        + f"    auth_users: [ {names} ]\n  }}\n}}\n"
+    )
 
 
 class ServiceIdentities:

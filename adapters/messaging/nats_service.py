@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from adapters.auth import Caller, TokenAuthority
 from adapters.errors import translate
+from adapters.messaging.connect import flushed
 from adapters.messaging.fair_share import FairShare
 from adapters.metrics import Metrics
 
@@ -126,7 +127,7 @@ class NatsService:
                 metadata={"request": route.model.__name__, "reply": route.reply.__name__},
             )
         # A round trip: the server has every subscription before anyone is told we are ready.
-        await self.nc.flush()
+        await flushed(self.nc)
 
     async def stop(self) -> None:
         """Stop taking requests, answer those already delivered, then let them all finish.

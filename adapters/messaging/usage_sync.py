@@ -33,6 +33,7 @@ from nats.aio.subscription import Subscription
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from adapters.auth import MAX_SUBJECT
+from adapters.messaging.connect import flushed
 from adapters.messaging.fair_share import FairShare, Usage
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class UsageSync:
 
     async def start(self) -> None:
         self.subscription = await self.nc.subscribe(self.subject, cb=self._received)
-        await self.nc.flush()  # subscribed before the first report, ours or theirs
+        await flushed(self.nc)  # subscribed before the first report, ours or theirs
         self.task = asyncio.create_task(self._run(), name="usage-sync")
 
     async def stop(self) -> None:

@@ -3,11 +3,15 @@ endpoint answers normally on a fresh database, the read models it reads already 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import types
 import typing
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 from uuid import UUID
 
 import nats
@@ -98,3 +102,58 @@ async def test_a_start_that_outwaits_its_timeout_names_the_read_models_still_bui
             assert chronicle.rebuilding and set(chronicle.rebuilding) <= {p.name for p in chronicle.projections}
         finally:
             await chronicle.stop()
+
+
+@contextlib.asynccontextmanager
+async def late_subscriptions(nats_url: str, held: bytes, seconds: float) -> AsyncIterator[str]:
+    """A proxy to the NATS server at `nats_url` that holds back, for `seconds`, whatever a
+    client writes from its first `SUB` of a subject starting with `held` on (order kept, as
+    a slow network or a busy server would); its URL. What a client writes before that SUB,
+    a PING included, goes through at once."""
+    server = urlsplit(nats_url)
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hold: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := await reader.read(65536):
+                at = data.find(b"SUB " + held) if hold else -1
+                if at >= 0:
+                    writer.write(data[:at])
+                    await writer.drain()
+                    await asyncio.sleep(seconds)
+                    data = data[at:]
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def relay(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        server_reader, server_writer = await asyncio.open_connection(server.hostname, server.port)
+        await asyncio.gather(pipe(client_reader, server_writer, True), pipe(server_reader, client_writer, False))
+
+    proxy = await asyncio.start_server(relay, "127.0.0.1", 0)
+    try:
+        yield f"nats://127.0.0.1:{proxy.sockets[0].getsockname()[1]}"
+    finally:
+        proxy.close()
+
+
+async def test_a_start_returns_once_the_server_has_the_endpoints_subscriptions(
+    servers: TestServers, tmp_path: Path
+) -> None:
+    """Ready means the server routes requests to this instance: with the endpoints'
+    subscriptions reaching the server half a second late, the first request sent the
+    instant a start returns is answered (nats-py's flush sent its PING ahead of them, and
+    that request found no responders: a flaky restart test, seen under load)."""
+    with servers.fresh_database() as url:
+        settings = make_settings(url, servers.nats_url, tmp_path)
+        prefix = settings.subject_prefix
+        async with late_subscriptions(servers.nats_url, f"{prefix}.".encode(), 0.5) as slow_url:
+            chronicle = await bootstrap(settings.model_copy(update={"nats_url": slow_url}))
+            nc = await nats.connect(servers.nats_url)  # (straight to the server, not held back)
+            try:
+                token = TokenAuthority(secret=JWT_SECRET).issue("early")
+                reply = await nc.request(subject(prefix, StartConversation), b"{}",
+                                         headers={"Authorization": f"Bearer {token}"}, timeout=10)
+                assert orjson.loads(reply.data)["ok"]
+            finally:
+                await nc.close()
+                await chronicle.stop()

@@ -23,21 +23,25 @@ from chronicle_contract.events import events_stream
 from chronicle_contract.hitl import run_signals
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from pydantic import SecretStr
 
 from adapters.auth import TokenAuthority
+from adapters.embedded import NATS_CONFIG, BusSecrets, EmbeddedNats
 from adapters.messaging.callout import AuthCallout
 from adapters.messaging.connect import connect_options
 from adapters.messaging.fair_share import FairShare, Limits
-from adapters.messaging.identities import Role, connect_role, identity, role_connect_options
+from adapters.messaging.identities import Role, connect_role, identity, role_connect_options, static_roles_config
 from entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.settings import Settings
 from services.conversations.queries import list_conversations
 from services.jobs.worker import MAX_DELIVER
-from tests.conftest import JWT_SECRET, ClientFactory, make_settings
+from tests.conftest import JWT_SECRET, ClientFactory, make_settings, new_prefix
 from tests.servers import TestServers
 from tests.violations import Violations, watched
 from tests.waiting import eventually
 
 AUTHORITY = TokenAuthority(secret=JWT_SECRET)
+STATIC_ROLES = NATS_CONFIG.parent / "static-roles.conf"
 
 
 @pytest.fixture(scope="module")
@@ -315,16 +319,28 @@ async def test_service_discovery_answers_no_user(closed: Chronicle, verb: str) -
 # -- least privilege: each of the service's connections publishes only what its job needs -----
 
 
-@pytest.mark.parametrize(("role", "forbidden"), [
-    (Role.RESPONDER, ["{signals}.hitl.r.resumed", "{prefix}.events.conversation.started", "{prefix}.jobs.work",
-                      "{prefix}.internal.usage", "$JS.API.STREAM.PURGE.{jobs}"]),
-    (Role.SIGNALS, ["{inbox}.x", "{prefix}.events.conversation.started", "{prefix}.jobs.work"]),
-    (Role.FEED, ["{inbox}.x", "{signals}.hitl.r.resumed", "{prefix}.jobs.work"]),
-    (Role.JOBS, ["{inbox}.x", "{signals}.hitl.r.resumed", "{prefix}.events.conversation.started"]),
-    (Role.USAGE, ["{inbox}.x", "{signals}.hitl.r.resumed", "{prefix}.jobs.work"]),
-    (Role.STREAMS, ["{inbox}.x", "{signals}.hitl.r.resumed", "{prefix}.events.conversation.started",
-                    "{prefix}.jobs.work"]),
-], ids=str)
+FORBIDDEN = {  # what each role's connection may not publish (formatted by `subjects`)
+    Role.RESPONDER: ["{signals}.hitl.r.resumed", "{prefix}.events.conversation.started", "{prefix}.jobs.work",
+                     "{prefix}.internal.usage", "$JS.API.STREAM.PURGE.{jobs}"],
+    Role.SIGNALS: ["{inbox}.x", "{prefix}.events.conversation.started", "{prefix}.jobs.work"],
+    Role.FEED: ["{inbox}.x", "{signals}.hitl.r.resumed", "{prefix}.jobs.work"],
+    Role.JOBS: ["{inbox}.x", "{signals}.hitl.r.resumed", "{prefix}.events.conversation.started"],
+    Role.USAGE: ["{inbox}.x", "{signals}.hitl.r.resumed", "{prefix}.jobs.work"],
+    Role.STREAMS: ["{inbox}.x", "{signals}.hitl.r.resumed", "{prefix}.events.conversation.started", "{prefix}.jobs.work"],
+}
+ALLOWED = {  # one subject each role's job publishes to
+    Role.RESPONDER: "{inbox}.reply", Role.SIGNALS: "{signals}.hitl.r.resumed",
+    Role.FEED: "{prefix}.events.conversation.started", Role.JOBS: "{prefix}.jobs.work",
+    Role.USAGE: "{prefix}.internal.usage", Role.STREAMS: "$JS.API.INFO",
+}
+
+
+def subjects(template: str, prefix: str, alice: str) -> str:
+    return template.format(prefix=prefix, signals=signals_prefix(prefix, alice), inbox=inbox_prefix(alice),
+                           jobs=f"{prefix.upper()}_JOBS")
+
+
+@pytest.mark.parametrize(("role", "forbidden"), FORBIDDEN.items(), ids=str)
 async def test_each_service_connection_may_publish_its_own_subjects_only(
     closed: Chronicle, role: Role, forbidden: list[str]
 ) -> None:
@@ -334,14 +350,74 @@ async def test_each_service_connection_may_publish_its_own_subjects_only(
     connection = await nats.connect(**options, error_cb=violations.record, allow_reconnect=False)
     try:
         for subject in forbidden:
-            await connection.publish(subject.format(
-                prefix=prefix, signals=signals_prefix(prefix, alice), inbox=inbox_prefix(alice),
-                jobs=f"{prefix.upper()}_JOBS",
-            ), b"{}")
+            await connection.publish(subjects(subject, prefix, alice), b"{}")
             assert "permissions violation for publish" in (await violations.next()).lower(), subject
     finally:
         await connection.close()
     assert closed.service.nc.options["user"] == identity(Role.RESPONDER), "the service answers as the responder"
+
+
+@pytest.fixture(scope="module")
+async def static_roles(servers: TestServers, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Chronicle]:
+    """A Chronicle on a nats-server run from infra/nats/static-roles.conf as
+    `chronicle nats-static-roles` writes it for this Chronicle's prefix: users admitted by
+    the callout, the service's own connections by the server, as static users."""
+    workdir = tmp_path_factory.mktemp("static-roles")
+    prefix = new_prefix()
+    config = workdir / "static-roles.conf"
+    config.write_text(static_roles_config(prefix))
+    secrets = BusSecrets.new()
+    server = EmbeddedNats(workdir / "nats", auth=secrets, config=config)
+    server.start()
+    try:
+        with servers.fresh_database() as url:
+            settings = make_settings(url, secrets.service_url(server.url), workdir / "data").model_copy(update={
+                "subject_prefix": prefix, "nats_callout_url": secrets.callout_url(server.url),
+                "nats_callout_seed": SecretStr(secrets.issuer_seed)})
+            chronicle = await bootstrap(settings)
+            yield chronicle
+            await chronicle.stop()
+    finally:
+        server.stop()
+
+
+def test_the_static_roles_file_grants_what_the_callout_grants() -> None:
+    """infra/nats/static-roles.conf is what `chronicle nats-static-roles` writes for the
+    default prefix: each role's permissions are service_permissions', never edited apart."""
+    assert STATIC_ROLES.read_text() == static_roles_config(Settings.model_fields["subject_prefix"].default)
+
+
+@pytest.mark.parametrize("role", list(Role), ids=str)
+async def test_each_static_role_publishes_its_own_subjects_and_nothing_else(static_roles: Chronicle, role: Role) -> None:
+    """With the service's roles as static users (no callout asked for them), each may publish
+    where its job needs and nowhere else; the service itself runs on those grants."""
+    prefix, alice = static_roles.settings.subject_prefix, f"alice-{uuid.uuid4().hex[:6]}"
+    operator = await nats.connect(static_roles.servers.service_nats_url)  # (the whole account: sees every subject)
+    heard = await operator.subscribe(">")
+    await operator.flush()
+    violations = Violations()
+    options = role_connect_options(static_roles.servers.service_nats_url, role, scoped=True)
+    connection = await nats.connect(**options, error_cb=violations.record, allow_reconnect=False)
+    try:
+        allowed = subjects(ALLOWED[role], prefix, alice)
+        await connection.publish(allowed, b"{}")
+        await connection.flush()
+        while (await heard.next_msg(timeout=5)).subject != allowed:
+            pass
+        for subject in FORBIDDEN[role]:
+            await connection.publish(subjects(subject, prefix, alice), b"{}")
+            assert "permissions violation for publish" in (await violations.next()).lower(), subject
+        if role is not Role.RESPONDER:  # (no one but the responder may take requests)
+            await connection.subscribe(f"{prefix}.cmd.>")
+            assert "permissions violation for subscription" in (await violations.next()).lower()
+    finally:
+        await connection.close()
+        await operator.close()
+    client = await client_of(static_roles, AUTHORITY.issue(alice))  # a user, admitted by the callout, served
+    try:
+        assert (await client.conversations.start(title="static")).conversation_id
+    finally:
+        await client.close()
 
 
 # -- no message poisons a consumer --------------------------------------------------------------

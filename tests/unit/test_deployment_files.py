@@ -23,10 +23,16 @@ NATS_CONFIGS = [INFRA / "nats" / "cluster.conf", INFRA / "nats" / "chronicle.con
 SETTINGS = {f"CHRONICLE_{name.upper()}" for name in Settings.model_fields}
 
 
-def nats_variables() -> set[str]:
-    """The $VARIABLES the NATS configs read (comments left out)."""
-    text = "\n".join(re.sub(r"#.*", "", path.read_text()) for path in NATS_CONFIGS)
+def nats_variables(configs: list[Path] = NATS_CONFIGS) -> set[str]:
+    """The $VARIABLES the NATS configs read (comments and quoted subjects left out)."""
+    text = "\n".join(re.sub(r'#.*|"[^"]*"', "", path.read_text()) for path in configs)
     return set(re.findall(r"\$([A-Z_0-9]+)", text))
+
+
+def test_the_static_roles_config_reads_only_what_chronicle_conf_reads() -> None:
+    """infra/nats/static-roles.conf stands in for chronicle.conf: the same variables do."""
+    static = nats_variables([INFRA / "nats" / "static-roles.conf"])
+    assert static == nats_variables([INFRA / "nats" / "chronicle.conf"])
 
 
 def compose_services() -> dict[str, dict[str, Any]]:

@@ -8,6 +8,7 @@ a user by their scope: a digest of the id, the same on the client and the servic
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 from collections.abc import Iterable
@@ -35,6 +36,7 @@ def server_urls(url: str) -> list[str]:
     return urls
 
 
+@functools.lru_cache(maxsize=16_384)  # (every request names its asker's inbox: ~40 µs each, uncached)
 def user_scope(user_id: str) -> str:
     """The subject token naming a user: base32 of a SHA-256 prefix, lower case, no padding."""
     digest = hashlib.sha256(b"chronicle-user\0" + user_id.encode()).digest()[:SCOPE_BYTES]

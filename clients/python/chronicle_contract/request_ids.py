@@ -5,8 +5,8 @@ the reply's `Request-Id` header, so a caller can quote it and an operator find i
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
 from contextvars import ContextVar
 
 HEADER = "Request-Id"
@@ -18,4 +18,6 @@ current: ContextVar[str | None] = ContextVar("request_id", default=None)
 def request_id(headers: dict[str, str] | None) -> str:
     """The client's id when it is usable, else a new one."""
     given = (headers or {}).get(HEADER)
-    return given if given is not None and USABLE.fullmatch(given) else uuid.uuid4().hex[:16]
+    # (8 random bytes as hex: what uuid4().hex[:16] gave, at a third of its cost, which a
+    # flood of refused requests each without an id pays)
+    return given if given is not None and USABLE.fullmatch(given) else os.urandom(8).hex()
