@@ -7,6 +7,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 from psycopg.sql import SQL, Identifier
@@ -27,6 +28,11 @@ from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget
 
 log = logging.getLogger(__name__)
+
+# maintenance_work_mem while a rebuild builds its bulk (GIN) indexes: the default 64 MB
+# holds the entries of a few hundred thousand messages, and a larger build spills and merges.
+INDEX_BUILD_MEMORY = "256MB"
+FINISHING_AT_ONCE = 2  # read models finished side by side after one pass (each its own connection)
 
 def rebuild(
     target: PostgresTarget,
@@ -96,10 +102,13 @@ class Rebuilding:
             return count, tracked_position(conn, self.batcher.tracking_name)
 
     def finish(self, conn: psycopg.Connection) -> tuple[int, int]:
-        """Bulk indexes, vacuum, then the swap; returns (events applied catching up, position)."""
+        """Bulk indexes, vacuum, then the swap; returns (events applied catching up, position).
+        The rebuild lock stays with the connection that took it, until `release`."""
         applied = 0
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (INDEX_BUILD_MEMORY,))
         for statement in self.scratch_view.create_statements(deferred=True):
             conn.execute(statement)
+        conn.execute("RESET maintenance_work_mem")
         vacuum_analyze(conn, self.scratch_view.schema)
         with conn.transaction():
             Batcher(self.live, self.name, self.batch_size).ensure_tracking(conn)
@@ -115,8 +124,11 @@ class Rebuilding:
             conn.execute(SET_TRACKING, (position, self.live.version, self.name))
             conn.execute("DELETE FROM chronicle.projections WHERE name = %s", (self.batcher.tracking_name,))
             conn.execute("SELECT pg_notify(%s, %s)", (PROGRESS_CHANNEL, f"{self.name}:{position}"))
-        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.lock,))
         return applied, position
+
+    def release(self, conn: psycopg.Connection) -> None:
+        """Let go of the rebuild lock `begin` took on this connection."""
+        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.lock,))
 
 
 def _rebuild(
@@ -140,6 +152,7 @@ def _rebuild(
             if position >= total:
                 break
         caught_up, position = rebuilding.finish(conn)
+        rebuilding.release(conn)
         progress(position, max(total, position))
     return applied + caught_up
 
@@ -157,7 +170,8 @@ def rebuild_all(
     and decoded once and applied by every read model that wants it, a batch of them per
     transaction with all their tracking positions; then each is swapped in as `rebuild`
     does. A batch some read model cannot apply is applied read model by read model
-    instead (the failing event parked), and the pass goes on. Returns events applied per
+    instead (the failing event parked), and the pass goes on. The read models are then
+    finished (bulk indexes, vacuum, swap) `FINISHING_AT_ONCE` at a time. Returns events applied per
     read model (those found current with `only_if_outdated` are left out)."""
     with contextlib.ExitStack() as owned:
         if keys is None:
@@ -191,10 +205,21 @@ def rebuild_all(
                 if min(positions.values()) >= total:
                     break
             result = {}
-            for r in rebuilding:
-                caught_up, position = r.finish(conn)
+
+            def finish(r: Rebuilding) -> None:
+                with target.connect(autocommit=True) as own:
+                    caught_up, position = r.finish(own)
                 progress(r.name, position, max(total, position))
                 result[r.name] = applied[r.batcher.tracking_name] + caught_up
+
+            # Side by side: one read model's GIN index is built (Postgres, one core) while
+            # another's is, or is vacuumed, or catches up (Python); heaviest first.
+            with ThreadPoolExecutor(FINISHING_AT_ONCE, thread_name_prefix="rebuild-finish") as pool:
+                finishing = [pool.submit(finish, r) for r in sorted(rebuilding, key=lambda r: -r.live.weight)]
+            for future in finishing:
+                future.result()  # (raises the first failure)
+            for r in rebuilding:
+                r.release(conn)
         return result
 
 

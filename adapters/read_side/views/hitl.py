@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from adapters.read_side.batch import Rows
 from adapters.read_side.sealing import Owners, UserSeal
 from adapters.read_side.view import PostgresView
 from projections.hitl import HitlView
@@ -61,6 +62,9 @@ class PostgresHitlView(PostgresView, HitlView):
     def __init__(self, schema: str, **options: Any):
         super().__init__(schema, **options)
         self.owners = Owners(self.sql("SELECT id, owner FROM {schema}.conversations WHERE id = ANY(%s)"))
+        # (a batch's new conversations in one COPY: every conversation started is one row here)
+        self.new_conversations = Rows(self.copier("{schema}.conversations", "id, owner"))
+        self.sinks = [self.new_conversations]
 
     def _seal_of(self, conversation_id: UUID) -> UserSeal | None:
         self.batch.flush()
@@ -69,9 +73,7 @@ class PostgresHitlView(PostgresView, HitlView):
 
     def add_conversation(self, conversation_id: UUID, owner: str) -> None:
         self.owners.remember(conversation_id, owner)
-        self.batch.execute(
-            self.sql("INSERT INTO {schema}.conversations (id, owner) VALUES (%s, %s)"), (conversation_id, owner)
-        )
+        self.batch.append(self.new_conversations, (conversation_id, owner))
 
     def pause(
         self, conversation_id: UUID, run_id: str, seq: int, step: str, checkpoint_type: str, prompt: str,

@@ -2,9 +2,10 @@
 texts, and the deletes it shares with the semantic one.
 
 A document's tsvector is made by Postgres (`to_tsvector` in a SELECT of the projection's
-transaction, which writes nothing) and every lexeme in it replaced by its owner's blind
-term (adapters/read_side/sealing.py) before it is stored; positions and weights stay, so
-ranking is unchanged. The texts a hit shows (titles, messages) are stored sealed under the
+transaction, which writes nothing), or for a plain text of words in the projection process
+with each word's lexeme asked of Postgres once (adapters/read_side/lexicon.py), and every
+lexeme in it replaced by its owner's blind term (adapters/read_side/sealing.py) before it is
+stored; positions and weights stay, so ranking is unchanged. The texts a hit shows (titles, messages) are stored sealed under the
 owner's key. No plaintext of a user is written to a table, an index or the WAL, and terms
 keyed by a user's key index only that user's documents: no owner lexeme is needed.
 """
@@ -19,6 +20,7 @@ from psycopg import Cursor
 from psycopg.sql import SQL, Composed, Literal
 
 from adapters.read_side.batch import Rows, Totals, columns
+from adapters.read_side.lexicon import Lexicon, tsvector_text
 from adapters.read_side.sealing import Owners, UserSeal
 from adapters.read_side.view import PostgresView
 from projections.search import DocumentsView, SearchView
@@ -79,6 +81,7 @@ class PostgresSearchView(PostgresDocumentsView, SearchView):
     def __init__(self, schema: str, **options: Any):
         super().__init__(schema, **options)
         self.language = str(options.get("language", "english"))
+        self.lexicon = Lexicon(self.language)
         self.owners = Owners(self.sql("SELECT id, owner FROM {schema}.conversations WHERE id = ANY(%s)"))
         self.new_conversations = Rows(self._index_conversations)
         self.titles = Totals(lambda earlier, later: later, self._retitle)
@@ -121,6 +124,23 @@ class PostgresSearchView(PostgresDocumentsView, SearchView):
             for seal, plain in zip(seals, self._vectors(cur, vector, *texts), strict=True)
         ]
 
+    def _blind_plain(self, cur: Cursor[Any], seals: list[UserSeal | None], texts: list[str]) -> list[str]:
+        """Each text's `to_tsvector` with its owner's blind terms (an erased owner's: empty);
+        plain texts made here, the others by Postgres."""
+        made = self.lexicon.lexemes(cur, texts)
+        parsed = [i for i, lexemes in enumerate(made) if lexemes is None and seals[i] is not None]
+        vectors = dict(zip(parsed, self._vectors(cur, self._plain(), [texts[i] for i in parsed]), strict=True)) if (
+            parsed) else {}
+        blind = []
+        for i, (seal, lexemes) in enumerate(zip(seals, made, strict=True)):
+            if seal is None:
+                blind.append("")
+            elif lexemes is not None:
+                blind.append(tsvector_text(lexemes, seal.term))
+            else:
+                blind.append(seal.blind_tsvector(vectors[i]))
+        return blind
+
     def _index_artifacts(self, cur: Cursor[Any], rows: list[tuple[Any, ...]]) -> None:
         seals = [self.seals.for_writing(row[1]) for row in rows]
         vector = SQL(
@@ -141,7 +161,7 @@ class PostgresSearchView(PostgresDocumentsView, SearchView):
         owners = self.owners.of(cur, [key for key, _ in items])
         items = [(key, title) for key, title in items if key in owners]
         seals = [self.seals.for_writing(owners[key]) for key, _ in items]
-        tsvs = self._blind(cur, seals, self._plain(), [title for _, title in items])
+        tsvs = self._blind_plain(cur, seals, [title for _, title in items])
         cur.execute(
             self.sql(
                 "UPDATE {schema}.conversations c SET title = d.title, tsv = d.tsv"
@@ -157,7 +177,7 @@ class PostgresSearchView(PostgresDocumentsView, SearchView):
 
     def _index_conversations(self, cur: Cursor[Any], rows: list[tuple[Any, ...]]) -> None:
         seals = [self.seals.for_writing(row[1]) for row in rows]
-        tsvs = self._blind(cur, seals, self._plain(), [row[2] for row in rows])
+        tsvs = self._blind_plain(cur, seals, [row[2] for row in rows])
         cur.execute(
             self.sql(
                 "INSERT INTO {schema}.conversations (id, owner, title, tsv, created_at)"
@@ -177,7 +197,7 @@ class PostgresSearchView(PostgresDocumentsView, SearchView):
         owners = self.owners.of(cur, [row[1] for row in rows])
         rows = [row for row in rows if row[1] in owners]
         seals = [self.seals.for_writing(owners[row[1]]) for row in rows]
-        tsvs = self._blind(cur, seals, self._plain(), [row[2] for row in rows])
+        tsvs = self._blind_plain(cur, seals, [row[2] for row in rows])
         cur.execute(
             self.sql(
                 "INSERT INTO {schema}.messages (id, conversation_id, owner, content, tsv, created_at)"
