@@ -6,7 +6,8 @@ follower (a `feed` token, `client.events.follow`, on the same machine) takes eve
 it is published; its lag is the time from the event's commit timestamp to its arrival.
 Prints the medians over the rounds: events/s taken, follower lag p50/p99, and add_message
 msg/s in each configuration (the difference is what the feed, and then a follower, cost on
-these cores).
+these cores), with the CPU each message cost the service and Postgres (steadier than the
+rate on a machine shared with other work).
 """
 
 from __future__ import annotations
@@ -24,16 +25,18 @@ from chronicle_client.connection import ChronicleClient
 from adapters.auth import TokenAuthority
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.bus import add_message_rate
+from bench.cpu import CpuMeter
 from bench.report import Report, percentile
 from bench.servers import BenchServers, bench_servers
 from bench.service import ServiceProcess
 
 KINDS = ("off", "on", "followed")
+RATE = "add_message msg/s (64 in flight)"
 
 
 async def measure(service: ServiceProcess, kind: str, duration: float) -> dict[str, float]:
     if kind != "followed":
-        return {"add_message msg/s (64 in flight)": await add_message_rate(service.nats_url, service, duration)}
+        return await loaded(service, duration)
     token = TokenAuthority(secret=service.jwt_secret).issue("bench-loader", claims={"roles": ["feed"]})
     follower = await ChronicleClient.connect(service.nats_url, token, prefix=service.subject_prefix)
     lags: list[float] = []
@@ -44,8 +47,8 @@ async def measure(service: ServiceProcess, kind: str, duration: float) -> dict[s
 
     following = asyncio.create_task(follow())
     began = time.perf_counter()
-    rate = await add_message_rate(service.nats_url, service, duration)
-    loaded = time.perf_counter() - began
+    figures = await loaded(service, duration)
+    seconds = time.perf_counter() - began
     published = len(lags)
     while True:  # then until the follower has the last of them
         await asyncio.sleep(0.2)
@@ -55,11 +58,25 @@ async def measure(service: ServiceProcess, kind: str, duration: float) -> dict[s
     following.cancel()
     await follower.close()
     return {
-        "add_message msg/s (64 in flight)": rate,
-        "events/s taken by the follower": len(lags) / loaded,
+        **figures,
+        "events/s taken by the follower": len(lags) / seconds,
         "follower lag p50 ms": percentile(lags, 50),
         "follower lag p99 ms": percentile(lags, 99),
     }
+
+
+async def loaded(service: ServiceProcess, duration: float) -> dict[str, float]:
+    """add_message's rate, and the CPU each message cost the service and Postgres: on cores
+    shared with other work the rate follows the machine's load, the CPU per message much less."""
+    meter = CpuMeter(service.pid, str(PostgresTarget(service.database_url).params["dbname"]))
+    meter.start()
+    rate = await add_message_rate(service.nats_url, service, duration)
+    cores = meter.stop()
+    figures = {"add_message msg/s (64 in flight)": rate}
+    for name in ("service", "postgres"):
+        if name in cores and rate:
+            figures[f"CPU µs per add_message: {name}"] = cores[name] / rate * 1e6
+    return figures
 
 
 def one_round(kind: str, servers: BenchServers, workdir: Path, duration: float) -> dict[str, float]:
@@ -81,13 +98,13 @@ def run(rounds: int, duration: float, database_url: str | None) -> tuple[Report,
             for kind in KINDS[n % 3:] + KINDS[:n % 3]:  # each configuration first in turn
                 print(f"round {n + 1}/{rounds}: feed {kind}", flush=True)
                 results[kind].append(one_round(kind, servers, Path(w) / f"{n}-{kind}", duration))
-    off = statistics.median(r["add_message msg/s (64 in flight)"] for r in results["off"])
+    off = statistics.median(r[RATE] for r in results["off"])
     for kind in KINDS:
         for metric in results[kind][0]:
             value = statistics.median(r[metric] for r in results[kind])
-            is_rate = metric.startswith("add_message")
-            note = f"{(value - off) / off * 100:+.1f}% vs off" if is_rate and kind != "off" and off else ""
-            report.add(f"{metric}: feed {kind}" if is_rate else metric, value, note=note)
+            per_kind = metric.startswith(("add_message", "CPU"))
+            note = f"{(value - off) / off * 100:+.1f}% vs off" if metric in RATE and kind != "off" and off else ""
+            report.add(f"{metric}: feed {kind}" if per_kind else metric, value, note=note)
     report.details["rounds"] = results
     return report, report.save()
 
