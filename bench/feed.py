@@ -14,15 +14,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import statistics
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import nats
+import psycopg
 from chronicle_client.connection import ChronicleClient
+from chronicle_contract.events import events_stream
 
 from adapters.auth import TokenAuthority
+from adapters.read_side.event_feed import EventFeed, ensure_feed_stream
+from adapters.read_side.tracking import ADD_TRACKING
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.bus import add_message_rate
 from bench.cpu import CpuMeter
@@ -90,20 +96,67 @@ def one_round(kind: str, servers: BenchServers, workdir: Path, duration: float) 
             return asyncio.run(measure(service, kind, duration))
 
 
-def run(rounds: int, duration: float, database_url: str | None) -> tuple[Report, Path]:
+async def published_from_scratch(url: str, nats_url: str) -> tuple[int, float, float]:
+    """The feed (adapters/read_side/event_feed.py) run in this process over the whole log into
+    a stream of its own, as a feed that starts behind does: (events, seconds, CPU seconds of
+    this process). Its batches are full here (500 events), as in a catch-up."""
+    prefix = f"benchfeed{secrets.token_hex(3)}"
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await ensure_feed_stream(js, prefix, 600)
+    feed = EventFeed(url, nc, js, prefix)
+    try:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await conn.execute(ADD_TRACKING, (feed.name, 1))
+            await feed.resume(conn)
+            cpu, began = time.process_time(), time.perf_counter()
+            published = 0
+            while taken := await feed.relay_batch(conn):
+                published += taken
+            cpu, seconds = time.process_time() - cpu, time.perf_counter() - began
+        held = (await js.stream_info(events_stream(prefix))).state.messages
+        if held != published:
+            raise RuntimeError(f"the stream holds {held} messages, {published} were published")
+        return published, seconds, cpu
+    finally:
+        await js.delete_stream(events_stream(prefix))
+        await nc.close()
+
+
+def catch_up(servers: BenchServers, workdir: Path, duration: float, report: Report) -> None:
+    """add_message with the feed off for `duration` seconds, then the feed over that log, three times."""
+    workdir.mkdir(parents=True)
+    with servers.fresh_database(False) as url:
+        migrate(PostgresTarget(url))
+        service = ServiceProcess.fresh(url, servers.nats_url, workdir, {"CHRONICLE_EVENT_FEED": "false"})
+        service.start()
+        with service.stopped_afterwards():
+            asyncio.run(add_message_rate(service.nats_url, service, duration))
+        runs = [asyncio.run(published_from_scratch(url, servers.nats_url)) for _ in range(3)]
+    events = runs[0][0]
+    report.add("feed catch-up: events/s", statistics.median(n / seconds for n, seconds, _ in runs),
+               note=f"{events:,} events, 3 runs")
+    report.add("feed catch-up: CPU µs per event (the feed's process)",
+               statistics.median(cpu / n * 1e6 for n, _, cpu in runs))
+
+
+def run(rounds: int, duration: float, database_url: str | None, catch_up_seconds: float = 0.0) -> tuple[Report, Path]:
     report = Report({"suite": "feed", "rounds": rounds, "duration": duration})
     results: dict[str, list[dict[str, float]]] = {kind: [] for kind in KINDS}
     with bench_servers(database_url, None) as servers, tempfile.TemporaryDirectory(prefix="chronicle-bench-feed-") as w:
+        if catch_up_seconds:
+            print("catch-up: writing with the feed off, then the feed over the log", flush=True)
+            catch_up(servers, Path(w) / "catch-up", catch_up_seconds, report)
         for n in range(rounds):
             for kind in KINDS[n % 3:] + KINDS[:n % 3]:  # each configuration first in turn
                 print(f"round {n + 1}/{rounds}: feed {kind}", flush=True)
                 results[kind].append(one_round(kind, servers, Path(w) / f"{n}-{kind}", duration))
-    off = statistics.median(r[RATE] for r in results["off"])
-    for kind in KINDS:
+    off = statistics.median(r[RATE] for r in results["off"]) if rounds else 0.0
+    for kind in KINDS if rounds else ():
         for metric in results[kind][0]:
             value = statistics.median(r[metric] for r in results[kind])
             per_kind = metric.startswith(("add_message", "CPU"))
-            note = f"{(value - off) / off * 100:+.1f}% vs off" if metric in RATE and kind != "off" and off else ""
+            note = f"{(value - off) / off * 100:+.1f}% vs off" if metric == RATE and kind != "off" and off else ""
             report.add(f"{metric}: feed {kind}" if per_kind else metric, value, note=note)
     report.details["rounds"] = results
     return report, report.save()
@@ -111,11 +164,14 @@ def run(rounds: int, duration: float, database_url: str | None) -> tuple[Report,
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench feed", description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=3, help="rounds of off, on and followed, rotating (default 3)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of off, on and followed, rotating (default 3; 0 with --catch-up: that alone)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of add_message load per round (default 10)")
     p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    p.add_argument("--catch-up", type=float, default=0.0, metavar="SECONDS",
+                   help="first, SECONDS of add_message with the feed off, then the feed run in this process over "
+                        "that log: its events/s and CPU per event at full batches (default 0: skipped)")
     args = p.parse_args(argv)
-    report, path = run(args.rounds, args.duration, args.database_url)
+    report, path = run(args.rounds, args.duration, args.database_url, args.catch_up)
     print(report.table())
     print(f"\nsaved {path}")
 
