@@ -7,7 +7,9 @@ it is published; its lag is the time from the event's commit timestamp to its ar
 Prints the medians over the rounds: events/s taken, follower lag p50/p99, and add_message
 msg/s in each configuration (the difference is what the feed, and then a follower, cost on
 these cores), with the CPU each message cost the service and Postgres (steadier than the
-rate on a machine shared with other work).
+rate on a machine shared with other work). With `--catch-up SECONDS`, first the feed alone:
+run in the bench's process over a log written with the feed off, its events/s and CPU per
+event at full batches.
 """
 
 from __future__ import annotations
