@@ -77,8 +77,11 @@ def raw_add_message(nc: NATS, subject: str, conversations: list[str], rng: rando
     return call
 
 
-async def read_figures(client: ChronicleClient, reader: ChronicleClient, samples: int) -> dict[str, list[float]]:
-    """conversations.get of a conversation of 100 messages, list and search, one at a time."""
+async def read_figures(client: ChronicleClient, reader: ChronicleClient, samples: int,
+                       meter: CpuMeter) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """conversations.get of a conversation of 100 messages, list and search, one at a time:
+    their latencies, and the service's CPU µs per read (steadier than a latency on a
+    machine shared with other work)."""
     started = await client.conversations.start(title="anchors bench, the one read")
     conversation_id = started.conversation_id
     for n in range(READ_MESSAGES):
@@ -91,14 +94,24 @@ async def read_figures(client: ChronicleClient, reader: ChronicleClient, samples
         "conversations.list": lambda: reader.conversations.list(),
         "conversations.search": lambda: reader.conversations.search(READ_WORD),
     }
-    return {name: (await sequential(name, read, count=samples, time_limit=limit)).latencies_ms
-            for name, read in reads.items()}
+    latencies, cpu = {}, {}
+    for name, read in reads.items():
+        for _ in range(20):  # warmed up outside the meter
+            await read()
+        meter.start()
+        done = await sequential(name, read, count=samples, time_limit=limit, warmup=0)
+        used = meter.stop()
+        latencies[name] = done.latencies_ms
+        if used:
+            cpu[name] = milliseconds_each(used, done.seconds, len(done.latencies_ms))["service"] * 1000
+    return latencies, cpu
 
 
 @dataclass
 class Measured:
     round_trip: list[float]
     reads: dict[str, list[float]]
+    read_cpu_us: dict[str, float]  # the service's CPU µs per read, by read
     rates: dict[str, list[float]] = field(default_factory=dict)
     cpu_ms: list[dict[str, float]] = field(default_factory=list)  # per Chronicle round: CPU ms per message
     service_shares: dict[str, float] = field(default_factory=dict)  # the profiled round's service samples
@@ -114,7 +127,8 @@ async def measure(nats_url: str, service: ServiceProcess, subjects: dict[str, st
     try:
         bare = raw_add_message(nc, subjects["bare responder"], [str(uuid.uuid4())], rng)
         round_trip = (await sequential("round trip", bare, count=samples * 5, time_limit=60)).latencies_ms
-        reads = await read_figures(client, reader, samples)
+        meter = CpuMeter(service.pid, str(PostgresTarget(service.database_url).params["dbname"]))
+        reads, read_cpu = await read_figures(client, reader, samples, meter)
         conversations = [(await client.conversations.start(title="anchors bench")).conversation_id
                          for _ in range(CONVERSATIONS)]
 
@@ -128,8 +142,7 @@ async def measure(nats_url: str, service: ServiceProcess, subjects: dict[str, st
             "card stack, plainly": raw_add_message(nc, subjects["card stack, plainly"], plain_ids, rng),
             "chronicle": chronicle_add_message,
         }
-        measured = Measured(round_trip, reads, {target: [] for target in TARGETS})
-        meter = CpuMeter(service.pid, str(PostgresTarget(service.database_url).params["dbname"]))
+        measured = Measured(round_trip, reads, read_cpu, {target: [] for target in TARGETS})
 
         async def load(target: str) -> Samples:
             done = await sustained(target, operations[target], concurrency=IN_FLIGHT, duration=duration,
@@ -187,6 +200,8 @@ def run(rounds: int, duration: float, samples: int, database_url: str | None, pr
         report.add(f"{name} p95", p95, "ms")
         aim = under(5) if name.startswith("conversations.get") else None
         report.add(f"{name} p95 / round trip p50", p95 / rtt, "x", aim)
+        if name in measured.read_cpu_us:
+            report.add(f"{name}: service CPU per read", measured.read_cpu_us[name], "µs")
     medians = {target: statistics.median(values) for target, values in rates.items()}
     for target in TARGETS:
         spread = "–".join(f"{v:,.0f}" for v in (min(rates[target]), max(rates[target])))

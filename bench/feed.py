@@ -6,34 +6,45 @@ follower (a `feed` token, `client.events.follow`, on the same machine) takes eve
 it is published; its lag is the time from the event's commit timestamp to its arrival.
 Prints the medians over the rounds: events/s taken, follower lag p50/p99, and add_message
 msg/s in each configuration (the difference is what the feed, and then a follower, cost on
-these cores).
+these cores), with the CPU each message cost the service and Postgres (steadier than the
+rate on a machine shared with other work). With `--catch-up SECONDS`, first the feed alone:
+run in the bench's process over a log written with the feed off, its events/s and CPU per
+event at full batches.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import statistics
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import nats
+import psycopg
 from chronicle_client.connection import ChronicleClient
+from chronicle_contract.events import events_stream
 
 from adapters.auth import TokenAuthority
+from adapters.read_side.event_feed import EventFeed, ensure_feed_stream
+from adapters.read_side.tracking import ADD_TRACKING
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.bus import add_message_rate
+from bench.cpu import CpuMeter
 from bench.report import Report, percentile
 from bench.servers import BenchServers, bench_servers
 from bench.service import ServiceProcess
 
 KINDS = ("off", "on", "followed")
+RATE = "add_message msg/s (64 in flight)"
 
 
 async def measure(service: ServiceProcess, kind: str, duration: float) -> dict[str, float]:
     if kind != "followed":
-        return {"add_message msg/s (64 in flight)": await add_message_rate(service.nats_url, service, duration)}
+        return await loaded(service, duration)
     token = TokenAuthority(secret=service.jwt_secret).issue("bench-loader", claims={"roles": ["feed"]})
     follower = await ChronicleClient.connect(service.nats_url, token, prefix=service.subject_prefix)
     lags: list[float] = []
@@ -44,8 +55,8 @@ async def measure(service: ServiceProcess, kind: str, duration: float) -> dict[s
 
     following = asyncio.create_task(follow())
     began = time.perf_counter()
-    rate = await add_message_rate(service.nats_url, service, duration)
-    loaded = time.perf_counter() - began
+    figures = await loaded(service, duration)
+    seconds = time.perf_counter() - began
     published = len(lags)
     while True:  # then until the follower has the last of them
         await asyncio.sleep(0.2)
@@ -55,11 +66,25 @@ async def measure(service: ServiceProcess, kind: str, duration: float) -> dict[s
     following.cancel()
     await follower.close()
     return {
-        "add_message msg/s (64 in flight)": rate,
-        "events/s taken by the follower": len(lags) / loaded,
+        **figures,
+        "events/s taken by the follower": len(lags) / seconds,
         "follower lag p50 ms": percentile(lags, 50),
         "follower lag p99 ms": percentile(lags, 99),
     }
+
+
+async def loaded(service: ServiceProcess, duration: float) -> dict[str, float]:
+    """add_message's rate, and the CPU each message cost the service and Postgres: on cores
+    shared with other work the rate follows the machine's load, the CPU per message much less."""
+    meter = CpuMeter(service.pid, str(PostgresTarget(service.database_url).params["dbname"]))
+    meter.start()
+    rate = await add_message_rate(service.nats_url, service, duration)
+    cores = meter.stop()
+    figures = {"add_message msg/s (64 in flight)": rate}
+    for name in ("service", "postgres"):
+        if name in cores and rate:
+            figures[f"CPU µs per add_message: {name}"] = cores[name] / rate * 1e6
+    return figures
 
 
 def one_round(kind: str, servers: BenchServers, workdir: Path, duration: float) -> dict[str, float]:
@@ -73,32 +98,82 @@ def one_round(kind: str, servers: BenchServers, workdir: Path, duration: float) 
             return asyncio.run(measure(service, kind, duration))
 
 
-def run(rounds: int, duration: float, database_url: str | None) -> tuple[Report, Path]:
+async def published_from_scratch(url: str, nats_url: str) -> tuple[int, float, float]:
+    """The feed (adapters/read_side/event_feed.py) run in this process over the whole log into
+    a stream of its own, as a feed that starts behind does: (events, seconds, CPU seconds of
+    this process). Its batches are full here (500 events), as in a catch-up."""
+    prefix = f"benchfeed{secrets.token_hex(3)}"
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await ensure_feed_stream(js, prefix, 600)
+    feed = EventFeed(url, nc, js, prefix)
+    try:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await conn.execute(ADD_TRACKING, (feed.name, 1))
+            await feed.resume(conn)
+            cpu, began = time.process_time(), time.perf_counter()
+            published = 0
+            while taken := await feed.relay_batch(conn):
+                published += taken
+            cpu, seconds = time.process_time() - cpu, time.perf_counter() - began
+        held = (await js.stream_info(events_stream(prefix))).state.messages
+        if held != published:
+            raise RuntimeError(f"the stream holds {held} messages, {published} were published")
+        return published, seconds, cpu
+    finally:
+        await js.delete_stream(events_stream(prefix))
+        await nc.close()
+
+
+def catch_up(servers: BenchServers, workdir: Path, duration: float, report: Report) -> None:
+    """add_message with the feed off for `duration` seconds, then the feed over that log, three times."""
+    workdir.mkdir(parents=True)
+    with servers.fresh_database(False) as url:
+        migrate(PostgresTarget(url))
+        service = ServiceProcess.fresh(url, servers.nats_url, workdir, {"CHRONICLE_EVENT_FEED": "false"})
+        service.start()
+        with service.stopped_afterwards():
+            asyncio.run(add_message_rate(service.nats_url, service, duration))
+        runs = [asyncio.run(published_from_scratch(url, servers.nats_url)) for _ in range(3)]
+    events = runs[0][0]
+    report.add("feed catch-up: events/s", statistics.median(n / seconds for n, seconds, _ in runs),
+               note=f"{events:,} events, 3 runs")
+    report.add("feed catch-up: CPU µs per event (the feed's process)",
+               statistics.median(cpu / n * 1e6 for n, _, cpu in runs))
+
+
+def run(rounds: int, duration: float, database_url: str | None, catch_up_seconds: float = 0.0) -> tuple[Report, Path]:
     report = Report({"suite": "feed", "rounds": rounds, "duration": duration})
     results: dict[str, list[dict[str, float]]] = {kind: [] for kind in KINDS}
     with bench_servers(database_url, None) as servers, tempfile.TemporaryDirectory(prefix="chronicle-bench-feed-") as w:
+        if catch_up_seconds:
+            print("catch-up: writing with the feed off, then the feed over the log", flush=True)
+            catch_up(servers, Path(w) / "catch-up", catch_up_seconds, report)
         for n in range(rounds):
             for kind in KINDS[n % 3:] + KINDS[:n % 3]:  # each configuration first in turn
                 print(f"round {n + 1}/{rounds}: feed {kind}", flush=True)
                 results[kind].append(one_round(kind, servers, Path(w) / f"{n}-{kind}", duration))
-    off = statistics.median(r["add_message msg/s (64 in flight)"] for r in results["off"])
-    for kind in KINDS:
+    off = statistics.median(r[RATE] for r in results["off"]) if rounds else 0.0
+    for kind in KINDS if rounds else ():
         for metric in results[kind][0]:
             value = statistics.median(r[metric] for r in results[kind])
-            is_rate = metric.startswith("add_message")
-            note = f"{(value - off) / off * 100:+.1f}% vs off" if is_rate and kind != "off" and off else ""
-            report.add(f"{metric}: feed {kind}" if is_rate else metric, value, note=note)
+            per_kind = metric.startswith(("add_message", "CPU"))
+            note = f"{(value - off) / off * 100:+.1f}% vs off" if metric == RATE and kind != "off" and off else ""
+            report.add(f"{metric}: feed {kind}" if per_kind else metric, value, note=note)
     report.details["rounds"] = results
     return report, report.save()
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench feed", description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=3, help="rounds of off, on and followed, rotating (default 3)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of off, on and followed, rotating (default 3; 0 with --catch-up: that alone)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of add_message load per round (default 10)")
     p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    p.add_argument("--catch-up", type=float, default=0.0, metavar="SECONDS",
+                   help="first, SECONDS of add_message with the feed off, then the feed run in this process over "
+                        "that log: its events/s and CPU per event at full batches (default 0: skipped)")
     args = p.parse_args(argv)
-    report, path = run(args.rounds, args.duration, args.database_url)
+    report, path = run(args.rounds, args.duration, args.database_url, args.catch_up)
     print(report.table())
     print(f"\nsaved {path}")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -97,6 +97,29 @@ class PostgresQueries(Queries):
         return vector_literal(vector) if any(vector) else None  # (nothing to go by: stop words only)
 
     async def fetch_all(self, query: Any, params: Any, *, binary: bool = False) -> list[dict[str, Any]]:
+        async def one(conn: psycopg.AsyncConnection[Any]) -> list[list[dict[str, Any]]]:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(query, params, prepare=True, binary=binary)
+            return [await cur.fetchall()]
+
+        return (await self._reading(one))[0]
+
+    async def fetch_together(self, statements: list[tuple[Any, Any]], *, binary: bool = False) -> list[list[dict[str, Any]]]:
+        """In one pipeline: one round trip to Postgres for all of them, one pooled connection."""
+        async def together(conn: psycopg.AsyncConnection[Any]) -> list[list[dict[str, Any]]]:
+            cursors = []
+            async with conn.pipeline():
+                for query, params in statements:
+                    cur = conn.cursor(row_factory=dict_row)
+                    await cur.execute(query, params, prepare=True, binary=binary)
+                    cursors.append(cur)
+            return [await cur.fetchall() for cur in cursors]
+
+        return await self._reading(together)
+
+    async def _reading(
+        self, read: Callable[[psycopg.AsyncConnection[Any]], Awaitable[list[list[dict[str, Any]]]]]
+    ) -> list[list[dict[str, Any]]]:
         # Pooled connections are not pinged before use (a round trip per query); a read
         # that meets a dropped one has the pool's idle ones checked (the server may have
         # dropped them all) and is tried once more, if Postgres answers at all.
@@ -105,9 +128,7 @@ class PostgresQueries(Queries):
             try:
                 async with self.pool.connection() as conn:
                     with self._guarding(conn):
-                        cur = conn.cursor(row_factory=dict_row)
-                        await cur.execute(query, params, prepare=True, binary=binary)
-                        return await cur.fetchall()
+                        return await read(conn)
             except PoolTimeout:
                 self._went_away()
                 raise  # no connection came within the pool's wait: Postgres is away, say so now

@@ -145,26 +145,24 @@ async def get_conversation(
     seal = await queries.sealing.of(user)
     if seal is None:
         raise not_found("conversation", conversation_id)
-    conversation = await queries.fetch_one(
-        "SELECT " + CONVERSATION_COLUMNS + ", document_context, embedding_provider"
-        " FROM rm_history.conversations WHERE id = %s AND owner = %s",
-        (conversation_id, user),
-    )
-    if conversation is None:
-        raise not_found("conversation", conversation_id)
-    open_conversation(seal, conversation)
     newest = window.order == "newest"
     after = (
         decode_cursor(queries, user, conversation_id, window.cursor, window.order, field)
         if window.cursor else (2**63 - 1 if newest else -1)
     )
-    rows = await queries.fetch_all(
-        "SELECT id, role, content, metadata, pinned, message_type, created_at, seq"
-        " FROM rm_history.messages WHERE conversation_id = %s"
-        + (" AND seq < %s ORDER BY seq DESC" if newest else " AND seq > %s ORDER BY seq")
-        + " LIMIT %s",
-        (conversation_id, after, window.limit + 1),
-    )
+    # Both in one round trip; the messages count only once the conversation is the user's.
+    [conversations, rows] = await queries.fetch_together([
+        ("SELECT " + CONVERSATION_COLUMNS + ", document_context, embedding_provider"
+         " FROM rm_history.conversations WHERE id = %s AND owner = %s", (conversation_id, user)),
+        ("SELECT id, role, content, metadata, pinned, message_type, created_at, seq"
+         " FROM rm_history.messages WHERE conversation_id = %s"
+         + (" AND seq < %s ORDER BY seq DESC" if newest else " AND seq > %s ORDER BY seq")
+         + " LIMIT %s", (conversation_id, after, window.limit + 1)),
+    ], binary=True)
+    if not conversations:
+        raise not_found("conversation", conversation_id)
+    conversation = conversations[0]
+    open_conversation(seal, conversation)
     taken: list[dict[str, Any]] = []
     size = 0
     for row in rows[: window.limit]:

@@ -74,16 +74,33 @@ class Submission:
     duplicate_of: Submission | None = None
     replayed: bool = False
 
-    def settle(self) -> None:
-        def resolve() -> None:
-            if self.future.done():
-                return
-            if self.error is not None:
-                self.future.set_exception(self.error)
-            else:
-                self.future.set_result(self.reply or {})
+    def resolve(self) -> None:
+        """Hand the caller its reply or error (on its event loop)."""
+        if self.future.done():
+            return
+        if self.error is not None:
+            self.future.set_exception(self.error)
+        else:
+            self.future.set_result(self.reply or {})
 
-        self.loop.call_soon_threadsafe(resolve)
+
+def settle(batch: list[Submission]) -> None:
+    """Resolve a committed batch's futures: one call into each caller's event loop for the
+    whole batch, not one per command (each call across threads writes to the loop's wake-up
+    pipe and has it run a callback: ~60 of each per group commit at 100 in flight)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Submission]] = {}
+    for s in batch:
+        by_loop.setdefault(s.loop, []).append(s)
+    for loop, submissions in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_resolve_all, submissions)
+        except RuntimeError:  # that loop is closed: nobody waits there any more
+            log.warning("a committed batch's callers had gone", extra={"commands": len(submissions)})
+
+
+def _resolve_all(submissions: list[Submission]) -> None:
+    for s in submissions:
+        s.resolve()
 
 
 RACED_REFUSALS = ("conflict", "not_found", "invalid")  # what an aggregate's guard answers
@@ -245,7 +262,7 @@ class CommandBus:
         for s in batch:
             if s.duplicate_of is not None:
                 s.reply, s.error = s.duplicate_of.reply, s.duplicate_of.error
-            s.settle()
+        settle(batch)
 
     def _commit(self, batch: list[Submission]) -> None:
         """Decide and save the batch; each submission ends with its reply or its error."""

@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 from chronicle_client.connection import ChronicleClient
-from chronicle_contract.events import FeedEvent
+from chronicle_contract.events import FeedEvent, events_stream
 
 from adapters.auth import TokenAuthority
+from adapters.read_side.event_feed import EventFeed
 from entrypoints.bootstrap import Chronicle
 from tests.conftest import JWT_SECRET
 
@@ -107,3 +108,36 @@ async def test_a_durable_follower_goes_on_where_it_stopped(own: tuple[Chronicle,
     await again.aclose()
     assert [e.position for e in taken[:2] + rest] == logged
     assert rest[0].position == taken[2].position, "the one it was handling when it stopped comes again"
+
+
+async def test_a_batch_the_stream_numbers_otherwise_than_expected_is_sent_again_and_held_once(
+    own: tuple[Chronicle, ChronicleClient, ChronicleClient],
+) -> None:
+    """The feed asks an acknowledgement of a batch's last message only, and trusts the rest
+    stored when the stream's sequence moved by the batch's length; when it moved otherwise
+    (here: as if another instance had published a message meanwhile) the batch goes again,
+    and the stream still holds each event once."""
+    chronicle, user, follower = own
+    feed = next(piece for wiring in chronicle.capabilities for piece in wiring.running if isinstance(piece, EventFeed))
+    started = await user.conversations.start(title="resent")
+    stream = events_stream(chronicle.settings.subject_prefix)
+
+    async def idle() -> int:  # everything published, and the feed knows the stream's last sequence
+        while True:
+            last = (await chronicle.core.js.stream_info(stream)).state.last_seq
+            if feed.stream_sequence == last and feed.published_up_to == (await log_positions(chronicle))[-1]:
+                return last
+            await asyncio.sleep(0.02)
+
+    last = await asyncio.wait_for(idle(), 20)
+    feed.stream_sequence = last - 1  # one message the feed did not count
+    for n in range(3):
+        await user.conversations.add_message(started.conversation_id, "user", f"m{n}")
+    logged = await log_positions(chronicle)
+
+    events = follower.events.follow(0)
+    seen = await take(events, len(logged))
+    await events.aclose()
+    assert [e.position for e in seen] == logged  # every event, once, in the log's order
+    assert feed.resent >= 1
+    assert (await chronicle.core.js.stream_info(stream)).state.messages == len(logged)

@@ -94,7 +94,7 @@ class Events:
             while True:
                 try:
                     untaken = await subscription.fetch(batch, timeout=idle)
-                except nats.errors.TimeoutError:
+                except TimeoutError:  # (nats-py raises its own, and at times asyncio's: both are this)
                     continue
                 while untaken:
                     event = feed_event_of(untaken[0])
