@@ -1,0 +1,36 @@
+// The console's frame: who is signed in, the sections, sign-out.
+import { useState } from "react";
+import { forgetToken, saveToken, savedToken, tokenUser } from "./session";
+import { SignIn } from "./SignIn";
+import { Inbox } from "./inbox/Inbox";
+import { usePath } from "./router";
+
+const SECTIONS = [{ path: "/inbox", label: "Inbox" }];
+
+export function App() {
+  const [token, setToken] = useState<string | null>(savedToken());
+  const [path, go] = usePath();
+
+  if (!token) {
+    return <SignIn onToken={(given) => { saveToken(given); setToken(given); }} />;
+  }
+  const signOut = () => { forgetToken(); setToken(null); };
+  return (
+    <>
+      <header className="bar">
+        <span className="brand">Chronicle</span>
+        <nav aria-label="Sections">
+          {SECTIONS.map((section) => (
+            <a key={section.path} href={section.path} aria-current={path.startsWith(section.path) || (path === "/" && section.path === "/inbox") ? "page" : undefined}
+              onClick={(event) => { event.preventDefault(); go(section.path); }}>{section.label}</a>
+          ))}
+        </nav>
+        <span className="who">signed in as <strong>{tokenUser(token) ?? "?"}</strong></span>
+        <button type="button" onClick={signOut}>Sign out</button>
+      </header>
+      <main>
+        <Inbox token={token} onUnauthorized={signOut} />
+      </main>
+    </>
+  );
+}
