@@ -2,10 +2,18 @@
 import { useState } from "react";
 import { forgetToken, saveToken, savedToken, tokenUser } from "./session";
 import { SignIn } from "./SignIn";
+import { Conversations } from "./conversations/Conversations";
 import { Inbox } from "./inbox/Inbox";
 import { usePath } from "./router";
 
-const SECTIONS = [{ path: "/inbox", label: "Inbox" }];
+const SECTIONS = [
+  { path: "/inbox", label: "Inbox" },
+  { path: "/conversations", label: "Conversations" },
+];
+
+function sectionOf(path: string): string {
+  return SECTIONS.find((section) => path === section.path || path.startsWith(section.path + "/"))?.path ?? "/inbox";
+}
 
 export function App() {
   const [token, setToken] = useState<string | null>(savedToken());
@@ -15,13 +23,14 @@ export function App() {
     return <SignIn onToken={(given) => { saveToken(given); setToken(given); }} />;
   }
   const signOut = () => { forgetToken(); setToken(null); };
+  const section = sectionOf(path);
   return (
     <>
       <header className="bar">
         <span className="brand">Chronicle</span>
         <nav aria-label="Sections">
           {SECTIONS.map((section) => (
-            <a key={section.path} href={section.path} aria-current={path.startsWith(section.path) || (path === "/" && section.path === "/inbox") ? "page" : undefined}
+            <a key={section.path} href={section.path} aria-current={section.path === sectionOf(path) ? "page" : undefined}
               onClick={(event) => { event.preventDefault(); go(section.path); }}>{section.label}</a>
           ))}
         </nav>
@@ -29,7 +38,9 @@ export function App() {
         <button type="button" onClick={signOut}>Sign out</button>
       </header>
       <main>
-        <Inbox token={token} onUnauthorized={signOut} />
+        {section === "/conversations"
+          ? <Conversations token={token} path={path} go={go} onUnauthorized={signOut} />
+          : <Inbox token={token} onUnauthorized={signOut} />}
       </main>
     </>
   );
