@@ -4,11 +4,13 @@ import { forgetToken, saveToken, savedToken, tokenUser } from "./session";
 import { SignIn } from "./SignIn";
 import { Conversations } from "./conversations/Conversations";
 import { Inbox } from "./inbox/Inbox";
+import { Optimizations } from "./optimizations/Optimizations";
 import { usePath } from "./router";
 
 const SECTIONS = [
   { path: "/inbox", label: "Inbox" },
   { path: "/conversations", label: "Conversations" },
+  { path: "/optimizations", label: "Optimizations" },
 ];
 
 function sectionOf(path: string): string {
@@ -38,8 +40,8 @@ export function App() {
         <button type="button" onClick={signOut}>Sign out</button>
       </header>
       <main>
-        {section === "/conversations"
-          ? <Conversations token={token} path={path} go={go} onUnauthorized={signOut} />
+        {section === "/conversations" ? <Conversations token={token} path={path} go={go} onUnauthorized={signOut} />
+          : section === "/optimizations" ? <Optimizations token={token} path={path} go={go} />
           : <Inbox token={token} onUnauthorized={signOut} />}
       </main>
     </>
