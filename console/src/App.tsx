@@ -1,11 +1,14 @@
 // The console's frame: who is signed in, the sections, sign-out.
-import { useState } from "react";
+import { lazy, Suspense, useState } from "react";
 import { forgetToken, saveToken, savedToken, tokenUser } from "./session";
 import { SignIn } from "./SignIn";
 import { Conversations } from "./conversations/Conversations";
 import { Inbox } from "./inbox/Inbox";
-import { Optimizations } from "./optimizations/Optimizations";
 import { usePath } from "./router";
+
+// The charts' library is most of the bundle: loaded when a section that draws is opened,
+// so the inbox (the page a person waits on) loads without it.
+const Optimizations = lazy(() => import("./optimizations/Optimizations").then((m) => ({ default: m.Optimizations })));
 
 const SECTIONS = [
   { path: "/inbox", label: "Inbox" },
@@ -41,7 +44,7 @@ export function App() {
       </header>
       <main>
         {section === "/conversations" ? <Conversations token={token} path={path} go={go} onUnauthorized={signOut} />
-          : section === "/optimizations" ? <Optimizations token={token} path={path} go={go} />
+          : section === "/optimizations" ? <Suspense fallback={<p>Loading…</p>}><Optimizations token={token} path={path} go={go} /></Suspense>
           : <Inbox token={token} onUnauthorized={signOut} />}
       </main>
     </>
