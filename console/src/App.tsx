@@ -10,10 +10,13 @@ import { usePath } from "./router";
 // so the inbox (the page a person waits on) loads without it.
 const Optimizations = lazy(() => import("./optimizations/Optimizations").then((m) => ({ default: m.Optimizations })));
 
+const Artifacts = lazy(() => import("./artifacts/Artifacts").then((m) => ({ default: m.Artifacts })));
+
 const SECTIONS = [
   { path: "/inbox", label: "Inbox" },
   { path: "/conversations", label: "Conversations" },
   { path: "/optimizations", label: "Optimizations" },
+  { path: "/artifacts", label: "Artifacts" },
 ];
 
 function sectionOf(path: string): string {
@@ -44,6 +47,7 @@ export function App() {
       </header>
       <main>
         {section === "/conversations" ? <Conversations token={token} path={path} go={go} onUnauthorized={signOut} />
+          : section === "/artifacts" ? <Suspense fallback={<p>Loading…</p>}><Artifacts token={token} path={path} go={go} /></Suspense>
           : section === "/optimizations" ? <Suspense fallback={<p>Loading…</p>}><Optimizations token={token} path={path} go={go} /></Suspense>
           : <Inbox token={token} onUnauthorized={signOut} />}
       </main>

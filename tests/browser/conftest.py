@@ -49,12 +49,17 @@ async def browser() -> AsyncIterator[Browser]:
 @pytest.fixture
 async def page(browser: Browser, tmp_path: Path) -> AsyncIterator[Page]:
     """A fresh browser context (its own sessionStorage); a screenshot of the end state is
-    saved as `final.png` under the test's tmp dir, whatever the outcome."""
+    saved as `final.png` under the test's tmp dir, whatever the outcome. Anything the
+    console's Content-Security-Policy blocked fails the test (a style or script it needs
+    would be missing in every browser)."""
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     opened = await context.new_page()
+    blocked: list[str] = []
+    opened.on("console", lambda message: blocked.append(message.text) if "Content Security Policy" in message.text else None)
     yield opened
     await opened.screenshot(path=str(tmp_path / "final.png"), full_page=True)
     await context.close()
+    assert blocked == [], f"the CSP blocked: {blocked}"
 
 
 async def sign_in_with(page: Page, base: str, token: str) -> None:
