@@ -4,6 +4,7 @@ import { forgetToken, saveToken, savedToken, tokenUser } from "./session";
 import { SignIn } from "./SignIn";
 import { Conversations } from "./conversations/Conversations";
 import { Inbox } from "./inbox/Inbox";
+import { Jobs } from "./jobs/Jobs";
 import { usePath } from "./router";
 
 // The charts' library is most of the bundle: loaded when a section that draws is opened,
@@ -17,6 +18,7 @@ const SECTIONS = [
   { path: "/conversations", label: "Conversations" },
   { path: "/optimizations", label: "Optimizations" },
   { path: "/artifacts", label: "Artifacts" },
+  { path: "/jobs", label: "Jobs" },
 ];
 
 function sectionOf(path: string): string {
@@ -47,6 +49,7 @@ export function App() {
       </header>
       <main>
         {section === "/conversations" ? <Conversations token={token} path={path} go={go} onUnauthorized={signOut} />
+          : section === "/jobs" ? <Jobs token={token} />
           : section === "/artifacts" ? <Suspense fallback={<p>Loading…</p>}><Artifacts token={token} path={path} go={go} /></Suspense>
           : section === "/optimizations" ? <Suspense fallback={<p>Loading…</p>}><Optimizations token={token} path={path} go={go} /></Suspense>
           : <Inbox token={token} onUnauthorized={signOut} />}
