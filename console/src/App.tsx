@@ -5,6 +5,7 @@ import { SignIn } from "./SignIn";
 import { Conversations } from "./conversations/Conversations";
 import { Inbox } from "./inbox/Inbox";
 import { Jobs } from "./jobs/Jobs";
+import { Audit } from "./audit/Audit";
 import { usePath } from "./router";
 
 // The charts' library is most of the bundle: loaded when a section that draws is opened,
@@ -19,6 +20,7 @@ const SECTIONS = [
   { path: "/optimizations", label: "Optimizations" },
   { path: "/artifacts", label: "Artifacts" },
   { path: "/jobs", label: "Jobs" },
+  { path: "/audit", label: "Audit" },
 ];
 
 function sectionOf(path: string): string {
@@ -50,6 +52,7 @@ export function App() {
       <main>
         {section === "/conversations" ? <Conversations token={token} path={path} go={go} onUnauthorized={signOut} />
           : section === "/jobs" ? <Jobs token={token} />
+          : section === "/audit" ? <Audit token={token} />
           : section === "/artifacts" ? <Suspense fallback={<p>Loading…</p>}><Artifacts token={token} path={path} go={go} /></Suspense>
           : section === "/optimizations" ? <Suspense fallback={<p>Loading…</p>}><Optimizations token={token} path={path} go={go} /></Suspense>
           : <Inbox token={token} onUnauthorized={signOut} />}

@@ -78,9 +78,14 @@ function JobRow({ token, job, update }: { token: string; job: Job; update: (job:
       const data = JSON.parse(event.data) as Partial<Job>;
       if (event.event === "job") update({ ...data, jobId: job.jobId });
       else if (event.event === "progress" && typeof data.progress === "number") {
-        update({ jobId: job.jobId, progress: data.progress, ...(data.status ? { status: data.status } : {}) });
+        // (the job's own state, result included, follows as `job`: this row stays on the stream till then)
+        const running = data.status && !ENDED.has(data.status) ? { status: data.status } : {};
+        update({ jobId: job.jobId, progress: data.progress, ...running });
       }
-    }, abort.signal).catch(() => undefined);
+    }, abort.signal)
+      .then(() => api<Job>(token, `/api/jobs/${job.jobId}`, { signal: abort.signal })) // (a stream cut short: the job now)
+      .then((now) => update(now))
+      .catch(() => undefined);
     return () => abort.abort();
   }, [token, job.jobId, ended, update]);
 
