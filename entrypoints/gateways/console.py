@@ -11,7 +11,8 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Scope
 
 from entrypoints.gateways.clients import UserClients
 from entrypoints.gateways.console_manifest import DIST
@@ -34,8 +35,19 @@ def console_routes(clients: UserClients, sign_in: LocalSignIn) -> list[BaseRoute
         Route("/api/hitl/events", events, methods=["GET"]),
         Route("/api/console/local-sign-in", sign_in.handle, methods=["POST"]),
         Route("/api/console/local-sign-in", local_available(sign_in), methods=["GET"]),
-        Route("/{path:path}", page, methods=["GET", "HEAD"]),
+        PageRoute("/{path:path}", page, methods=["GET", "HEAD"]),
     ]
+
+
+class PageRoute(Route):
+    """Any path outside /api: an unknown /api path stays unmatched (the API's JSON 404, counted
+    as `unmatched` by the request metrics), never the console's page."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        path = scope.get("path", "")
+        if path == "/api" or path.startswith("/api/"):
+            return Match.NONE, {}
+        return super().matches(scope)
 
 
 def with_console(app: Starlette, clients: UserClients, sign_in: LocalSignIn) -> Starlette:
@@ -58,9 +70,6 @@ def local_available(sign_in: LocalSignIn) -> Any:
 
 async def page(request: Request) -> Response:
     path = request.path_params["path"]
-    if path == "api" or path.startswith("api/"):
-        body = {"success": False, "error": {"code": "not_found", "message": "no such route", "details": []}}
-        return json_response(body, 404)
     index = DIST / "index.html"
     if not index.is_file():
         body = {"success": False, "error": {"code": "not_found", "details": [],
