@@ -5,9 +5,10 @@ import "@xyflow/react/dist/style.css";
 import { useEffect, useState } from "react";
 import { api, ApiError, query } from "../api";
 import { lineageGraph, type Relative } from "./lineage";
+import { Comparison, MAX_COMPARED, VariationSetView } from "./Variations";
 
 interface Summary { id: string; sessionId: string; parentId: string | null; generation: number; origin: string; query: string;
-  tags: string[]; nodeCount: number; createdAt: string }
+  tags: string[]; nodeCount: number; createdAt: string; variationSetId: string | null }
 interface Preview { style: string; format: string; size: number; data: string | null }
 interface Artifact extends Summary { draft: string; previews: Preview[]; model: string | null; componentTypes: Record<string, number> }
 interface Example { id: string; score: number; text: string | null }
@@ -21,6 +22,8 @@ export function Artifacts({ token, path, go }: { token: string; path: string; go
   const [session, setSession] = useState(new URLSearchParams(window.location.search).get("session") ?? "");
   const [items, setItems] = useState<Summary[] | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [picked, setPicked] = useState<string[]>([]);
+  const [compared, setCompared] = useState<string[] | null>(null);
 
   useEffect(() => {
     const abort = new AbortController();
@@ -37,11 +40,18 @@ export function Artifacts({ token, path, go }: { token: string; path: string; go
         <label htmlFor="artifact-session">Session id</label>
         <input id="artifact-session" value={session} onChange={(e) => setSession(e.target.value)} placeholder="all sessions" />
         {error && <p role="alert" className="error">{error}</p>}
+        <p><button type="button" disabled={picked.length < 2} onClick={() => setCompared([...picked])}>
+          Compare {picked.length} (2 to {MAX_COMPARED})</button></p>
         {items === null ? <p>Loading…</p> : items.length === 0 ? <p>No artifacts.</p> : (
           <ul className="items" aria-label="Your artifacts">
             {items.map((item) => (
-              <li key={item.id}>
-                <button type="button" aria-current={selected === item.id ? "true" : undefined} onClick={() => go(`/artifacts/${item.id}`)}>
+              <li key={item.id} className="pickable">
+                <input type="checkbox" id={`compare-${item.id}`} checked={picked.includes(item.id)}
+                  disabled={!picked.includes(item.id) && picked.length >= MAX_COMPARED}
+                  onChange={(e) => setPicked(e.target.checked ? [...picked, item.id] : picked.filter((id) => id !== item.id))} />
+                <label htmlFor={`compare-${item.id}`} className="visually-hidden">{`Compare ${item.query || item.id}`}</label>
+                <button type="button" aria-current={selected === item.id ? "true" : undefined}
+                  onClick={() => { setCompared(null); go(`/artifacts/${item.id}`); }}>
                   <span className="title">{item.query || item.id}</span>
                   <span className="meta">gen {item.generation} · {item.origin} · {item.nodeCount} nodes</span>
                 </button>
@@ -51,7 +61,8 @@ export function Artifacts({ token, path, go }: { token: string; path: string; go
         )}
       </aside>
       <section className="pane" aria-label="Artifact">
-        {selected ? <ArtifactView key={selected} token={token} id={selected} go={go} /> : <p>Choose an artifact.</p>}
+        {compared ? <Comparison key={compared.join()} token={token} ids={compared} />
+          : selected ? <ArtifactView key={selected} token={token} id={selected} go={go} /> : <p>Choose an artifact.</p>}
       </section>
     </div>
   );
@@ -98,6 +109,7 @@ function ArtifactView({ token, id, go }: { token: string; id: string; go: (to: s
             gen {relative.generation} · {relative.id.slice(0, 8)}</button></li>
         ))}
       </ul>
+      {artifact.variationSetId && <VariationSetView token={token} id={artifact.variationSetId} open={(other) => go(`/artifacts/${other}`)} />}
       <h2>Draft</h2>
       <pre className="draft">{artifact.draft}</pre>
       {artifact.previews.length > 0 && (<>
