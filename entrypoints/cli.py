@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from entrypoints.bootstrap import Chronicle, Stage
     from entrypoints.gateways.http_guard import HttpLimits
     from entrypoints.gateways.http_server import HttpServer
+    from entrypoints.gateways.local_sign_in import LocalSignIn
     from projections.view import Projection
     from services.ports.read_models import Queries
 
@@ -111,12 +112,30 @@ async def serve(settings: Settings) -> None:
 async def rest_server(settings: Settings, nats_url: str, metrics: GatewayMetrics) -> HttpServer:
     """The REST API on settings.http_port, its users reaching the service over `nats_url`."""
     from entrypoints.gateways.clients import UserClients
+    from entrypoints.gateways.console import with_console
     from entrypoints.gateways.http_server import HttpServer
     from entrypoints.gateways.rest import build_app
 
     clients = UserClients(nats_url, settings.subject_prefix)
-    app = build_app(clients, cors_origins=settings.http_cors_origins, metrics=metrics)
+    app = with_console(build_app(clients, cors_origins=settings.http_cors_origins, metrics=metrics), clients,
+                       local_sign_in(settings))
     return await HttpServer(app, settings.http_host, settings.http_port, http_limits(settings)).start()
+
+
+def local_sign_in(settings: Settings) -> LocalSignIn:
+    """The console's loopback one-click sign-in: on with the embedded default's token secret
+    (kept under the data dir by `chronicle serve`), or as CHRONICLE_CONSOLE_LOCAL_SIGN_IN says."""
+    from adapters.auth import TokenAuthority
+    from entrypoints.gateways.local_sign_in import LocalSignIn
+
+    issuer = None
+    embedded = not settings.jwt_secret and not settings.jwt_public_key
+    if settings.console_local_sign_in is not False:
+        if settings.jwt_secret and settings.console_local_sign_in:
+            issuer = TokenAuthority(secret=settings.jwt_secret)
+        elif embedded and (settings.data_dir / "jwt_secret").is_file():
+            issuer = TokenAuthority.local(settings.data_dir)
+    return LocalSignIn(issuer, settings.console_local_user, settings.console_local_ttl)
 
 
 def http_limits(settings: Settings) -> HttpLimits:

@@ -174,6 +174,17 @@ class Settings(BaseSettings):
     http_cors_origins: list[str] = Field(
         default=["*"], description="origins a browser front end may call the REST API from (JSON list)"
     )
+    console_local_sign_in: bool | None = Field(
+        default=None,
+        description="the web console's one-click sign-in for a loopback browser (POST /api/console/local-sign-in); "
+        "unset: on only with the embedded default's token secret (no jwt_secret or jwt_public_key set)",
+    )
+    console_local_user: str = Field(
+        default="local", min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._@-]+$",
+        description="the user the console's local sign-in signs in (never with a role)",
+    )
+    console_local_ttl: int = Field(default=8 * 3600, ge=60, le=30 * 24 * 3600,
+                                   description="seconds a local sign-in's token lasts")
     http_header_timeout: float = Field(
         default=5.0, gt=0, le=300,
         description="seconds a connection of the REST or MCP HTTP gateway has to send a request's line and headers"

@@ -24,31 +24,28 @@ KEEP_ALIVE = 15.0  # seconds between comments on a quiet stream, each after a fr
 MAX_STREAM = 3600.0  # seconds a stream lasts at most; a browser's EventSource reconnects
 
 
-class JobFollower:
-    """One job's progress messages (core NATS, on the user's signals subject) over a lease
-    of the stream's token; `next()` gives each, or the job's state after a move."""
+class SignalFollower:
+    """Messages on one of the user's signal subjects (core NATS) over a lease of the stream's
+    token; `next()` gives each, or notice of a move to the user's next connection."""
 
-    def __init__(self, clients: UserClients, token: str, job_id: UUID) -> None:
+    def __init__(self, clients: UserClients, token: str) -> None:
         self.clients = clients
         self.token = token
-        self.job_id = job_id
         self.updates: asyncio.Queue[Body] = asyncio.Queue(maxsize=100)
         self.lease: Lease | None = None
         self.subscription: Any = None
 
-    async def start(self) -> Body:
-        """Follow the job; its state now (ChronicleError as the service answers)."""
-        await self._follow()
-        return await self.job()
+    def subject(self, signals: str) -> str:
+        """What this follower listens to under the user's signal subjects."""
+        raise NotImplementedError
 
-    async def job(self) -> Body:
-        assert self.lease is not None
-        state: Body = await self.lease.client.send_json(GetJob(job_id=self.job_id))
-        return state
+    async def moved(self) -> Body:
+        """What the stream needs to know again after a move (progress may have been missed)."""
+        return {}
 
     async def next(self, timeout: float) -> tuple[str, Body] | None:
-        """("progress", message), or ("job", state) after a move to another connection
-        (progress may have been missed meanwhile), or None when nothing came in `timeout`."""
+        """("progress", message), or ("job", what `moved()` reads) after a move to another
+        connection (messages may have been missed meanwhile), or None when nothing came in `timeout`."""
         assert self.lease is not None
         update = asyncio.ensure_future(self.updates.get())
         moved = asyncio.ensure_future(self.lease.moved.wait())
@@ -63,13 +60,13 @@ class JobFollower:
         if self.lease.moved.is_set():
             await self.stop()
             await self._follow()  # (refused once the stream's own token has expired: the stream ends)
-            return "job", await self.job()
+            return "job", await self.moved()
         return None
 
     async def _follow(self) -> None:
         self.lease = await self.clients.lease(self.token)
         client = self.lease.client
-        subject = job_progress(signals_prefix(client.prefix, client.user or ""), self.job_id)
+        subject = self.subject(signals_prefix(client.prefix, client.user or ""))
         try:
             self.subscription = await client.nc.subscribe(subject, cb=self._progressed)
         except BaseException:
@@ -88,6 +85,30 @@ class JobFollower:
         if subscription is not None:
             with contextlib.suppress(Exception):
                 await subscription.unsubscribe()
+
+
+class JobFollower(SignalFollower):
+    """One job's progress messages; after a move, the job's state."""
+
+    def __init__(self, clients: UserClients, token: str, job_id: UUID) -> None:
+        super().__init__(clients, token)
+        self.job_id = job_id
+
+    def subject(self, signals: str) -> str:
+        return job_progress(signals, self.job_id)
+
+    async def start(self) -> Body:
+        """Follow the job; its state now (ChronicleError as the service answers)."""
+        await self._follow()
+        return await self.job()
+
+    async def job(self) -> Body:
+        assert self.lease is not None
+        state: Body = await self.lease.client.send_json(GetJob(job_id=self.job_id))
+        return state
+
+    async def moved(self) -> Body:
+        return await self.job()
 
 
 async def job_stream(follower: JobFollower, first: Body) -> AsyncIterator[bytes]:

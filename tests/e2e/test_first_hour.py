@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from chronicle_client.connection import ChronicleClient
@@ -91,6 +92,16 @@ async def test_operator_commands_and_a_desktop_mcp_config_work_beside_serve_and_
         async with Client(StdioServerParameters(command=command, args=args, env=mcp_env), read_timeout_seconds=60) as mcp:
             history = tool_result(await mcp.call_tool("get_history", {"limit": 10}))
             assert [a["id"] for a in history["artifacts"]] == [str(poster.artifact_id)]
+
+            # The README's console: the bundle at the root; on the embedded default one click signs
+            # the person at the machine in, as a roleless user whose token the service takes.
+            url = str(served.ready["http"])
+            async with httpx.AsyncClient(base_url=url) as http:
+                assert "default-src 'none'" in (await http.get("/")).headers["content-security-policy"]
+                signed = await http.post("/api/console/local-sign-in", headers={"Origin": url})
+                assert signed.status_code == 200 and signed.json()["userId"] == "local"
+                runs = await http.get("/api/hitl/runs", headers={"Authorization": f"Bearer {signed.json()['token']}"})
+                assert runs.status_code == 200 and runs.json()["items"] == []
 
             first_nats = served.ready["nats"]
             assert await asyncio.to_thread(served.stop) == 0

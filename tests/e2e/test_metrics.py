@@ -220,7 +220,7 @@ async def test_the_rest_gateway_counts_its_requests_by_route_template_and_status
             assert (await web.get("/api/conversations", headers=headers)).status_code == 200
             assert (await web.get(f"/api/conversations/{missing}", headers=headers)).status_code == 404
             assert (await web.get("/api/conversations")).status_code == 401
-            assert (await web.get(f"/no/such/{missing}")).status_code == 404
+            assert (await web.get(f"/api/no/such/{missing}")).status_code == 404  # (outside /api: the console's page)
         text, samples = await scrape(url)
         listed = "chronicle_http_requests_total"
         assert at(samples, listed, route="/api/conversations", method="GET", status="200") == 1
