@@ -73,9 +73,10 @@ def seed_turn(message: Data) -> Data:
     return {"role": role, "content": message["content"], "timestamp": message["created_at"]}
 
 
-async def newest_messages(client: Transport, conversation_id: UUID) -> list[Data]:
+async def newest_messages(client: Transport, conversation_id: UUID, min_position: int | None = None) -> list[Data]:
     page = await client.send_json(GetConversation(
-        conversation_id=conversation_id, messages=MessagePage(limit=HISTORY_PAGE, order="newest")))
+        conversation_id=conversation_id, messages=MessagePage(limit=HISTORY_PAGE, order="newest"),
+        min_position=min_position))
     return list(page["messages"])
 
 
@@ -103,7 +104,8 @@ async def answer_checkpoint(client: Transport, answer: CheckpointAnswer, key: st
             added += 1
     resumed = await client.send_json(ResumeRun(run_id=answer.run_id, approved=approved, edits=answer.edits,
                                                feedback=answer.feedback), key)
-    history = await newest_messages(client, run["conversation_id"])
+    # (at the resume's position: the turns just added are in the history the reply shows)
+    history = await newest_messages(client, run["conversation_id"], resumed.get("position"))
     return {**resumed, "approved": approved, "status": "resumed", "added_messages": added,
             "chat_history": [seed_turn(m) for m in history]}
 
