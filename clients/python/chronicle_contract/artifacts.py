@@ -78,7 +78,7 @@ class Provenance(Request):
 
 
 class VariationOutcome(Request):
-    index: int
+    index: int = Field(ge=0, lt=MAX_VARIATIONS)
     temperature: float
     artifact: StoreGenerated | None = None
     error: str | None = None
@@ -417,7 +417,7 @@ class RecordPreview(Command[PreviewCached], action="artifact.record_preview"):
     style: str
     format: str
     sha256: str
-    size: int
+    size: int = Field(ge=0, le=MAX_PREVIEW_BYTES)
 
 
 class RemoveArtifact(Command[ArtifactRemoved], action="artifact.remove"):

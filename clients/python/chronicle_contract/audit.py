@@ -90,15 +90,15 @@ class AuditTimeline(Query[Timeline], action="audit.timeline"):
 class PublishDigest(Command[DigestPublished], action="audit.publish_digest"):
     """Internal: the digest publisher records a Merkle root it computed (services/audit/digests.py)."""
 
-    position: int = Field(ge=1)
+    position: int = Field(ge=1, le=MAX_POSITION)
     root: str = Field(pattern=r"^[0-9a-f]{64}$")
-    streams: int = Field(ge=0)
-    events: int = Field(ge=0)
+    streams: int = Field(ge=0, le=MAX_POSITION)
+    events: int = Field(ge=0, le=MAX_POSITION)
 
 
 class ListDigests(Query[DigestPage], action="audit.digests"):
     before_version: int | None = Field(
-        default=None, ge=1, description="digests before this version of the digest stream (paging)"
+        default=None, ge=1, le=MAX_POSITION, description="digests before this version of the digest stream (paging)"
     )
     limit: int = Field(default=10, ge=1, le=1_000)
 
@@ -109,7 +109,7 @@ class RecordRead(Command[ReadRecorded], action="audit.record_read"):
     what: Literal["stream", "timeline", "aggregate"]
     aggregate_id: UUID
     aggregate_owner: str
-    at_version: int | None = None
+    at_version: int | None = Field(default=None, ge=1, le=MAX_POSITION)
     at_time: datetime | None = None
 
     def aggregate_ids(self) -> list[UUID]:

@@ -39,6 +39,7 @@ JsonValue = Annotated[Any, AfterValidator(check_json_values), AfterValidator(che
 
 
 MAX_TRIALS_PER_REQUEST = 1_000
+MAX_INDEX = 2**31 - 1  # round and trial indexes (a Postgres integer)
 
 
 Label = Annotated[str, Text(MAX_LABEL)]
@@ -282,7 +283,7 @@ class StartOptimization(Command[OptimizationStarted], action="optimization.start
 
 class StartRound(Command[RoundStarted], action="round.start"):
     optimization_id: UUID
-    round_index: int | None = Field(default=None, ge=0, le=2**31 - 1, description="the next index when absent")
+    round_index: int | None = Field(default=None, ge=0, le=MAX_INDEX, description="the next index when absent")
     extras: JsonObject = {}
 
 
@@ -339,12 +340,12 @@ class GetOptimization(Query[OptimizationView], action="optimizations.get"):
 
 class OptimizationHistory(Query[HistoryPage], action="optimizations.history"):
     optimization_id: UUID
-    after_round: int | None = Field(default=None, ge=-1, description="rounds with a greater index (paging)")
+    after_round: int | None = Field(default=None, ge=-1, le=MAX_INDEX, description="rounds with a greater index (paging)")
     after_trial: int | None = Field(
-        default=None, ge=-1, description="continue the round after `after_round` from this trial (a split round)"
+        default=None, ge=-1, le=MAX_INDEX, description="continue the round after `after_round` from this trial (a split round)"
     )
     until_round: int | None = Field(
-        default=None, ge=0, description="rounds up to this index only: a page another page planned"
+        default=None, ge=0, le=MAX_INDEX, description="rounds up to this index only: a page another page planned"
     )
     max_trials: int = Field(
         default=2_000, ge=1, le=5_000, description="at most this many trials per page (replies also stay under ~768 KiB)"
