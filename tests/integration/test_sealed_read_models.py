@@ -118,7 +118,8 @@ async def test_no_plaintext_of_a_user_in_the_files_of_history_and_search_before_
         assert all(f"<mark>{canary}</mark>" in hit.snippet for hit in hits.items), hits.items
         assert all(hit.title == f"{canary} retitled" for hit in hits.items)
         found = (await alice.artifacts.search(canary)).items
-        assert found and all(f"<mark>{canary}</mark>" in hit.snippet for hit in found), found
+        # (a snippet may be a draft's line alone, where the generator wrote the word capitalised)
+        assert found and all(f"<mark>{canary}</mark>" in hit.snippet.lower() for hit in found), found
         [artifact] = (await alice.artifacts.list(tags=[canary])).items
         assert artifact.query == f"{canary} artifact query" and artifact.tags == [canary]
         detail = await alice.artifacts.get(artifact.id)
