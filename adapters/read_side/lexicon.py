@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from itertools import compress
+from operator import add
 from typing import Any, cast
 
 from psycopg import Cursor
@@ -27,15 +29,17 @@ from psycopg.sql import SQL, Literal
 
 # Anything else in a text, or a full stop right before a letter ("a.b" may be a host name,
 # "end.Next" too), and Postgres's parser is asked.
-PLAIN_CHARACTERS = re.compile(r"[A-Za-z \t\n.,;:!?()\"]*")
-STOP_BEFORE_LETTER = re.compile(r"\.[A-Za-z]")
-SEPARATORS = str.maketrans(dict.fromkeys(".,;:!?()\"", " "))  # (then a plain text's words are split by white space)
+PUNCTUATION = b".,;:!?()\""  # (only ever separates words; then a plain text's words are split by white space)
+PLAIN_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz \t\n" + PUNCTUATION
+STOP_BEFORE_LETTER = re.compile(rb"\.[A-Za-z]")
+SEPARATORS = bytes.maketrans(PUNCTUATION, b" " * len(PUNCTUATION))
 MAX_WORD = 2047  # bytes: a word this long or longer is skipped by Postgres (with a notice), not numbered
 MAX_POSITION = 16383  # a later position is stored as this one
 MAX_POSITIONS = 255  # per lexeme; later ones are dropped
 MAX_PLAIN_TEXT = 100_000  # characters: longer texts go to Postgres (a tsvector holds at most 1 MB)
 MAX_WORDS = 200_000  # remembered; cleared when full
 
+POSITIONS = [str(n) for n in range(1, MAX_POSITIONS + 1)]
 STOP_WORD = ""  # a word that yields no lexeme but takes a position
 ODD = None  # a word that yields something else (several lexemes, another position): ask Postgres
 
@@ -75,11 +79,17 @@ class Lexicon:
         if not self._word_by_word:
             return [None] * len(texts)
         words = [_plain_words(text) for text in texts]
-        known = self._words
-        new = {w for found in words if found is not None for w in found if w not in known}
-        if new:
-            self._learn(cur, sorted(new))
-        return [None if found is None else self._made(found) for found in words]
+        get = self._words.get
+        made = [None if found is None else list(map(get, found)) for found in words]
+        unknown = [n for n, lexemes in enumerate(made) if lexemes is not None and None in lexemes]
+        if unknown:  # (an ODD word is known, and left to Postgres without asking again)
+            known = self._words
+            new = {word for n in unknown for word in cast(list[str], words[n]) if word not in known}
+            if new:
+                self._learn(cur, sorted(new))
+                for n in unknown:
+                    made[n] = list(map(get, cast(list[str], words[n])))
+        return [None if lexemes is None or None in lexemes else cast(Lexemes, lexemes) for lexemes in made]
 
     def _learn(self, cur: Cursor[Any], words: list[str]) -> None:
         if len(self._words) + len(words) > MAX_WORDS:
@@ -92,24 +102,23 @@ class Lexicon:
             else:
                 self._words[word] = ODD
 
-    def _made(self, words: list[str]) -> Lexemes | None:
-        lexemes = list(map(self._words.get, words))
-        if None in lexemes:  # (ODD, or forgotten since: Postgres parses it)
-            return None
-        return cast(Lexemes, lexemes)
 
 
-def tsvector_text(lexemes: Lexemes, term: Callable[[str], str]) -> str:
-    """The tsvector of a text's lexemes as Postgres reads it, each lexeme written as
-    `term(lexeme)` (a term needs no quoting: letters and digits)."""
+def tsvector_text(lexemes: Lexemes, quoted: Callable[[Lexemes], list[str]]) -> str:
+    """The tsvector of a text's lexemes as Postgres reads it. `quoted(lexemes)` gives each
+    lexeme's entry as it begins, `'term':` (a term needs no quoting: letters and digits),
+    and "" for a stop word's ""; the positions follow. (The short case is all C: it runs
+    for every message a projection indexes.)"""
     if len(lexemes) <= MAX_POSITIONS:  # (then no lexeme has too many positions, nor one too far)
-        return " ".join(["'" + term(lexeme) + "':" + str(n) for n, lexeme in enumerate(lexemes, 1) if lexeme])
+        starts = quoted(lexemes)
+        return " ".join(compress(map(add, starts, POSITIONS), starts))
     merged: dict[str, list[int]] = {}
     for n, lexeme in enumerate(lexemes, 1):
         if lexeme:
             merged.setdefault(lexeme, []).append(n)
+    starts = quoted(list(merged))
     return " ".join(
-        "'" + term(lexeme) + "':" + ",".join(map(str, _capped(positions))) for lexeme, positions in merged.items()
+        start + ",".join(map(str, _capped(positions))) for start, positions in zip(starts, merged.values(), strict=True)
     )
 
 
@@ -125,9 +134,12 @@ def _capped(positions: list[int]) -> list[int]:
 
 def _plain_words(text: str) -> list[str] | None:
     """A plain text's words, lower-cased, in order; None when the text is not plain."""
-    if len(text) > MAX_PLAIN_TEXT or not PLAIN_CHARACTERS.fullmatch(text) or STOP_BEFORE_LETTER.search(text):
+    if len(text) > MAX_PLAIN_TEXT or not text.isascii():
         return None
-    words = text.lower().translate(SEPARATORS).split()
+    raw = text.encode("ascii")  # (bytes: their translate and lower run a table, not a mapping per character)
+    if raw.translate(None, PLAIN_BYTES) or (b"." in raw and STOP_BEFORE_LETTER.search(raw)):
+        return None
+    words = raw.lower().translate(SEPARATORS).decode("ascii").split()
     if len(text) >= MAX_WORD and any(len(word) >= MAX_WORD for word in words):
         return None
     return words

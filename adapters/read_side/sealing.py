@@ -52,6 +52,7 @@ class UserSeal(port.UserSeal):
         self._nonce_key = _derived(data_key, b"nonce")
         self._index_key = _derived(data_key, b"blind index")
         self._terms: dict[str, str] = {}
+        self._quoted: dict[str, str] = {"": ""}  # lexeme -> "'term':" (a stop word's "" stays "")
 
     def seal(self, row: str, text: str) -> bytes:
         """`text` sealed for the row named `row` (a table, column and key: the nonce's seed)."""
@@ -83,6 +84,21 @@ class UserSeal(port.UserSeal):
 
     def terms(self, words: Iterable[str]) -> list[str]:
         return [self.term(word) for word in words]
+
+    def quoted_terms(self, lexemes: list[str]) -> list[str]:
+        """Each lexeme's term as a tsvector entry begins, `'term':` ("" for a stop word's
+        ""): looked up in one pass at C speed, Python only for a lexeme not met before."""
+        quoted = self._quoted
+        found = list(map(quoted.get, lexemes))
+        if None in found:
+            if len(quoted) + len(lexemes) > MAX_CACHED_TERMS:
+                quoted.clear()
+                quoted[""] = ""
+            for n, entry in enumerate(found):
+                if entry is None:
+                    lexeme = lexemes[n]
+                    found[n] = quoted[lexeme] = "'" + self.term(lexeme) + "':"
+        return found  # type: ignore[return-value]  # (no None left)
 
     def blind_tsvector(self, tsvector: str) -> str:
         """A tsvector's text (as Postgres prints it) with each lexeme made its term."""

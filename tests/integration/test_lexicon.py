@@ -25,6 +25,11 @@ texts = st.lists(
 ).map("".join)
 
 
+def as_is(lexemes: Lexemes) -> list[str]:
+    """Each lexeme's tsvector entry as it begins, the lexeme its own term."""
+    return ["'" + lexeme + "':" if lexeme else "" for lexeme in lexemes]
+
+
 @pytest.fixture
 def conn(database_url: str) -> Iterator[psycopg.Connection]:
     with psycopg.connect(database_url, autocommit=True) as connection:
@@ -35,7 +40,7 @@ def same_as_postgres(conn: psycopg.Connection, language: str, text: str, lexemes
     """Whether the lexemes, written as `tsvector_text` writes them (each lexeme its own
     term), make the very tsvector `to_tsvector` makes of the text."""
     row = conn.execute(
-        "SELECT %s::tsvector = to_tsvector(%s::regconfig, %s)", (tsvector_text(lexemes, str), language, text)
+        "SELECT %s::tsvector = to_tsvector(%s::regconfig, %s)", (tsvector_text(lexemes, as_is), language, text)
     ).fetchone()
     return bool(row and row[0])
 
@@ -82,8 +87,8 @@ def test_positions_are_merged_and_capped_as_postgres_does(conn: psycopg.Connecti
         made = Lexicon("english").lexemes(cur, batch)
     for text, lexemes in zip(batch, made, strict=True):
         assert lexemes is not None and same_as_postgres(conn, "english", text, lexemes)
-    assert tsvector_text(["repeat"] * 300, str).count(",") == 254
-    assert tsvector_text(["one", "two", "", "one"], str) == "'one':1 'two':2 'one':4"
+    assert tsvector_text(["repeat"] * 300, as_is).count(",") == 254
+    assert tsvector_text(["one", "two", "", "one"], as_is) == "'one':1 'two':2 'one':4"
 
 
 def test_words_are_asked_once(database_url: str) -> None:

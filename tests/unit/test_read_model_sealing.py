@@ -47,6 +47,9 @@ def test_blind_vectors_keep_positions_and_weights_and_key_their_terms_by_owner()
         f"'{data}' <-> '{reilly}' & !'{slash}' | '{alice.term('café')}'"
     )
     assert alice.blind_query("") == ""
+    # A projection's plain texts: each lexeme's entry as it begins, a stop word's "" kept "".
+    assert alice.quoted_terms(["data", "", "data"]) == [f"'{data}':", "", f"'{data}':"]
+    assert bob.quoted_terms(["data"]) != alice.quoted_terms(["data"])
     assert tag_terms(alice, ["data"]) != [data]  # (a tag and a word never share a term)
 
 

@@ -136,7 +136,7 @@ class PostgresSearchView(PostgresDocumentsView, SearchView):
             if seal is None:
                 blind.append("")
             elif lexemes is not None:
-                blind.append(tsvector_text(lexemes, seal.term))
+                blind.append(tsvector_text(lexemes, seal.quoted_terms))
             else:
                 blind.append(seal.blind_tsvector(vectors[i]))
         return blind
