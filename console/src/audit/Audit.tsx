@@ -112,7 +112,7 @@ export function Audit({ token }: { token: string }) {
                   <td>{event.type}{event.erased && " (erased)"}</td>
                   <td><code>{event.hash ? event.hash.slice(0, 12) : "—"}</code></td>
                   <td><button type="button" onClick={() => void stateAt(event)}
-                    aria-label={`State of ${event.aggregateType} at version ${event.version}`}>at v{event.version}</button></td>
+                    aria-label={`State of ${event.aggregateType} at version ${event.version}`}>at version {event.version}</button></td>
                 </tr>
               ))}
             </tbody>
