@@ -21,7 +21,7 @@ class AuditTrail(Aggregate):
     class StreamRead(Aggregate.Event):
         """The auditor read another user's stream (or a timeline scoped by it)."""
 
-        what: str  # "stream" or "timeline"
+        what: str  # "aggregate" (its stream), "timeline" or "verify" (its hash chain)
         aggregate_id: UUID
         aggregate_owner: str
         at_version: int | None

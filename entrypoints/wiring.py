@@ -32,6 +32,7 @@ from adapters.store.audit_decoder import Decoder
 from adapters.store.blobs import BlobStore
 from adapters.store.digest import PostgresDigests
 from adapters.store.event_store import EventStore
+from adapters.store.hash_chains import PostgresChains
 from adapters.store.kek import AttachedKeks
 from adapters.store.kek_rotation import PostgresKeyRotation
 from adapters.store.keys import KeyRing, service_key
@@ -41,6 +42,7 @@ from entrypoints.settings import Settings
 from services.artifacts.generation import Generating
 from services.artifacts.previews import Previews, ensure_upload_bucket
 from services.artifacts.retention import RetentionSweeper
+from services.audit.chains import ChainCheck
 from services.audit.digests import DigestPublisher, Digests
 from services.audit.queries import Audit
 from services.hitl import queries as hitl_queries
@@ -296,8 +298,10 @@ def wire_audit(core: Core) -> AuditWiring:
     async def record_read(auditor: str, read: dict[str, Any]) -> None:
         await bus.execute(RecordRead(**read), auditor)
 
+    audit = Audit(core.read_queries, record_read, Decoder(core.keys))  # (keys from the primary: an erasure counts at once)
     wiring = AuditWiring(served={
-        Audit: Audit(core.read_queries, record_read, Decoder(core.keys)),  # (keys from the primary: an erasure counts at once)
+        Audit: audit,
+        ChainCheck: ChainCheck(audit, PostgresChains(core.read_queries)),
         Digests: Digests(core.read_queries, core.postgres_store.mapper),
     })
     if settings.event_feed:

@@ -49,3 +49,42 @@ export async function follow(
     for (const event of parser.feed(value)) onEvent(event);
   }
 }
+
+export const RECONNECT_MS = 1000;
+const MOST_RECONNECT_MS = 10_000;
+
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => { clearTimeout(timer); resolve(); }, { once: true });
+  });
+}
+
+/**
+ * Follows `path` again whenever its stream ends (the gateway ends every stream after a time
+ * limit, or when a connection drops) until `signal` aborts or `between` says not to. `between`
+ * hears the failure that ended a connection (null when the server closed it): it catches up on
+ * what the gap may have missed and returns whether to follow again. A stream the server closed
+ * is followed again after `delayMs`; each failure in a row doubles the wait, up to 10 s.
+ */
+export async function followAgain(
+  token: string,
+  path: string,
+  onEvent: (event: ServerEvent) => void,
+  signal: AbortSignal,
+  between: (failure: unknown) => Promise<boolean> | boolean,
+  delayMs: number = RECONNECT_MS,
+): Promise<void> {
+  let failures = 0; // in a row
+  while (!signal.aborted) {
+    let failure: unknown = null;
+    try {
+      await follow(token, path, onEvent, signal);
+    } catch (caught) {
+      failure = caught;
+    }
+    if (signal.aborted || !(await between(failure))) return;
+    failures = failure === null ? 0 : failures + 1;
+    await pause(Math.min(delayMs * 2 ** failures, MOST_RECONNECT_MS), signal);
+  }
+}

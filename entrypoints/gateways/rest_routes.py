@@ -25,7 +25,7 @@ from chronicle_contract.artifacts import (
     StoreArtifact,
     TagArtifact,
 )
-from chronicle_contract.audit import AuditStream, AuditTimeline
+from chronicle_contract.audit import AuditStream, AuditTimeline, AuditVerify
 from chronicle_contract.base import Request
 from chronicle_contract.conversations import (
     AddMessage,
@@ -351,6 +351,8 @@ ROUTES: tuple[HttpRoute, ...] = (
               run=session_messages, snake=True),
     # Audit.
     HttpRoute("GET", "/api/audit/streams/{aggregateId}", AuditStream, "One aggregate's events, any version", "audit"),
+    HttpRoute("GET", "/api/audit/streams/{aggregateId}/verify", AuditVerify,
+              "One aggregate's hash chain recomputed, up to 1,000 events a page", "audit"),
     HttpRoute("GET", "/api/audit/timeline/{scopeId}", AuditTimeline,
               "A session's or conversation's events in log order", "audit"),
 )

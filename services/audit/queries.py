@@ -52,19 +52,25 @@ class Audit:
             str(caller), {"what": what, "aggregate_id": aggregate_id, "aggregate_owner": owner, **point}
         )
 
-    async def stream(self, caller: str, q: AuditStream) -> Wire[StreamPage]:
+    async def readable_stream(self, caller: str, aggregate_id: UUID, what: str, **point: Any) -> tuple[str, str]:
+        """The stream's owner and aggregate type, once the caller may read it (`what` and
+        `point` describe the read on an auditor's trail)."""
         # The first event alone says whose the aggregate is: another user's stream is
         # refused after reading one row, as a missing one is after reading none.
         first = await self.queries.fetch_one(
             f"SELECT {EVENT_COLUMNS} FROM chronicle.events WHERE originator_id = %s AND originator_version = 1",
-            (q.aggregate_id,),
+            (aggregate_id,),
         )
-        missing = ChronicleError("not_found", f"aggregate {q.aggregate_id} not found")
+        missing = ChronicleError("not_found", f"aggregate {aggregate_id} not found")
         if first is None:
             raise missing
         owner, aggregate_type = self.decoder.owner_and_type(first)
-        await self._check_reader(
-            caller, owner, "aggregate", q.aggregate_id, missing, at_version=q.at_version, at_time=q.at_time
+        await self._check_reader(caller, owner, what, aggregate_id, missing, **point)
+        return owner, aggregate_type
+
+    async def stream(self, caller: str, q: AuditStream) -> Wire[StreamPage]:
+        owner, aggregate_type = await self.readable_stream(
+            caller, q.aggregate_id, "aggregate", at_version=q.at_version, at_time=q.at_time
         )
         page = await self.queries.fetch_all(
             f"SELECT {EVENT_COLUMNS} FROM chronicle.events WHERE originator_id = %s AND originator_version > %s"

@@ -332,6 +332,12 @@ async def test_other_capabilities_in_the_same_style(http: Http) -> None:
     assert timeline.status_code == 404  # (no such route)
     stream = (await web.get(f"/api/audit/streams/{artifact}")).json()
     assert stream["events"][0]["version"] == 1
+    chain = (await web.get(f"/api/audit/streams/{artifact}/verify", params={"limit": 1})).json()
+    assert chain == {"success": True, "aggregateId": artifact, "eventsChecked": 1, "intact": True, "breaks": [],
+                     "throughVersion": 1, "nextAfterVersion": 1 if len(stream["events"]) > 1 else None}
+    too_many = await web.get(f"/api/audit/streams/{artifact}/verify", params={"limit": 1001})
+    assert too_many.status_code == 400 and too_many.json()["error"]["details"][0]["field"] == "limit"
+    assert (await http().get(f"/api/audit/streams/{artifact}/verify")).status_code == 404  # another user's
 
 
 async def test_job_progress_as_server_sent_events(http: Http) -> None:

@@ -17,6 +17,7 @@ from chronicle_client import ChronicleClient, ChronicleError
 from domain.audit import AuditTrail
 from entrypoints.bootstrap import Chronicle
 from tests.conftest import ClientFactory
+from tests.tampering import flipped_byte
 
 
 async def chat(client: ChronicleClient, session_id: uuid.UUID | None = None) -> uuid.UUID:
@@ -157,3 +158,36 @@ async def test_replay_command_prints_events_and_a_past_state(
     assert state["message_count"] == 2 and state["version"] == 3
     missing = await asyncio.to_thread(replay, str(uuid.uuid4()))
     assert missing.returncode != 0 and "not found" in missing.stderr
+
+
+async def test_verify_reports_a_changed_event_where_an_untouched_chain_holds(
+    chronicle: Chronicle, client: ChronicleClient, connect: ClientFactory
+) -> None:
+    conversation_id, bystander = await chat(client), await chat(client)
+    held = await client.audit.verify(conversation_id)
+    assert (held.events_checked, held.intact, held.breaks) == (6, True, [])
+    assert (held.through_version, held.next_after_version) == (6, None)
+    span = await client.audit.verify(conversation_id, after_version=2, limit=3)
+    assert (span.events_checked, span.through_version, span.next_after_version) == (3, 5, 5)
+
+    auditor_id = f"auditor-{uuid.uuid4().hex[:8]}"
+    auditor = await connect(auditor_id, roles=("auditor",))
+    with flipped_byte(chronicle.target, conversation_id, 3):
+        broken = await client.audit.verify(conversation_id)
+        assert not broken.intact and [(b.version, b.reason) for b in broken.breaks] == [(3, "hash mismatch")]
+        assert broken.events_checked == 6
+        assert (await client.audit.verify(conversation_id, after_version=3)).intact  # anchored on the stored hash
+        assert (await client.audit.verify(bystander)).intact
+        seen = await auditor.audit.verify(conversation_id)
+        assert [b.version for b in seen.breaks] == [3]
+    assert (await client.audit.verify(conversation_id)).intact
+
+    trail = await auditor.audit.events(AuditTrail.id_for(auditor_id))
+    assert [e.payload["what"] for e in trail if e.type == "AuditTrail.StreamRead"] == ["verify"]
+    stranger, missing_id = await connect(), uuid.uuid4()
+    with pytest.raises(ChronicleError) as hidden:
+        await stranger.audit.verify(conversation_id)
+    with pytest.raises(ChronicleError) as absent:
+        await stranger.audit.verify(missing_id)
+    assert hidden.value.code == absent.value.code == "not_found"
+    assert hidden.value.message.replace(str(conversation_id), "ID") == absent.value.message.replace(str(missing_id), "ID")

@@ -1,4 +1,4 @@
-"""The client's audit side: one aggregate's events and state, a scope's timeline."""
+"""The client's audit side: one aggregate's events, state and hash chain, a scope's timeline."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from chronicle_contract.audit import (
     AuditEvent,
     AuditStream,
     AuditTimeline,
+    AuditVerify,
+    ChainStatus,
     DigestPage,
     ListDigests,
     StreamPage,
@@ -40,6 +42,12 @@ class AuditReader:
             if page.next_after_version is None:
                 return events
             after = page.next_after_version
+
+    async def verify(self, aggregate_id: UUID, **fields: Any) -> ChainStatus:
+        """The aggregate's hash chain recomputed, at most `limit` (1,000) events from `after_version`;
+        follow `next_after_version` for the rest of a longer stream."""
+        request = self._client.build(AuditVerify, aggregate_id=aggregate_id, **fields)
+        return await self._client.query(request)
 
     async def timeline(self, scope_id: UUID, **fields: Any) -> Timeline:
         request = self._client.build(AuditTimeline, scope_id=scope_id, **fields)

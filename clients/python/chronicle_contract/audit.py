@@ -1,4 +1,5 @@
-"""The wire contract of audit queries: one aggregate's stream, a session's or conversation's timeline."""
+"""The wire contract of audit queries: one aggregate's stream and its hash chain's status, a
+session's or conversation's timeline."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from uuid import UUID
 from pydantic import Field
 
 from chronicle_contract.base import MAX_POSITION, Command, Query, Reply, Written
+
+# The most events one audit.verify call recomputes (as many as one audit.stream page holds).
+MAX_VERIFIED = 1_000
 
 # The role claim of a token whose holder may read any user's history (each read recorded).
 AUDITOR = "auditor"
@@ -34,6 +38,20 @@ class StreamPage(Reply):
     next_after_version: int | None
     state: dict[str, Any] | None = None
     state_version: int | None = None
+
+
+class ChainBreakAt(Reply):
+    version: int
+    reason: str  # "hash mismatch", or "missing" (through a version) for versions absent before this one
+
+
+class ChainStatus(Reply):
+    aggregate_id: UUID
+    events_checked: int
+    intact: bool  # no break among the events checked
+    breaks: list[ChainBreakAt]
+    through_version: int | None  # the last version checked (None: no event after after_version)
+    next_after_version: int | None  # more events follow: ask again with this after_version
 
 
 class Timeline(Reply):
@@ -80,6 +98,13 @@ class AuditStream(Query[StreamPage], action="audit.stream"):
     at_time: datetime | None = Field(default=None, description="also rebuild the state as of this time")
 
 
+class AuditVerify(Query[ChainStatus], action="audit.verify"):
+    """Recompute one aggregate's hash chain, at most `limit` events per call (a stream may hold
+    millions): a page after `after_version` is anchored on the stored hash of the event before it."""
+
+    aggregate_id: UUID
+    after_version: int = Field(default=0, ge=0, le=MAX_POSITION, description="check the events after this version (paging)")
+    limit: int = Field(default=MAX_VERIFIED, ge=1, le=MAX_VERIFIED)
 
 class AuditTimeline(Query[Timeline], action="audit.timeline"):
     scope_id: UUID = Field(description="a session or conversation id")
@@ -106,7 +131,7 @@ class ListDigests(Query[DigestPage], action="audit.digests"):
 class RecordRead(Command[ReadRecorded], action="audit.record_read"):
     """Internal: an auditor read another user's history (services/audit/queries.py)."""
 
-    what: Literal["stream", "timeline", "aggregate"]
+    what: Literal["stream", "timeline", "aggregate", "verify"]
     aggregate_id: UUID
     aggregate_owner: str
     at_version: int | None = Field(default=None, ge=1, le=MAX_POSITION)

@@ -1,11 +1,9 @@
 // The HITL inbox: the caller's open checkpoints, oldest first, kept live by GET /api/hitl/events.
 import { useCallback, useEffect, useState } from "react";
 import { api, ApiError } from "../api";
-import { follow, type ServerEvent } from "../sse";
+import { followAgain, type ServerEvent } from "../sse";
 import { Checkpoint } from "./Checkpoint";
 import { oldestFirst, type Run } from "./model";
-
-const RECONNECT_MS = 1000;
 
 export function Inbox({ token, onUnauthorized }: { token: string; onUnauthorized: () => void }) {
   const [runs, setRuns] = useState<Map<string, Run>>(new Map());
@@ -58,18 +56,11 @@ export function Inbox({ token, onUnauthorized }: { token: string; onUnauthorized
       }
     };
     load().catch(failed); // (again once the stream listens: a pause in between is in that list)
-    (async () => {
-      while (!abort.signal.aborted) {
-        try {
-          await follow(token, "/api/hitl/events", onEvent, abort.signal);
-        } catch (failure) {
-          if (abort.signal.aborted) return;
-          if (failure instanceof Error && failure.message.includes("HTTP 401")) { onUnauthorized(); return; }
-        }
-        setLive(false);
-        await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS));
-      }
-    })();
+    void followAgain(token, "/api/hitl/events", onEvent, abort.signal, (failure) => {
+      if (failure instanceof Error && failure.message.includes("HTTP 401")) { onUnauthorized(); return false; }
+      setLive(false);
+      return true;
+    });
     return () => abort.abort();
   }, [token, failed, onUnauthorized]);
 

@@ -1,8 +1,9 @@
 // The jobs section: the caller's generation jobs with live progress bars (each running job
-// followed over GET /api/jobs/{jobId}/events), the result when done; a form to request one.
+// followed over GET /api/jobs/{jobId}/events, again whenever the gateway ends the stream),
+// the result when done; a form to request one.
 import { useCallback, useEffect, useState } from "react";
 import { api, ApiError } from "../api";
-import { follow } from "../sse";
+import { followAgain } from "../sse";
 
 interface Job {
   jobId: string;
@@ -74,7 +75,17 @@ function JobRow({ token, job, update }: { token: string; job: Job; update: (job:
   useEffect(() => {
     if (ended) return;
     const abort = new AbortController();
-    follow(token, `/api/jobs/${job.jobId}/events`, (event) => {
+    // Between two streams: the job now (what the gap missed), and whether it is still running.
+    const between = async () => {
+      try {
+        const now = await api<Job>(token, `/api/jobs/${job.jobId}`, { signal: abort.signal });
+        update(now);
+        return !ENDED.has(now.status);
+      } catch (failure) {
+        return !(failure instanceof ApiError && failure.code === "unauthorized");
+      }
+    };
+    void followAgain(token, `/api/jobs/${job.jobId}/events`, (event) => {
       const data = JSON.parse(event.data) as Partial<Job>;
       if (event.event === "job") update({ ...data, jobId: job.jobId });
       else if (event.event === "progress" && typeof data.progress === "number") {
@@ -82,10 +93,7 @@ function JobRow({ token, job, update }: { token: string; job: Job; update: (job:
         const running = data.status && !ENDED.has(data.status) ? { status: data.status } : {};
         update({ jobId: job.jobId, progress: data.progress, ...running });
       }
-    }, abort.signal)
-      .then(() => api<Job>(token, `/api/jobs/${job.jobId}`, { signal: abort.signal })) // (a stream cut short: the job now)
-      .then((now) => update(now))
-      .catch(() => undefined);
+    }, abort.signal, between);
     return () => abort.abort();
   }, [token, job.jobId, ended, update]);
 
