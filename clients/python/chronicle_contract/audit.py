@@ -106,6 +106,7 @@ class AuditVerify(Query[ChainStatus], action="audit.verify"):
     after_version: int = Field(default=0, ge=0, le=MAX_POSITION, description="check the events after this version (paging)")
     limit: int = Field(default=MAX_VERIFIED, ge=1, le=MAX_VERIFIED)
 
+
 class AuditTimeline(Query[Timeline], action="audit.timeline"):
     scope_id: UUID = Field(description="a session or conversation id")
     after_position: int = Field(default=0, ge=0, le=MAX_POSITION, description="events after this notification id (paging)")
