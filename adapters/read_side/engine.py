@@ -1,4 +1,5 @@
-"""The projection engine: Tail threads over the live read models, the NOTIFY listener that wakes them, the janitor.
+"""The projection engine: Tail threads over the live read models, the NOTIFY listener that wakes them, the janitor
+and the GIN merger.
 
 Each Tail reads the notification log after its read models' positions, applies a batch
 to each and commits the rows with the new positions (adapters/read_side/tracking.py).
@@ -12,6 +13,7 @@ import threading
 import psycopg
 from psycopg.sql import SQL, Identifier
 
+from adapters.read_side.gin_merger import GinMerger
 from adapters.read_side.tail import Runner, Tail
 from adapters.read_side.view import ReadModel, vacuum, vacuum_analyze
 from adapters.store.event_store import EVENTS_CHANNEL
@@ -121,7 +123,7 @@ class Janitor:
 class ProjectionEngine:
     """Follows the log for every live projection with `threads` Tail threads (projections
     shared out by their `weight`, so the heavy ones run side by side) and one more for each
-    isolated one, the shared NOTIFY listener and the janitor."""
+    isolated one, the shared NOTIFY listener, the janitor and the GIN merger."""
 
     def __init__(
         self,
@@ -140,6 +142,7 @@ class ProjectionEngine:
         self.wakeup = Wakeup(target, self.stop_event)
         self.runners = [Runner(target, r, batch_size, self.keys) for r in read_models]
         self.janitor = Janitor(target, self.runners, self.stop_event, vacuum_every)
+        self.gin_merger = GinMerger(target, [r.view.schema for r in self.runners], self.stop_event)
         shared = [r for r in self.runners if not r.projection.isolated]
         groups = share_out(shared, threads) + [[r] for r in self.runners if r.projection.isolated]
         self.tails = [
@@ -156,6 +159,7 @@ class ProjectionEngine:
         for tail in self.tails:
             tail.thread.start()
         self.janitor.thread.start()
+        self.gin_merger.thread.start()
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -164,6 +168,7 @@ class ProjectionEngine:
         for tail in self.tails:
             tail.thread.join(timeout=10)
         self.wakeup.thread.join(timeout=5)
+        self.gin_merger.thread.join(timeout=5)
         self.janitor.wake()
         self.janitor.thread.join(timeout=60)
         if self.owned_keys:

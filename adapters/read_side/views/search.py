@@ -64,9 +64,9 @@ class PostgresSearchView(PostgresDocumentsView, SearchView):
         created_at timestamptz NOT NULL
     );
     ALTER TABLE {schema}.messages ALTER COLUMN content SET STATISTICS 0, ALTER COLUMN tsv SET STATISTICS 0;
-    -- A small pending list: new entries are merged into the index in short, frequent
-    -- steps instead of a quarter-second stall every 4 MB.
-    CREATE INDEX ON {schema}.messages USING gin (tsv) WITH (gin_pending_list_limit = 256);
+    -- New entries wait in the pending list until the GIN merger merges it, every 0.2 s from
+    -- its own connection (adapters/read_side/gin_merger.py): 4 MB bounds it when that is behind.
+    CREATE INDEX ON {schema}.messages USING gin (tsv) WITH (gin_pending_list_limit = 4096);
     CREATE INDEX ON {schema}.messages (conversation_id, id);  -- (a semantic hit's snippet finds its message)
     CREATE TABLE {schema}.artifacts (
         id uuid PRIMARY KEY,
@@ -75,7 +75,7 @@ class PostgresSearchView(PostgresDocumentsView, SearchView):
         created_at timestamptz NOT NULL
     );
     ALTER TABLE {schema}.artifacts ALTER COLUMN tsv SET STATISTICS 0;
-    CREATE INDEX ON {schema}.artifacts USING gin (tsv) WITH (gin_pending_list_limit = 256)
+    CREATE INDEX ON {schema}.artifacts USING gin (tsv) WITH (gin_pending_list_limit = 4096)
     """
 
     def __init__(self, schema: str, **options: Any):
