@@ -16,7 +16,7 @@ from adapters.store.hash_chains import GENESIS, PostgresChains, event_hash
 from services.audit.chains import ChainCheck
 from services.audit.queries import Audit
 from services.ports.audit import EventDecoder
-from services.ports.read_models import Queries
+from tests.unit.fake_queries import FakeQueries
 
 OWNER = "alice"
 TOPIC = "domain.conversation:Conversation.MessageAdded"
@@ -32,11 +32,8 @@ def stored_stream(stream: uuid.UUID, count: int) -> list[dict[str, Any]]:
     return rows
 
 
-class StoredEvents(Queries):
+class StoredEvents(FakeQueries):
     """chronicle.events of one stream, answering audit's first-event look-up and STREAM_SPAN."""
-
-    language = "english"
-    semantic = None
 
     def __init__(self, stream: uuid.UUID, rows: list[dict[str, Any]]) -> None:
         self.stream = stream
@@ -53,14 +50,6 @@ class StoredEvents(Queries):
         first = [row for row in self.rows if row["originator_version"] == 1]
         return first if aggregate_id == self.stream else []
 
-    async def fetch_all_within(self, query: Any, params: Any, *, seconds: float, too_long: ChronicleError) -> list[dict[str, Any]]:
-        return await self.fetch_all(query, params)
-
-    async def tsquery(self, words: str) -> str:
-        return ""
-
-    async def embed(self, words: str) -> str | None:
-        return None
 
 
 class ClearEvents(EventDecoder):

@@ -16,16 +16,14 @@ from adapters.store.memory import InMemoryKeyRing
 from services.conversations.queries import MAX_TITLE_SORTED, list_conversations
 from services.ports.read_models import Queries
 from services.runtime.cursors import CursorSeal
+from tests.unit.fake_queries import FakeQueries
 
 USER = "alice"
 
 
-class SealedConversations(Queries):
+class SealedConversations(FakeQueries):
     """The history read model's conversations of one user, their titles sealed as the view seals them;
     answers the two statements a title sort makes (the titles, then one page's rows by id)."""
-
-    language = "english"
-    semantic = None
 
     def __init__(self, titles: list[str]):
         self.cursors = CursorSeal.of_this_process()
@@ -44,14 +42,6 @@ class SealedConversations(Queries):
         user, idents = params
         return [dict(self.rows[i]) for i in idents if user == USER]
 
-    async def fetch_all_within(self, query: Any, params: Any, *, seconds: float, too_long: ChronicleError) -> list[dict[str, Any]]:
-        return await self.fetch_all(query, params)
-
-    async def tsquery(self, words: str) -> str:
-        return ""
-
-    async def embed(self, words: str) -> str | None:
-        return None
 
 
 def listed(queries: Queries, **fields: Any) -> dict[str, Any]:
