@@ -4,6 +4,7 @@ made of hitl.get, conversations.get and .list, conversation.add_message, hitl.re
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -149,8 +150,9 @@ async def session_messages(client: Transport, asked: SessionMessages, _: str | N
                                                       sort_by="updated_at", order="desc"))
     since = datetime.now(UTC) - timedelta(minutes=asked.minutes)
     messages = []
-    for conversation in listed["items"]:
-        for message in await newest_messages(client, conversation["id"]):
+    pages = await asyncio.gather(*(newest_messages(client, c["id"]) for c in listed["items"]))  # (read side by side)
+    for conversation, page in zip(listed["items"], pages, strict=True):
+        for message in page:
             at = datetime.fromisoformat(message["created_at"])
             if asked.mode == "all" or message["pinned"] or at > since:
                 messages.append({**message, "conversation_id": conversation["id"], "sender": message["role"],
