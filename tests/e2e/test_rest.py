@@ -15,28 +15,16 @@ import pytest
 from chronicle_contract.errors import ChronicleError
 
 from adapters.auth import TokenAuthority
-from adapters.embedded import free_port
 from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.gateways.clients import UserClients
 from entrypoints.gateways.http_server import HttpServer
-from entrypoints.gateways.rest import build_app
 from tests.conftest import make_settings
+from tests.e2e.conftest import serve_rest
 from tests.servers import TestServers
 
 Http = Callable[..., httpx.AsyncClient]
 SUMMARY = {"id", "title", "tags", "sessionId", "messageCount", "firstMessage", "createdAt", "updatedAt"}
 MESSAGE = {"id", "role", "content", "metadata", "pinned", "messageType", "createdAt", "timestamp"}
-
-
-async def serve_rest(nats_url: str, prefix: str) -> HttpServer:
-    return await HttpServer(build_app(UserClients(nats_url, prefix)), "127.0.0.1", free_port()).start()
-
-
-@pytest.fixture(scope="module")
-async def gateway(chronicle: Chronicle) -> AsyncIterator[HttpServer]:
-    server = await serve_rest(chronicle.nats_url, chronicle.settings.subject_prefix)
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

@@ -20,17 +20,9 @@ from entrypoints.gateways.http_server import HttpServer
 from entrypoints.gateways.mcp import streamable_http_app
 from tests.conftest import ClientFactory
 from tests.e2e.test_mcp import error_text, result
-from tests.e2e.test_rest import serve_rest
 from tests.waiting import eventually
 
 STATUSES = {"pending", "planning", "generating", "validating", "completed", "failed"}  # seed 002's states
-
-
-@pytest.fixture(scope="module")
-async def gateway(chronicle: Chronicle) -> AsyncIterator[HttpServer]:
-    server = await serve_rest(chronicle.nats_url, chronicle.settings.subject_prefix)
-    yield server
-    await server.stop()
 
 
 @pytest.fixture
