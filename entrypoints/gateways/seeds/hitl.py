@@ -23,6 +23,7 @@ from entrypoints.gateways.seeds import Data
 ROLES: dict[str, Role] = {"user": "user", "assistant": "agent", "agent": "agent", "system": "system"}
 HISTORY_PAGE = 1_000  # messages read from each conversation (the newest)
 SESSION_CONVERSATIONS = 20  # a session's conversations read for its chat history (the latest updated)
+READS_AT_ONCE = 5  # of them read side by side (a user's requests at once are capped: 64 by default)
 
 
 class ChatTurn(Reply):
@@ -150,7 +151,13 @@ async def session_messages(client: Transport, asked: SessionMessages, _: str | N
                                                       sort_by="updated_at", order="desc"))
     since = datetime.now(UTC) - timedelta(minutes=asked.minutes)
     messages = []
-    pages = await asyncio.gather(*(newest_messages(client, c["id"]) for c in listed["items"]))  # (read side by side)
+    at_once = asyncio.Semaphore(READS_AT_ONCE)
+
+    async def page_of(conversation_id: UUID) -> list[Data]:
+        async with at_once:
+            return await newest_messages(client, conversation_id)
+
+    pages = await asyncio.gather(*(page_of(c["id"]) for c in listed["items"]))
     for conversation, page in zip(listed["items"], pages, strict=True):
         for message in page:
             at = datetime.fromisoformat(message["created_at"])
