@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from entrypoints.gateways.nul_free import JSON_VALUE, NO_NUL, NOT_BLANK_NO_NUL, nul_free
 from entrypoints.gateways.rest import openapi_document
 from entrypoints.gateways.rest_routes import OBJECTIVE, ROUTES, pareto_fields
+from tests.unit.json_schemas import integers_without_maximum
 
 
 def strings(schema: Any) -> list[dict[str, Any]]:
@@ -88,22 +89,6 @@ def test_the_older_directions_stay_accepted_and_undeclared() -> None:
     assert fields["directions"] == {"length": "minimize"}
     parameters = openapi_document(ROUTES)["paths"]["/api/optimizations/{optimizationId}/pareto"]["get"]["parameters"]
     assert "directions" not in {p["name"] for p in parameters} and "objectives" in {p["name"] for p in parameters}
-
-
-
-def integers_without_maximum(schema: Any, components: dict[str, Any], path: str = "") -> list[str]:
-    """Integers without an upper bound, following `$ref`s into the components (each once a path)."""
-    if isinstance(schema, dict):
-        if "$ref" in schema:
-            name = schema["$ref"].rsplit("/", 1)[-1]
-            if f"->{name}" in path:
-                return []
-            return integers_without_maximum(components[name], components, f"{path}->{name}")
-        found = [path] if schema.get("type") == "integer" and not {"maximum", "exclusiveMaximum"} & set(schema) else []
-        return found + [p for key, value in schema.items() for p in integers_without_maximum(value, components, f"{path}/{key}")]
-    if isinstance(schema, list):
-        return [p for i, value in enumerate(schema) for p in integers_without_maximum(value, components, f"{path}/{i}")]
-    return []
 
 
 def test_every_integer_a_caller_sends_has_a_maximum() -> None:
