@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import nats.errors
 import orjson
 from chronicle_client import ChronicleClient, ChronicleError
 
@@ -154,35 +155,63 @@ def forged(token: str) -> str:
     return f"{head}.{body}.{base64.urlsafe_b64encode(os.urandom(32)).rstrip(b'=').decode()}"
 
 
-async def flood_refused(url: str, prefix: str, token: str, count: int, window: int) -> dict[str, int]:
+async def flood_refused(url: str, prefix: str, token: str, count: int, window: int, seconds: float) -> dict[str, int]:
     """One user's `count` requests refused three ways in turn: over budget, a forged token in
-    the header, an invalid payload; `window` of them in flight. Outcomes by code, and the rate."""
-    mallory = await ChronicleClient.connect(url, token, prefix=prefix)
+    the header, an invalid payload; `window` of them in flight. Put off the bus (the flood
+    brake), the attacker connects again at once and goes on, for at most `seconds` in all.
+    Outcomes by code (`kicked`: cut off with the connection), connects refused, the rate."""
     bad = forged(token)
     sent = collections.Counter[str]()
     slots = asyncio.Semaphore(window)
+    async def quiet(error: Exception) -> None:  # (nats-py logs each refused connect otherwise)
+        pass
 
-    async def one(n: int) -> None:
+    live: set[asyncio.Future[None]] = set()
+
+    async def cut_off() -> None:  # its requests in flight go with the connection
+        for task in live:
+            task.cancel()
+
+    options = {"allow_reconnect": False, "max_reconnect_attempts": 0, "error_cb": quiet, "closed_cb": cut_off}
+    mallory = await ChronicleClient.connect(url, token, prefix=prefix, nats_options=options)
+    print("flooding", flush=True)  # (the victim's timing starts with the flood)
+
+    async def one(n: int, client: ChronicleClient) -> None:
         try:
             kind = n % 3
             payload: dict[str, object] = {"limit": 0} if kind == 2 else {}
-            await ask(mallory, "query.sessions.list", payload, token=bad if kind == 1 else token)
+            await ask(client, "query.sessions.list", payload, token=bad if kind == 1 else token, timeout=5)
             sent["ok"] += 1
         except ChronicleError as error:
             sent[error.code] += 1
+        except (nats.errors.Error, asyncio.CancelledError):  # (cut off with the connection)
+            sent["kicked"] += 1
         except Exception as error:
             sent[type(error).__name__] += 1
         finally:
             slots.release()
 
     started = time.perf_counter()
-    tasks = []
-    for n in range(count):
+    deadline = started + seconds
+    tasks, n = [], 0
+    while n < count and time.perf_counter() < deadline:
+        if mallory.nc.is_closed:
+            try:
+                mallory = await ChronicleClient.connect(url, token, prefix=prefix, nats_options=options)
+            except nats.errors.Error:
+                sent["connect_refused"] += 1
+                continue
+            sent["connects_again"] += 1
         await slots.acquire()
-        tasks.append(asyncio.ensure_future(one(n)))
-    await asyncio.gather(*tasks)
-    await mallory.close()
-    return {**sent, "per_second": round(count / (time.perf_counter() - started))}
+        task = asyncio.ensure_future(one(n, mallory))
+        live.add(task)
+        task.add_done_callback(live.discard)
+        tasks.append(task)
+        n += 1
+    await asyncio.gather(*tasks, return_exceptions=True)
+    with contextlib.suppress(Exception):  # (kicked as it closes)
+        await mallory.close()
+    return {**sent, "sent": n, "per_second": round(n / (time.perf_counter() - started))}
 
 
 async def refused_flood(service: ServiceProcess, url: str, victim: ChronicleClient, args: argparse.Namespace, report: Report) -> None:
@@ -190,20 +219,25 @@ async def refused_flood(service: ServiceProcess, url: str, victim: ChronicleClie
     would slow the victim's own event loop)."""
     attacker = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.edges_bus", "refused", url, service.subject_prefix, service.token("mallory"),
-        str(args.refused), str(args.window), stdout=asyncio.subprocess.PIPE,
+        str(args.refused), str(args.window), str(args.flood_seconds), stdout=asyncio.subprocess.PIPE,
     )
     if args.pin:
         pin(attacker.pid, ATTACKER_CPU)
+    assert attacker.stdout is not None
+    await attacker.stdout.readline()  # connected: the flood starts now, and the victim's timing with it
     done = asyncio.Event()
     output = asyncio.ensure_future(attacker.communicate())
     output.add_done_callback(lambda _: done.set())
-    await asyncio.sleep(0.5)
     latencies, outcomes = await victim_requests(victim, 0, until=done)
     out, _ = await output
     sent = orjson.loads(out.splitlines()[-1])
-    rate = sent.pop("per_second")
-    report.add_percentiles(f"sessions.list, one user's {args.refused:,} refused requests", latencies,
-                           note=f"{not_ok(outcomes)}; the flood {rate:,}/s: {not_ok(collections.Counter(sent))}")
+    rate, total = sent.pop("per_second"), sent.pop("sent")
+    connects = {key: sent.pop(key) for key in ("connect_refused", "connects_again") if key in sent}
+    report.add_percentiles(
+        f"sessions.list, one user's flood of {args.refused:,} refused requests", latencies,
+        note=f"{not_ok(outcomes)}; {total:,} sent ({rate:,}/s): {not_ok(collections.Counter(sent))}"
+             + "".join(f", {n:,} {key.replace('_', ' ')}" for key, n in connects.items()),
+    )
 
 
 async def bad_connect(host: str, port: int, token: str) -> bool:
@@ -242,11 +276,11 @@ async def flood_connects(host: str, port: int, per_second: int, good: str, stop:
 
 async def attacker_process(argv: list[str]) -> None:
     """`python -m bench.edges_bus connects HOST PORT PER_SECOND TOKEN` (until SIGTERM) or
-    `python -m bench.edges_bus refused URL PREFIX TOKEN COUNT WINDOW`: an attack in a process
+    `python -m bench.edges_bus refused URL PREFIX TOKEN COUNT WINDOW SECONDS`: an attack in a process
     of its own; prints its counts as JSON."""
     if argv[0] == "refused":
-        url, prefix, token, count, window = argv[1:6]
-        print(orjson.dumps(await flood_refused(url, prefix, token, int(count), int(window))).decode(), flush=True)
+        url, prefix, token, count, window, seconds = argv[1:7]
+        print(orjson.dumps(await flood_refused(url, prefix, token, int(count), int(window), float(seconds))).decode(), flush=True)
         return
     host, port, per_second, good = argv[1], int(argv[2]), int(argv[3]), argv[4]
     stop = asyncio.Event()
@@ -351,6 +385,8 @@ def run(servers: BenchServers, workdir: Path, args: argparse.Namespace, report: 
     users_url = nats_server.start()
     settings = {"CHRONICLE_NATS_CALLOUT_URL": auth.callout_url(users_url), "CHRONICLE_NATS_CALLOUT_SEED": auth.issuer_seed,
                 "CHRONICLE_METRICS_PORT": str(free_port())}  # (the Pareto query's service time is read there)
+    if args.flood_refusals is not None:
+        settings["CHRONICLE_FLOOD_REFUSALS"] = str(args.flood_refusals)
     if args.pareto_attacker == "user":  # (only the caps on requests at once decide what the attacker gets)
         settings.update({"CHRONICLE_LIMIT_REQUESTS_PER_MINUTE": "0", "CHRONICLE_LIMIT_HEAVY_PER_MINUTE": "0"})
     try:
@@ -380,6 +416,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "once decide (default bulk)")
     p.add_argument("--refused", type=int, default=30_000, help="requests in the refused flood (default 30,000)")
     p.add_argument("--window", type=int, default=500, help="the refused flood's requests in flight (default 500)")
+    p.add_argument("--flood-seconds", type=float, default=5.0,
+                   help="how long the refused flood's attacker goes on, connecting again when put off the bus (default 5)")
+    p.add_argument("--flood-refusals", type=int, default=None,
+                   help="the service's CHRONICLE_FLOOD_REFUSALS (default: its own; 0: no flood brake, as before it)")
     p.add_argument("--connects-per-second", type=int, default=2_000, help="bad connects a second (default 2,000)")
     p.add_argument("--connect-samples", type=int, default=100, help="a user's connects timed per case (default 100)")
     p.add_argument("--pin", action="store_true",

@@ -42,9 +42,10 @@ from adapters.generation.agent_offline import OfflineAgent
 from adapters.generation.agent_openai import OpenAIAgent
 from adapters.generation.generator_offline import OfflineGenerator
 from adapters.generation.generator_openai import OpenAICompatibleGenerator
-from adapters.messaging.callout import AuthCallout, CalloutThread
+from adapters.messaging.callout import SYSTEM_USER, AuthCallout, CalloutThread
 from adapters.messaging.connect import connect_options
 from adapters.messaging.fair_share import FairShare, Limits
+from adapters.messaging.flood_brake import Brake, FloodBrake
 from adapters.messaging.identities import Role, ServiceIdentities, connect_role, service_password
 from adapters.messaging.jetstream import JetStreams, remove_stream
 from adapters.messaging.nats_service import NatsService
@@ -360,11 +361,27 @@ class Chronicle:
             return nc
 
         # On a thread of its own: a flood of bad connects does not queue behind requests, nor they behind it.
-        await self._run(CalloutThread(connect, lambda nc: AuthCallout(
+        async def connect_system() -> NATS:
+            # The system account's user (KICK only), with the callout's password: optional, a
+            # server configured before it existed has none (infra/nats/chronicle.conf).
+            nc = NATS()
+            behaviour: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "error_cb": nats_error}
+            options = {**connect_options(callout.url), "user": SYSTEM_USER}
+            if "password" not in options:
+                raise ValueError("the callout's URL names no password")
+            await nc.connect(**options, name=f"{settings.service_name}-system", **behaviour)
+            return nc
+
+        brake = self.service.flood_brake
+        thread = CalloutThread(connect, lambda nc, system: AuthCallout(
             nc, callout.issuer_seed, verify=self.authority.verify, account=settings.nats_account,
             permissions=functools.partial(user_permissions, settings.subject_prefix),
             services=ServiceIdentities(settings.subject_prefix, service_password(self.servers.service_nats_url)).admit,
-        )))
+            brake=brake, system=system,
+        ), connect_system=connect_system if brake is not None else None)
+        await self._run(thread)
+        if brake is not None:
+            brake.on_bench = thread.kick
 
     async def _connect_role(self, nc: NATS, role: Role) -> None:
         """Connect one of the service's connections as its role: on a bus with the callout, that
@@ -473,6 +490,7 @@ def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:
         check_replies=settings.check_replies,
         max_json_bytes=settings.max_json_bytes,
         fair_share=fair_share,
+        flood_brake=FloodBrake(Brake(settings.flood_refusals, settings.flood_window, settings.flood_cooldown)),
         metrics=metrics,
     )
     return Chronicle(

@@ -74,6 +74,13 @@ class Settings(BaseSettings):
     limit_bulk_factor: int = Field(
         default=100, ge=1, description="how many times each limit a token with the `bulk` role gets"
     )
+    flood_refusals: int = Field(
+        default=1000, ge=0,
+        description="a user's refused requests within CHRONICLE_FLOOD_WINDOW seconds that put them off the bus "
+        "(their connections closed, their connects refused) for CHRONICLE_FLOOD_COOLDOWN seconds; 0: never",
+    )
+    flood_window: float = Field(default=10.0, gt=0, le=3600, description="seconds over which refusals are counted")
+    flood_cooldown: float = Field(default=30.0, gt=0, le=86400, description="seconds a flooding user stays off the bus")
     limit_sync_interval: float = Field(
         default=0.2, ge=0, le=10,
         description="seconds between an instance's reports to the others of what its users spent (one budget per "

@@ -114,7 +114,9 @@ def make_settings(database_url: str, nats_url: str, data_dir: Path, **overrides:
         # turns the per-user limits back on.
         limit_requests_per_minute=0, limit_search_per_minute=0, limit_export_per_minute=0,
         limit_heavy_per_minute=0, limit_in_flight_per_user=0, limit_heavy_in_flight_per_user=0,
-        **overrides,  # type: ignore[arg-type]
+        # Tests send refused requests by the hundred on purpose; tests/integration/
+        # test_flood_brake.py turns the brake back on.
+        **{"flood_refusals": 0, **overrides},  # type: ignore[arg-type]
     )
 
 

@@ -9,6 +9,9 @@ gives for that user, and expires when the bearer token does (the server then clo
 connection). A refused token gets an authorization response carrying an error. The
 service's own connections come here too, each naming its role as the NATS user with the
 service's password, and get that role's subjects only (adapters/messaging/identities.py).
+A user the flood brake benched (adapters/messaging/flood_brake.py) is refused until their
+cooldown ends, and the connections admitted here for them are kicked: the server's KICK
+request, sent as the system account's one user (infra/nats/chronicle.conf).
 
 NATS JWTs are plain JWTs with an ed25519 nkey signature (`alg: ed25519-nkey`), signed with
 the official `nkeys` package; nats-io ships no Python JWT library, and the one on PyPI is
@@ -19,11 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import logging
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -36,10 +41,16 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from adapters.messaging.connect import flushed
+from adapters.messaging.flood_brake import FloodBrake
 
 log = logging.getLogger(__name__)
 
 AUTH_SUBJECT = "$SYS.REQ.USER.AUTH"
+KICK_SUBJECT = "$SYS.REQ.SERVER.{server_id}.KICK"
+SYSTEM_USER = "chronicle-system"  # the system account's user (infra/nats/chronicle.conf): KICK only
+# Seconds a benched user's connect waits for its refusal (under the server's 2 s callout timeout).
+BENCHED_ANSWER_DELAY = 1.0
+KEPT_CONNECTIONS = 64  # per user: their most recently admitted connections, the ones a bench kicks
 QUEUE_GROUP = "chronicle-auth"
 HEADER = base64.urlsafe_b64encode(orjson.dumps({"typ": "JWT", "alg": "ed25519-nkey"})).rstrip(b"=")
 MAX_REQUEST_BYTES = 64 * 1024  # a callout request is a few hundred bytes; a bearer token at most a few KiB
@@ -92,6 +103,7 @@ class AuthCallout:
     def __init__(
         self, nc: NATS, issuer_seed: str, *, verify: Verify, permissions: Permissions, account: str,
         services: AdmitService | None = None, clock: Callable[[], float] = time.time,
+        brake: FloodBrake | None = None, system: NATS | None = None, max_users: int = 100_000,
     ):
         self.nc = nc
         self.issuer = nkeys.from_seed(issuer_seed.encode())
@@ -101,9 +113,17 @@ class AuthCallout:
         self.services = services
         self.account = account
         self.clock = clock
+        self.brake = brake
+        self.system = system  # the system account's connection (kicks), if the server has its user
+        self.max_users = max_users
+        # user -> the (server id, client id) of connections admitted for them, newest last
+        self.admitted: OrderedDict[str, list[tuple[str, int]]] = OrderedDict()
         self.subscription: Subscription | None = None
         self.granted = 0
         self.refused = 0
+        self.kicked = 0
+        self._hold = False  # (set by respond: this refusal is sent after BENCHED_ANSWER_DELAY)
+        self._held: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         self.subscription = await self.nc.subscribe(AUTH_SUBJECT, queue=QUEUE_GROUP, cb=self._answer)
@@ -115,12 +135,25 @@ class AuthCallout:
             self.subscription = None
 
     async def _answer(self, msg: Msg) -> None:
+        self._hold = False
         try:
             response = self.respond(msg.data)
         except Exception as error:  # a request we cannot read gets no answer: the server times out
             log.warning("auth callout request not understood", extra={"error_type": type(error).__name__})
             return
+        if self._hold:
+            # A benched user's connect is refused after a while, not at once: a client that
+            # connects again the moment it is refused (as a flood's attacker does) then tries
+            # once a second, not hundreds of times, and costs the others nothing meanwhile.
+            loop = asyncio.get_running_loop()
+            loop.call_later(BENCHED_ANSWER_DELAY, lambda: self._send_later(msg, response))
+            return
         await msg.respond(response.encode())
+
+    def _send_later(self, msg: Msg, response: str) -> None:
+        task = asyncio.get_running_loop().create_task(msg.respond(response.encode()))
+        self._held.add(task)  # (held until done: the loop keeps only a weak reference)
+        task.add_done_callback(self._held.discard)
 
     def respond(self, request: bytes) -> str:
         """The signed authorization response to one request."""
@@ -145,7 +178,11 @@ class AuthCallout:
                 raise ChronicleError("unauthorized", "connect with your bearer token as the NATS token")
             else:
                 user_id, expires = self.verify(token)
+                if self.brake is not None and (left := self.brake.benched_for(user_id)):
+                    self._hold = True
+                    raise ChronicleError("unauthorized", f"too many of your requests were refused: connect again in {left} s")
                 user_jwt = self.user_jwt(user_nkey, user_id, expires, now)
+                self._remember(user_id, server_id, nats_claims.get("client_info") or {})
         except (ChronicleError, ValueError, TypeError) as refused:
             # A request we could read is answered at once, whatever its token holds: without
             # an answer the server waits out its callout timeout (2 s) holding the connect.
@@ -155,6 +192,36 @@ class AuthCallout:
         self.granted += 1
         response["nats"]["jwt"] = user_jwt
         return encode(response, self.issuer)
+
+    def _remember(self, user_id: str, server_id: str, client: dict[str, Any]) -> None:
+        """Which connection was admitted for the user (client ids are never reused by a
+        server: a kick of one long gone closes nothing else)."""
+        cid = client.get("id")
+        if not isinstance(cid, int):
+            return
+        kept = self.admitted.pop(user_id, [])
+        kept.append((str(server_id), cid))
+        self.admitted[user_id] = kept[-KEPT_CONNECTIONS:]
+        while len(self.admitted) > self.max_users:
+            self.admitted.popitem(last=False)
+
+    async def kick(self, user_id: str) -> None:
+        """Close every connection admitted here for the user (the brake benched them)."""
+        connections = self.admitted.pop(user_id, [])
+        if self.system is None or not connections:
+            return
+        for server_id, cid in connections:
+            try:
+                reply = await self.system.request(
+                    KICK_SUBJECT.format(server_id=server_id), orjson.dumps({"cid": cid}), timeout=2,
+                )
+            except Exception as error:  # (a server gone, or the system user without its grant)
+                log.warning("kick not sent", extra={"error_type": type(error).__name__})
+                continue
+            with contextlib.suppress(orjson.JSONDecodeError, AttributeError):
+                if not orjson.loads(reply.data).get("error"):  # (an error: that connection had closed)
+                    self.kicked += 1
+        log.info("user benched: connections kicked", extra={"user_scope": user_scope(user_id), "connections": len(connections)})
 
     def user_jwt(self, user_nkey: str, user_id: str, expires: float | None, now: int) -> str:
         # The server's logs and monitoring name the connection by the user's scope, not their id.
@@ -176,11 +243,16 @@ class CalloutThread:
     bad connects (each refusal still costs a signature, ~0.1 ms, but no queue behind the
     service's work)."""
 
-    def __init__(self, connect: Callable[[], Awaitable[NATS]], callout: Callable[[NATS], AuthCallout]) -> None:
+    def __init__(
+        self, connect: Callable[[], Awaitable[NATS]], callout: Callable[[NATS, NATS | None], AuthCallout],
+        connect_system: Callable[[], Awaitable[NATS]] | None = None,
+    ) -> None:
         self._connect = connect
+        self._connect_system = connect_system
         self._callout = callout
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="auth-callout", daemon=True)
+        self._kicks: set[asyncio.Task[None]] = set()
         self.callout: AuthCallout | None = None
 
     async def start(self) -> None:
@@ -188,8 +260,28 @@ class CalloutThread:
         await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._start(), self._loop))
 
     async def _start(self) -> None:
-        self.callout = self._callout(await self._connect())
+        system = None
+        if self._connect_system is not None:
+            try:
+                system = await self._connect_system()
+            except Exception as error:  # a server configured before the system user existed
+                log.warning(
+                    "no system account connection: a benched user's connections are not kicked, only refused "
+                    "when they connect again (infra/nats/chronicle.conf has the user)",
+                    extra={"error_type": type(error).__name__},
+                )
+        self.callout = self._callout(await self._connect(), system)
         await self.callout.start()
+
+    def kick(self, user_id: str) -> None:
+        """Have the callout kick the user's connections (from any thread)."""
+        if self.callout is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._kick, self.callout, user_id)
+
+    def _kick(self, callout: AuthCallout, user_id: str) -> None:
+        task = self._loop.create_task(callout.kick(user_id))
+        self._kicks.add(task)  # (held until done: the loop keeps only a weak reference)
+        task.add_done_callback(self._kicks.discard)
 
     async def stop(self) -> None:
         if self._thread.is_alive():
@@ -202,3 +294,5 @@ class CalloutThread:
         if self.callout is not None:
             await self.callout.stop()
             await self.callout.nc.drain()
+            if self.callout.system is not None:
+                await self.callout.system.close()

@@ -123,7 +123,7 @@ def static_roles_config(prefix: str) -> str:
             f"          publish: {subjects(grant['pub'])}\n"
             f"          subscribe: {subjects(grant['sub'])} }} }}\n"
         )
-    names = ", ".join(["chronicle-auth", "chronicle", *(identity(role) for role in Role)])
+    names = ", ".join(["chronicle-auth", "chronicle", "chronicle-system", *(identity(role) for role in Role)])
     return (
         STATIC_ROLES_HEADER.format(prefix=prefix)
         + "\naccounts {\n"
@@ -131,7 +131,10 @@ def static_roles_config(prefix: str) -> str:
         + "  CHRONICLE {\n    jetstream: enabled\n    users: [\n"
         + "      { user: chronicle, password: $CHRONICLE_NATS_SERVICE_PASSWORD }\n"
         + "".join(roles)
-        + "    ]\n  }\n}\n\n"
+        + "    ]\n  }\n"
+        + "  SYS {\n    users: [ { user: chronicle-system, password: $CHRONICLE_NATS_CALLOUT_PASSWORD, permissions: {\n"
+        + '        publish: { allow: [ "$SYS.REQ.SERVER.*.KICK" ] }\n'
+        + '        subscribe: { allow: [ "_INBOX.>" ] } } } ]\n  }\n}\nsystem_account: SYS\n\n'
         + "authorization {\n  timeout: 2s\n  auth_callout {\n    issuer: $CHRONICLE_NATS_ISSUER\n    account: AUTH\n"
         + f"    auth_users: [ {names} ]\n  }}\n}}\n"
     )

@@ -32,6 +32,7 @@ from adapters.auth import Caller, TokenAuthority
 from adapters.errors import translate
 from adapters.messaging.connect import flushed
 from adapters.messaging.fair_share import FairShare
+from adapters.messaging.flood_brake import FloodBrake
 from adapters.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ class NatsService:
         check_replies: bool = False,
         scoped_inboxes: bool = False,
         fair_share: FairShare | None = None,
+        flood_brake: FloodBrake | None = None,
         max_json_bytes: int | None = None,
         metrics: Metrics | None = None,
     ):
@@ -106,6 +108,7 @@ class NatsService:
         # as its user gets them nothing, and nobody has replies sent into another's inbox.
         self.scoped_inboxes = scoped_inboxes
         self.fair_share = fair_share
+        self.flood_brake = flood_brake  # told of each refusal of a known caller
         self.in_flight: set[asyncio.Task[None]] = set()
         self.unanswered = 0  # requests whose reply subject was not their caller's inbox
         self.service: Service | None = None
@@ -164,6 +167,7 @@ class NatsService:
                 if len(self.in_flight) >= self.max_in_flight:
                     if self.metrics is not None:
                         self.metrics.refused("instance")
+                    user = None  # (everyone's requests at once, not this caller's: not counted against them)
                     raise ChronicleError("rate_limited", "too many requests in flight; retry shortly")
                 if self.fair_share is not None:
                     # In flight first: a request refused there spends none of the user's budgets.
@@ -174,6 +178,8 @@ class NatsService:
             except Exception as error:
                 if entered and self.fair_share is not None and user is not None:
                     self.fair_share.leave(user, action)
+                if self.flood_brake is not None and user is not None:
+                    self.flood_brake.refused(user)
                 await self._refuse(route, request, translate(error))
                 return
             task = asyncio.create_task(self._handle(route, action, request, user, payload))
@@ -197,6 +203,8 @@ class NatsService:
             return refused if not self.scoped_inboxes or reply.startswith(INBOX + ".") else None
         if self.scoped_inboxes and not (request._msg.reply or "").startswith(inbox_prefix(user) + "."):
             self.unanswered += 1
+            if self.flood_brake is not None:
+                self.flood_brake.refused(user)
             if self.fair_share is not None:
                 with contextlib.suppress(ChronicleError):  # (past the budget already: nothing more to take)
                     self.fair_share.admit(user, action)

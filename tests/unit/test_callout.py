@@ -12,7 +12,8 @@ import pytest
 from chronicle_contract.bus import feed_consumer, inbox_prefix, signals_prefix, user_permissions
 from chronicle_contract.errors import ChronicleError
 
-from adapters.messaging.callout import AuthCallout, claims_of, encode, new_account_seed, public_key
+from adapters.messaging.callout import KEPT_CONNECTIONS, AuthCallout, claims_of, encode, new_account_seed, public_key
+from adapters.messaging.flood_brake import Brake, FloodBrake
 
 NOW = 1_800_000_000
 USER_NKEY = "UBO2MQV67TQTVIRV3XFTEZOACM4WLOCMCDMAWN5QVN5PI2N6JHTVDRON"
@@ -34,10 +35,11 @@ def callout(seed: str) -> AuthCallout:
     )
 
 
-def request(token: str | None) -> bytes:
+def request(token: str | None, cid: int = 7) -> bytes:
     server = nkeys.from_seed(nkeys.encode_seed(b"\1" * 32, nkeys.PREFIX_BYTE_SERVER))
     options: dict[str, Any] = {"lang": "python3"} | ({"auth_token": token} if token is not None else {})
     claims = {"sub": "nats_user_auth_request", "nats": {"user_nkey": USER_NKEY, "server_id": {"id": SERVER_ID},
+                                                       "client_info": {"id": cid, "host": "127.0.0.1"},
                                                        "connect_opts": options, "type": "authorization_request"}}
     return encode(claims, server).encode()
 
@@ -160,3 +162,29 @@ def test_the_jobs_role_names_the_work_queue_the_workers_use() -> None:
     from services.jobs.worker import CONSUMER, streams
 
     assert (jobs_stream("a.b"), JOBS_CONSUMER) == (streams("a.b")[0], CONSUMER)
+
+
+def test_a_benched_users_connect_is_refused_with_the_wait_and_held_back() -> None:
+    brake = FloodBrake(Brake(threshold=2, window=10, cooldown=30), clock=lambda: 5.0)
+    answering = AuthCallout(
+        None, new_account_seed(), verify=verify, permissions=lambda user: user_permissions("chronicle", user),  # type: ignore[arg-type]
+        account="CHRONICLE", clock=lambda: NOW, brake=brake,
+    )
+    brake.refused("mallory")
+    brake.refused("mallory")
+    refused = claims_of(answering.respond(request("good:mallory")))["nats"]
+    assert "jwt" not in refused and refused["error"] == "too many of your requests were refused: connect again in 30 s"
+    assert answering._hold, "the refusal waits before it is sent"
+    answering._hold = False
+    assert "jwt" in claims_of(answering.respond(request("good:alice")))["nats"] and not answering._hold
+
+
+def test_the_connections_admitted_for_a_user_are_remembered_newest_first_and_bounded() -> None:
+    answering = callout(new_account_seed())
+    for cid in range(KEPT_CONNECTIONS + 5):
+        answering.respond(request("good:alice", cid=cid))
+    answering.respond(request("good:bob", cid=999))
+    answering.respond(request("bad", cid=1000))  # (refused: nothing to kick)
+    kept = answering.admitted["alice"]
+    assert len(kept) == KEPT_CONNECTIONS and kept[-1] == (SERVER_ID, KEPT_CONNECTIONS + 4) and kept[0][1] == 5
+    assert answering.admitted["bob"] == [(SERVER_ID, 999)] and set(answering.admitted) == {"alice", "bob"}
