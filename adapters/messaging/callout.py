@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import logging
 import secrets
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -51,6 +52,7 @@ SYSTEM_USER = "chronicle-system"  # the system account's user (infra/nats/chroni
 # Seconds a benched user's connect waits for its refusal (under the server's 2 s callout timeout).
 BENCHED_ANSWER_DELAY = 1.0
 KEPT_CONNECTIONS = 64  # per user: their most recently admitted connections, the ones a bench kicks
+MAX_KEPT = 200_000  # connections remembered in all (the least recently admitting users' go first): ~30 MB
 QUEUE_GROUP = "chronicle-auth"
 HEADER = base64.urlsafe_b64encode(orjson.dumps({"typ": "JWT", "alg": "ed25519-nkey"})).rstrip(b"=")
 MAX_REQUEST_BYTES = 64 * 1024  # a callout request is a few hundred bytes; a bearer token at most a few KiB
@@ -103,7 +105,7 @@ class AuthCallout:
     def __init__(
         self, nc: NATS, issuer_seed: str, *, verify: Verify, permissions: Permissions, account: str,
         services: AdmitService | None = None, clock: Callable[[], float] = time.time,
-        brake: FloodBrake | None = None, system: NATS | None = None, max_users: int = 100_000,
+        brake: FloodBrake | None = None, system: NATS | None = None, max_kept: int = MAX_KEPT,
     ):
         self.nc = nc
         self.issuer = nkeys.from_seed(issuer_seed.encode())
@@ -115,9 +117,10 @@ class AuthCallout:
         self.clock = clock
         self.brake = brake
         self.system = system  # the system account's connection (kicks), if the server has its user
-        self.max_users = max_users
+        self.max_kept = max_kept
         # user -> the (server id, client id) of connections admitted for them, newest last
         self.admitted: OrderedDict[str, list[tuple[str, int]]] = OrderedDict()
+        self._kept = 0  # connections in `admitted`
         self.subscription: Subscription | None = None
         self.granted = 0
         self.refused = 0
@@ -200,14 +203,17 @@ class AuthCallout:
         if not isinstance(cid, int):
             return
         kept = self.admitted.pop(user_id, [])
-        kept.append((str(server_id), cid))
-        self.admitted[user_id] = kept[-KEPT_CONNECTIONS:]
-        while len(self.admitted) > self.max_users:
-            self.admitted.popitem(last=False)
+        self._kept -= len(kept)
+        kept.append((sys.intern(server_id), cid))  # (a few servers: one copy of each id)
+        kept = self.admitted[user_id] = kept[-KEPT_CONNECTIONS:]
+        self._kept += len(kept)
+        while self._kept > self.max_kept:
+            self._kept -= len(self.admitted.popitem(last=False)[1])
 
     async def kick(self, user_id: str) -> None:
         """Close every connection admitted here for the user (the brake benched them)."""
         connections = self.admitted.pop(user_id, [])
+        self._kept -= len(connections)
         if self.system is None or not connections:
             return
         for server_id, cid in connections:

@@ -188,3 +188,16 @@ def test_the_connections_admitted_for_a_user_are_remembered_newest_first_and_bou
     kept = answering.admitted["alice"]
     assert len(kept) == KEPT_CONNECTIONS and kept[-1] == (SERVER_ID, KEPT_CONNECTIONS + 4) and kept[0][1] == 5
     assert answering.admitted["bob"] == [(SERVER_ID, 999)] and set(answering.admitted) == {"alice", "bob"}
+
+
+def test_the_connections_remembered_in_all_are_bounded_the_least_recent_users_first() -> None:
+    answering = AuthCallout(
+        None, new_account_seed(), verify=verify, permissions=lambda user: user_permissions("chronicle", user),  # type: ignore[arg-type]
+        account="CHRONICLE", clock=lambda: NOW, max_kept=10,
+    )
+    for n in range(12):
+        answering.respond(request(f"good:user-{n}", cid=n))
+    answering.respond(request("good:user-5", cid=100))  # (user-5 admitted again: most recent now)
+    assert sum(map(len, answering.admitted.values())) == 10
+    assert "user-0" not in answering.admitted and "user-1" not in answering.admitted
+    assert answering.admitted["user-5"] == [(SERVER_ID, 5), (SERVER_ID, 100)]
