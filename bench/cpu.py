@@ -106,7 +106,8 @@ class CpuMeter:
         self._started = time.perf_counter()
 
     def stop(self) -> dict[str, float]:
-        """Cores used by 'service', its child processes ('projections'), 'postgres' (this
+        """Cores used by 'service', its child processes ('projections': the projection process
+        and the event feed's), 'postgres' (this
         database's backends), 'bench', 'nats' (every nats-server here) and the whole 'machine'."""
         if not self.available():
             return {}

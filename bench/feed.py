@@ -1,6 +1,7 @@
 """`./dev bench feed`: what the event feed costs and how far behind its follower is.
 
-Against a fresh `chronicle serve` with the feed off, on, and on with a follower, in turn and
+Against a fresh `chronicle serve` with the feed off, on (in its child process), on with a
+follower, and on in the service's own event loop (CHRONICLE_FEED_PROCESS=false), in turn and
 `--rounds` times: add_message from 8 users with 64 in flight for `--duration` seconds. The
 follower (a `feed` token, `client.events.follow`, on the same machine) takes every event as
 it is published; its lag is the time from the event's commit timestamp to its arrival.
@@ -38,7 +39,7 @@ from bench.report import Report, percentile
 from bench.servers import BenchServers, bench_servers
 from bench.service import ServiceProcess
 
-KINDS = ("off", "on", "followed")
+KINDS = ("off", "on", "followed", "on in the service's loop")
 RATE = "add_message msg/s (64 in flight)"
 
 
@@ -81,9 +82,10 @@ async def loaded(service: ServiceProcess, duration: float) -> dict[str, float]:
     rate = await add_message_rate(service.nats_url, service, duration)
     cores = meter.stop()
     figures = {"add_message msg/s (64 in flight)": rate}
-    for name in ("service", "postgres"):
+    for name, label in (("service", "service"), ("projections", "its child processes (projections, feed)"),
+                        ("postgres", "postgres")):
         if name in cores and rate:
-            figures[f"CPU µs per add_message: {name}"] = cores[name] / rate * 1e6
+            figures[f"CPU µs per add_message: {label}"] = cores[name] / rate * 1e6
     return figures
 
 
@@ -92,7 +94,9 @@ def one_round(kind: str, servers: BenchServers, workdir: Path, duration: float) 
     with servers.fresh_database(False) as url:
         migrate(PostgresTarget(url))
         feed = "false" if kind == "off" else "true"
-        service = ServiceProcess.fresh(url, servers.nats_url, workdir, {"CHRONICLE_EVENT_FEED": feed})
+        in_child = "false" if kind == KINDS[3] else "true"  # (the default: a child process of the service)
+        service = ServiceProcess.fresh(url, servers.nats_url, workdir,
+                                       {"CHRONICLE_EVENT_FEED": feed, "CHRONICLE_FEED_PROCESS": in_child})
         service.start()
         with service.stopped_afterwards():
             return asyncio.run(measure(service, kind, duration))
@@ -150,7 +154,7 @@ def run(rounds: int, duration: float, database_url: str | None, catch_up_seconds
             print("catch-up: writing with the feed off, then the feed over the log", flush=True)
             catch_up(servers, Path(w) / "catch-up", catch_up_seconds, report)
         for n in range(rounds):
-            for kind in KINDS[n % 3:] + KINDS[:n % 3]:  # each configuration first in turn
+            for kind in KINDS[n % len(KINDS):] + KINDS[:n % len(KINDS)]:  # each configuration first in turn
                 print(f"round {n + 1}/{rounds}: feed {kind}", flush=True)
                 results[kind].append(one_round(kind, servers, Path(w) / f"{n}-{kind}", duration))
     off = statistics.median(r[RATE] for r in results["off"]) if rounds else 0.0
@@ -166,7 +170,7 @@ def run(rounds: int, duration: float, database_url: str | None, catch_up_seconds
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench feed", description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=3, help="rounds of off, on and followed, rotating (default 3; 0 with --catch-up: that alone)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of off, on, followed and on in the service's loop (CHRONICLE_FEED_PROCESS=false), rotating (default 3; 0 with --catch-up: that alone)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of add_message load per round (default 10)")
     p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
     p.add_argument("--catch-up", type=float, default=0.0, metavar="SECONDS",

@@ -31,7 +31,6 @@ from multiprocessing.connection import Connection
 from typing import Any
 from uuid import UUID
 
-import nats.errors
 from chronicle_contract.bus import usage_subject, user_permissions
 from chronicle_contract.hitl import hitl_stream, hitl_taken_bucket
 from nats.aio.client import Client as NATS
@@ -43,7 +42,7 @@ from adapters.generation.agent_openai import OpenAIAgent
 from adapters.generation.generator_offline import OfflineGenerator
 from adapters.generation.generator_openai import OpenAICompatibleGenerator
 from adapters.messaging.callout import SYSTEM_USER, AuthCallout, CalloutThread
-from adapters.messaging.connect import connect_options
+from adapters.messaging.connect import connect_options, drain, nats_error
 from adapters.messaging.fair_share import FairShare, Limits
 from adapters.messaging.flood_brake import Brake, FloodBrake
 from adapters.messaging.identities import Role, ServiceIdentities, connect_role, service_password
@@ -65,6 +64,7 @@ from adapters.store.postgres import PostgresTarget, migrate
 from adapters.store.reachability import Reachability, fail_fast
 from adapters.store.snapshots import SealedSnapshots
 from entrypoints import logs
+from entrypoints.feed_process import FeedProcess
 from entrypoints.kek import attached_keks
 from entrypoints.projection_process import PREPARED, ProjectionProcess, die_with_parent
 from entrypoints.read_models import InProcessEngine, ReadModels, embedder
@@ -176,6 +176,7 @@ class Chronicle:
     job_workers: JobWorkers | None  # this instance's, if it runs any
     digest_publisher: DigestPublisher | None
     rebuilding: list[str] = field(default_factory=list)  # read models still rebuilt when it started
+    feed: FeedProcess | None = None  # the event feed's child process, once started (settings.feed_process)
     _stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     # The shared pieces by their own names (what operator commands and tests reach for).
@@ -331,6 +332,11 @@ class Chronicle:
         for wiring in self.capabilities:
             for piece in wiring.running:
                 await self._run(piece)
+        if self.settings.event_feed and self.settings.feed_process:  # (its stream made above)
+            self.feed = FeedProcess(
+                self.settings, self.target, self.servers.service_nats_url, scoped=self.servers.callout is not None,
+            )
+            await self._run(self.feed)
         if self.usage is not None:
             # Started before the endpoints and stopped after them: its last report holds
             # what they served while draining.
@@ -399,19 +405,6 @@ class Chronicle:
     async def _run(self, component: Startable) -> None:
         await component.start()
         self._stack.push_async_callback(component.stop)
-
-
-async def drain(nc: NATS) -> None:
-    """Drain a connection; one that has lost its server cannot drain, and is closed."""
-    try:
-        await nc.drain()
-    except (nats.errors.ConnectionReconnectingError, nats.errors.ConnectionClosedError):
-        await nc.close()
-
-
-async def nats_error(error: Exception) -> None:
-    """A NATS connection's asynchronous error, as a log line (nats-py would print it raw)."""
-    log.warning("nats error", extra={"error_type": type(error).__name__, "error": str(error)[:200]})
 
 
 def build(settings: Settings, overrides: Overrides | None = None) -> Chronicle:

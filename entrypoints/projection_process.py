@@ -52,11 +52,13 @@ Child = Callable[[Settings, str, Connection, int], None]
 
 
 class ProjectionProcess:
-    """The engine's start / stop / wait_prepared, run by a supervised child process."""
+    """The engine's start / stop / wait_prepared, run by a supervised child process (or,
+    `name`d otherwise, another child's: the event feed's, entrypoints/feed_process.py)."""
 
-    def __init__(self, settings: Settings, target: PostgresTarget, child: Child):
+    def __init__(self, settings: Settings, target: PostgresTarget, child: Child, name: str = "projections"):
         self.settings = settings
         self.child = child
+        self.name = name
         self.target = target  # (its URL asked for as a child starts: the server is up by then)
         self.context = multiprocessing.get_context("spawn")  # never fork a process with threads
         self.process: multiprocessing.process.BaseProcess | None = None
@@ -64,7 +66,7 @@ class ProjectionProcess:
         self._prepared = threading.Event()
         self._stopping = threading.Event()
         self._from_child: Connection | None = None
-        self._supervisor = threading.Thread(target=self._supervise, name="chronicle-projections-supervisor", daemon=True)
+        self._supervisor = threading.Thread(target=self._supervise, name=f"chronicle-{name}-supervisor", daemon=True)
 
     def start(self) -> None:
         self._supervisor.start()
@@ -83,14 +85,14 @@ class ProjectionProcess:
             self.process.terminate()  # SIGTERM: the child stops its engine and exits
             self.process.join(STOP_TIMEOUT)
             if self.process.is_alive():
-                log.warning("projection process did not stop; killing it")
+                log.warning("child process did not stop; killing it", extra={"child": self.name})
                 self.process.kill()
                 self.process.join()
 
     def _spawn(self) -> None:
         self._from_child, child_end = self.context.Pipe(duplex=False)
         self.process = self.context.Process(
-            target=self.child, args=(self.settings, self.target.url, child_end, os.getpid()), name="chronicle-projections",
+            target=self.child, args=(self.settings, self.target.url, child_end, os.getpid()), name=f"chronicle-{self.name}",
             daemon=True,
         )
         self.process.start()
@@ -113,7 +115,7 @@ class ProjectionProcess:
                         self.process.join(STOP_TIMEOUT)
                 if self.process.is_alive() or self._stopping.is_set():
                     continue
-                log.error("projection process exited; restarting it", extra={"exit_code": self.process.exitcode})
+                log.error("child process exited; restarting it", extra={"child": self.name, "exit_code": self.process.exitcode})
                 self.restarts += 1
                 if self._stopping.wait(RESTART_PAUSE):
                     return

@@ -118,6 +118,9 @@ class Settings(BaseSettings):
         description="copies JetStream keeps of each of Chronicle's streams and stores (3 on a three-node cluster)",
     )
     event_feed: bool = Field(default=True, description="publish every committed event to the event feed's stream")
+    feed_process: bool = Field(
+        default=True, description="publish it from a child process (off: from the service's own event loop)"
+    )
     event_feed_max_age: float = Field(
         default=0, ge=0, description="seconds the event feed's stream keeps an event; 0: for ever (the whole history)"
     )

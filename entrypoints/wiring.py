@@ -23,7 +23,7 @@ from nats.js import JetStreamContext
 
 from adapters.messaging.identities import Role
 from adapters.messaging.jetstream import JetStreams
-from adapters.read_side.event_feed import EventFeed, ensure_feed_stream
+from adapters.read_side.event_feed import EventFeed, ensure_feed_stream, feed_position
 from adapters.read_side.positions import ProjectionPositions
 from adapters.read_side.queries import PostgresQueries
 from adapters.read_side.relay import EventRelay
@@ -306,12 +306,12 @@ def wire_audit(core: Core) -> AuditWiring:
     })
     if settings.event_feed:
         prefix = settings.subject_prefix
-        feed = EventFeed(lambda: core.target.url, core.nats.feed, core.nats.feed.jetstream(), prefix)
-        core.tracking.relays[EventFeed.name] = feed.name
+        core.tracking.relays[EventFeed.name] = feed_position(prefix)
         wiring.streams.append(
             lambda _: ensure_feed_stream(core.js, prefix, settings.event_feed_max_age, settings.stream_replicas)
         )
-        wiring.running.append(feed)
+        if not settings.feed_process:  # (otherwise its child process starts with the service: bootstrap)
+            wiring.running.append(EventFeed(lambda: core.target.url, core.nats.feed, core.nats.feed.jetstream(), prefix))
     # Every instance may publish digests: the digest stream records one per position.
     if settings.digest_interval > 0:
         wiring.digest_publisher = DigestPublisher(

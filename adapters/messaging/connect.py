@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import urllib.parse
 from typing import Any
 
+import nats.errors
 from chronicle_contract.bus import server_urls
 from nats.aio.client import Client as NATS
+
+log = logging.getLogger(__name__)
 
 
 def connect_options(url: str) -> dict[str, Any]:
@@ -50,3 +54,16 @@ async def flushed(nc: NATS, timeout: float = 10.0) -> None:
     while nc.pending_data_size > 0 and nc.is_connected and loop.time() < deadline:
         await asyncio.sleep(0)
     await nc.flush(timeout=int(timeout))
+
+
+async def drain(nc: NATS) -> None:
+    """Drain a connection; one that has lost its server cannot drain, and is closed."""
+    try:
+        await nc.drain()
+    except (nats.errors.ConnectionReconnectingError, nats.errors.ConnectionClosedError):
+        await nc.close()
+
+
+async def nats_error(error: Exception) -> None:
+    """A NATS connection's asynchronous error, as a log line (nats-py would print it raw)."""
+    log.warning("nats error", extra={"error_type": type(error).__name__, "error": str(error)[:200]})

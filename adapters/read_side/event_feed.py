@@ -49,6 +49,11 @@ async def ensure_feed_stream(js: JetStreamContext, prefix: str, max_age: float, 
     )
 
 
+def feed_position(prefix: str) -> str:
+    """The name of the feed's tracked position for a subject prefix."""
+    return f"{EventFeed.name}:{prefix}"
+
+
 class EventFeed(LogFollower):
     name = "event_feed"
     backstop_delay = 0.01  # followers wait on it: gather a moment's commits, no more
@@ -56,7 +61,7 @@ class EventFeed(LogFollower):
 
     def __init__(self, url: str | Callable[[], str], nc: NATS, js: JetStreamContext, prefix: str):
         # Woken by every commit (EVENTS_CHANNEL); a stream per prefix, so a position per prefix.
-        super().__init__(url, f"{EventFeed.name}:{prefix}", EVENTS_CHANNEL)
+        super().__init__(url, feed_position(prefix), EVENTS_CHANNEL)
         self.nc = nc
         self.js = js
         self.prefix = prefix

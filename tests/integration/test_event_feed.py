@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from chronicle_client.connection import ChronicleClient
@@ -13,8 +17,9 @@ from chronicle_contract.events import FeedEvent, events_stream
 
 from adapters.auth import TokenAuthority
 from adapters.read_side.event_feed import EventFeed
-from entrypoints.bootstrap import Chronicle
-from tests.conftest import JWT_SECRET
+from entrypoints.bootstrap import Chronicle, bootstrap
+from tests.conftest import JWT_SECRET, make_settings
+from tests.servers import TestServers
 
 DURABLE = f"loader-{uuid.uuid4().hex[:8]}"  # the durable the follower's token names
 
@@ -36,16 +41,40 @@ async def take(events: AsyncIterator[FeedEvent], count: int, timeout: float = 20
 
 @pytest.fixture
 async def own(instance: tuple[Chronicle, str]) -> AsyncIterator[tuple[Chronicle, ChronicleClient, ChronicleClient]]:
-    """A Chronicle on a fresh database, a user's client and a feed follower's."""
-    chronicle, _ = instance
+    """A Chronicle on a fresh database (its feed in a child process), a user's client and a
+    feed follower's."""
+    async with clients_of(instance[0]) as own:
+        yield own
+
+
+@pytest.fixture
+async def own_in_loop(
+    servers: TestServers, tmp_path: Path,
+) -> AsyncIterator[tuple[Chronicle, ChronicleClient, ChronicleClient]]:
+    """The same with the feed on the service's own event loop (CHRONICLE_FEED_PROCESS=false),
+    where a test can reach into it."""
+    with servers.fresh_database() as url:
+        chronicle = await bootstrap(make_settings(url, servers.nats_url, tmp_path, feed_process=False))
+        try:
+            async with clients_of(chronicle) as own:
+                yield own
+        finally:
+            await chronicle.stop()
+
+
+@contextlib.asynccontextmanager
+async def clients_of(chronicle: Chronicle) -> AsyncIterator[tuple[Chronicle, ChronicleClient, ChronicleClient]]:
+    """A user's client and a feed follower's, on `chronicle`."""
     authority = TokenAuthority(secret=JWT_SECRET)
     prefix = chronicle.settings.subject_prefix
     user = await ChronicleClient.connect(chronicle.nats_url, authority.issue(f"u-{uuid.uuid4().hex[:8]}"), prefix=prefix)
     feed_token = authority.issue("warehouse-loader", claims={"roles": ["feed"], "durables": [DURABLE]})
     follower = await ChronicleClient.connect(chronicle.nats_url, feed_token, prefix=prefix)
-    yield chronicle, user, follower
-    await user.close()
-    await follower.close()
+    try:
+        yield chronicle, user, follower
+    finally:
+        await user.close()
+        await follower.close()
 
 
 async def test_a_follower_from_zero_sees_the_whole_history_once_and_in_order(
@@ -111,13 +140,13 @@ async def test_a_durable_follower_goes_on_where_it_stopped(own: tuple[Chronicle,
 
 
 async def test_a_batch_the_stream_numbers_otherwise_than_expected_is_sent_again_and_held_once(
-    own: tuple[Chronicle, ChronicleClient, ChronicleClient],
+    own_in_loop: tuple[Chronicle, ChronicleClient, ChronicleClient],
 ) -> None:
     """The feed asks an acknowledgement of a batch's last message only, and trusts the rest
     stored when the stream's sequence moved by the batch's length; when it moved otherwise
     (here: as if another instance had published a message meanwhile) the batch goes again,
     and the stream still holds each event once."""
-    chronicle, user, follower = own
+    chronicle, user, follower = own_in_loop
     feed = next(piece for wiring in chronicle.capabilities for piece in wiring.running if isinstance(piece, EventFeed))
     started = await user.conversations.start(title="resent")
     stream = events_stream(chronicle.settings.subject_prefix)
@@ -141,3 +170,28 @@ async def test_a_batch_the_stream_numbers_otherwise_than_expected_is_sent_again_
     assert [e.position for e in seen] == logged  # every event, once, in the log's order
     assert feed.resent >= 1
     assert (await chronicle.core.js.stream_info(stream)).state.messages == len(logged)
+
+
+async def test_a_killed_feed_process_is_replaced_and_the_follower_sees_each_event_once(
+    own: tuple[Chronicle, ChronicleClient, ChronicleClient],
+) -> None:
+    """The feed's child process killed while events are written: its supervisor starts
+    another, which goes on from the tracked position (and the stream's last message), so a
+    follower from zero sees the log once, in order."""
+    chronicle, user, follower = own
+    feed = chronicle.feed
+    assert feed is not None and await asyncio.to_thread(feed.process.wait_prepared, 60)
+    assert feed.process.process is not None and feed.process.process.pid is not None
+    first = feed.process.process.pid
+    started = await user.conversations.start(title="the feed's process killed")
+    writing = [user.conversations.add_message(started.conversation_id, "user", f"message {n}") for n in range(40)]
+    os.kill(first, signal.SIGKILL)
+    await asyncio.gather(*writing)
+    for n in range(5):  # and after it is gone
+        await user.conversations.add_message(started.conversation_id, "user", f"after {n}")
+    logged = await log_positions(chronicle)
+    events = follower.events.follow(0)
+    seen = await take(events, len(logged), timeout=60)
+    await events.aclose()
+    assert [e.position for e in seen] == logged  # every event once, in the log's order
+    assert feed.process.restarts >= 1 and feed.process.process.pid != first
