@@ -1,7 +1,7 @@
 """FeedProcess: the event feed (adapters/read_side/event_feed.py) in a child process of the service.
 
 The feed decodes and publishes every committed event: ~22 µs of Python a chat message on
-the service's event loop, where it cost add_message 7–11% (./dev bench feed). In a child
+the service's event loop, where it cost add_message 7–24% (./dev bench feed). In a child
 process of its own it runs beside the service instead, supervised as the projection
 process is (entrypoints/projection_process.py: restarted when it dies, gone when the
 service is). It needs only Postgres and its own NATS connection, as the feed role
