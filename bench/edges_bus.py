@@ -163,6 +163,7 @@ async def flood_refused(url: str, prefix: str, token: str, count: int, window: i
     bad = forged(token)
     sent = collections.Counter[str]()
     slots = asyncio.Semaphore(window)
+
     async def quiet(error: Exception) -> None:  # (nats-py logs each refused connect otherwise)
         pass
 
