@@ -23,7 +23,7 @@ import os
 import signal
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import IntEnum
@@ -323,8 +323,10 @@ class Chronicle:
         if self.servers.callout is not None:  # (first: it admits the service's own connections too)
             await self._answer_callouts(self.servers.callout)
         # One connection per job, each allowed only its own subjects (adapters/messaging/identities.py).
+        feed_here = self.settings.event_feed and not self.settings.feed_process
         for role, nc in self.core.nats.by_role().items():
-            await self._connect_role(nc, role)
+            if role is not Role.FEED or feed_here:  # (a feed in its child process connects there)
+                await self._connect_role(nc, role)
         await self._remove_earlier_streams()
         for wiring in self.capabilities:
             for ensure in wiring.streams:
@@ -360,31 +362,30 @@ class Chronicle:
         start: its issuer key is the server's, known once the servers are.)"""
         settings = self.settings
 
-        async def connect() -> NATS:
-            nc = NATS()
-            behaviour: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "error_cb": nats_error}
-            await nc.connect(**connect_options(callout.url), name=f"{settings.service_name}-auth", **behaviour)
-            return nc
-
-        # On a thread of its own: a flood of bad connects does not queue behind requests, nor they behind it.
-        async def connect_system() -> NATS:
-            # The system account's user (KICK only), with the callout's password: optional, a
-            # server configured before it existed has none (infra/nats/chronicle.conf).
-            nc = NATS()
-            behaviour: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "error_cb": nats_error}
-            options = {**connect_options(callout.url), "user": SYSTEM_USER}
-            if "password" not in options:
-                raise ValueError("the callout's URL names no password")
-            await nc.connect(**options, name=f"{settings.service_name}-system", **behaviour)
-            return nc
+        def connecting(user: str | None, name: str) -> Callable[[], Awaitable[NATS]]:
+            """A connection with the callout's password: as the callout's user, or as `user`
+            (the system account's, KICK only: optional, a server configured before it
+            existed has none, infra/nats/chronicle.conf)."""
+            async def connect() -> NATS:
+                options = connect_options(callout.url)
+                if user is not None:
+                    if "password" not in options:
+                        raise ValueError("the callout's URL names no password")
+                    options["user"] = user
+                behaviour: dict[str, Any] = {"max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "error_cb": nats_error}
+                nc = NATS()
+                await nc.connect(**options, name=f"{settings.service_name}-{name}", **behaviour)
+                return nc
+            return connect
 
         brake = self.service.flood_brake
-        thread = CalloutThread(connect, lambda nc, system: AuthCallout(
+        # On a thread of its own: a flood of bad connects does not queue behind requests, nor they behind it.
+        thread = CalloutThread(connecting(None, "auth"), lambda nc, system: AuthCallout(
             nc, callout.issuer_seed, verify=self.authority.verify, account=settings.nats_account,
             permissions=functools.partial(user_permissions, settings.subject_prefix),
             services=ServiceIdentities(settings.subject_prefix, service_password(self.servers.service_nats_url)).admit,
             brake=brake, system=system,
-        ), connect_system=connect_system if brake is not None else None)
+        ), connect_system=connecting(SYSTEM_USER, "system") if brake is not None else None)
         await self._run(thread)
         if brake is not None:
             brake.on_bench = thread.kick
