@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -176,13 +177,26 @@ async def second_instance(chronicle: Chronicle) -> AsyncIterator[Chronicle]:
     await instance.stop()
 
 
+@contextlib.asynccontextmanager
+async def fresh_chronicle(
+    servers: TestServers, data_dir: Path, nats_url: str | None, **overrides: object,
+) -> AsyncIterator[tuple[Chronicle, str]]:
+    """A Chronicle started on a fresh database of its own (and that database's URL), with
+    `make_settings` and `overrides`; stopped afterwards. `nats_url` None: an embedded NATS
+    of its own (with `embedded_nats_auth=True`, one that requires credentials)."""
+    with servers.fresh_database() as url:
+        chronicle = await bootstrap(make_settings(url, nats_url, data_dir, **overrides))  # type: ignore[arg-type]
+        try:
+            yield chronicle, url
+        finally:
+            await chronicle.stop()
+
+
 @pytest.fixture
 async def instance(servers: TestServers, tmp_path: Path) -> AsyncIterator[tuple[Chronicle, str]]:
     """A Chronicle of this test's own, on a fresh database, and that database's URL."""
-    with servers.fresh_database() as url:
-        chronicle = await bootstrap(make_settings(url, servers.nats_url, tmp_path))
-        yield chronicle, url
-        await chronicle.stop()
+    async with fresh_chronicle(servers, tmp_path, servers.nats_url) as started:
+        yield started
 
 
 @pytest.fixture

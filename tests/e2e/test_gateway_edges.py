@@ -29,13 +29,13 @@ from mcp.types import TextContent
 
 from adapters.auth import TokenAuthority
 from adapters.embedded import free_port
-from entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.bootstrap import Chronicle
 from entrypoints.gateways.clients import UserClients, claimed_expiry
 from entrypoints.gateways.http_guard import HttpLimits
 from entrypoints.gateways.http_server import HttpServer
 from entrypoints.gateways.mcp import streamable_http_app
 from entrypoints.gateways.rest import build_app
-from tests.conftest import make_settings
+from tests.conftest import fresh_chronicle
 from tests.servers import TestServers
 from tests.waiting import eventually
 
@@ -272,12 +272,10 @@ TOKEN_SECONDS = 4  # short-lived tokens: the bus closes a connection when the to
 async def closed(servers: TestServers, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Chronicle]:
     """A Chronicle whose embedded NATS requires credentials (the auth callout), without job
     workers (a requested job stays queued: its event stream stays open)."""
-    with servers.fresh_database() as url:
-        settings = make_settings(url, None, tmp_path_factory.mktemp("expiring"),  # type: ignore[arg-type]
-                                 embedded_nats_auth=True, job_workers=0)
-        chronicle = await bootstrap(settings)
+    async with fresh_chronicle(
+        servers, tmp_path_factory.mktemp("expiring"), None, embedded_nats_auth=True, job_workers=0,
+    ) as (chronicle, _):
         yield chronicle
-        await chronicle.stop()
 
 
 async def sse_events(response: httpx.Response, events: list[tuple[str, dict[str, Any]]]) -> None:

@@ -18,11 +18,10 @@ import pytest
 
 from adapters.auth import TokenAuthority
 from adapters.embedded import free_port
-from entrypoints.bootstrap import bootstrap
 from entrypoints.gateways.clients import UserClients
 from entrypoints.gateways.http_server import HttpServer
 from entrypoints.gateways.rest import build_app
-from tests.conftest import make_settings
+from tests.conftest import fresh_chronicle
 from tests.servers import TestServers
 
 EXAMPLES = 10  # per operation and phase: bounded, so the whole run takes minutes
@@ -36,15 +35,11 @@ WAIT = 1.0
 
 @pytest.fixture
 async def gateway(servers: TestServers, tmp_path: Path) -> AsyncIterator[HttpServer]:
-    with servers.fresh_database() as url:
-        chronicle = await bootstrap(make_settings(url, servers.nats_url, tmp_path / "data", query_wait_timeout=WAIT))
-        try:
-            app = build_app(UserClients(chronicle.nats_url, chronicle.settings.subject_prefix))
-            server = await HttpServer(app, "127.0.0.1", free_port()).start()
-            yield server
-            await server.stop()
-        finally:
-            await chronicle.stop()
+    async with fresh_chronicle(servers, tmp_path / "data", servers.nats_url, query_wait_timeout=WAIT) as (chronicle, _):
+        app = build_app(UserClients(chronicle.nats_url, chronicle.settings.subject_prefix))
+        server = await HttpServer(app, "127.0.0.1", free_port()).start()
+        yield server
+        await server.stop()
 
 
 @pytest.mark.slow

@@ -22,8 +22,8 @@ from chronicle_contract.hitl import hitl_stream, run_signals
 
 from adapters.auth import TokenAuthority
 from adapters.messaging.jetstream import stream_names
-from entrypoints.bootstrap import Chronicle, bootstrap
-from tests.conftest import JWT_SECRET, make_settings
+from entrypoints.bootstrap import Chronicle
+from tests.conftest import JWT_SECRET, fresh_chronicle
 from tests.servers import TestServers
 from tests.violations import Violations, watched
 
@@ -32,12 +32,8 @@ from tests.violations import Violations, watched
 async def closed(servers: TestServers, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Chronicle]:
     """A Chronicle whose embedded NATS requires credentials, as `./dev serve` starts it (on a
     database of its own: its event feed starts from an empty log)."""
-    data_dir = tmp_path_factory.mktemp("closed-bus")
-    with servers.fresh_database() as url:
-        settings = make_settings(url, None, data_dir, embedded_nats_auth=True)  # type: ignore[arg-type]
-        chronicle = await bootstrap(settings)
+    async with fresh_chronicle(servers, tmp_path_factory.mktemp("closed-bus"), None, embedded_nats_auth=True) as (chronicle, _):
         yield chronicle
-        await chronicle.stop()
 
 
 def authority() -> TokenAuthority:

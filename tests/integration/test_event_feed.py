@@ -17,8 +17,8 @@ from chronicle_contract.events import FeedEvent, events_stream
 
 from adapters.auth import TokenAuthority
 from adapters.read_side.event_feed import EventFeed
-from entrypoints.bootstrap import Chronicle, bootstrap
-from tests.conftest import JWT_SECRET, make_settings
+from entrypoints.bootstrap import Chronicle
+from tests.conftest import JWT_SECRET, fresh_chronicle
 from tests.servers import TestServers
 
 DURABLE = f"loader-{uuid.uuid4().hex[:8]}"  # the durable the follower's token names
@@ -53,13 +53,9 @@ async def own_in_loop(
 ) -> AsyncIterator[tuple[Chronicle, ChronicleClient, ChronicleClient]]:
     """The same with the feed on the service's own event loop (CHRONICLE_FEED_PROCESS=false),
     where a test can reach into it."""
-    with servers.fresh_database() as url:
-        chronicle = await bootstrap(make_settings(url, servers.nats_url, tmp_path, feed_process=False))
-        try:
-            async with clients_of(chronicle) as own:
-                yield own
-        finally:
-            await chronicle.stop()
+    async with fresh_chronicle(servers, tmp_path, servers.nats_url, feed_process=False) as (chronicle, _):
+        async with clients_of(chronicle) as own:
+            yield own
 
 
 @contextlib.asynccontextmanager

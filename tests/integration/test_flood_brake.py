@@ -18,8 +18,8 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from adapters.auth import TokenAuthority
-from entrypoints.bootstrap import Chronicle, bootstrap
-from tests.conftest import JWT_SECRET, make_settings
+from entrypoints.bootstrap import Chronicle
+from tests.conftest import JWT_SECRET, fresh_chronicle
 from tests.servers import TestServers
 from tests.waiting import eventually
 
@@ -30,14 +30,11 @@ COOLDOWN = 3.0
 
 @pytest.fixture(scope="module")
 async def braked(servers: TestServers, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Chronicle]:
-    with servers.fresh_database() as url:
-        settings = make_settings(
-            url, None, tmp_path_factory.mktemp("flood-brake"), embedded_nats_auth=True,  # type: ignore[arg-type]
-            flood_refusals=THRESHOLD, flood_window=60.0, flood_cooldown=COOLDOWN, job_workers=0,
-        )
-        chronicle = await bootstrap(settings)
+    async with fresh_chronicle(
+        servers, tmp_path_factory.mktemp("flood-brake"), None, embedded_nats_auth=True,
+        flood_refusals=THRESHOLD, flood_window=60.0, flood_cooldown=COOLDOWN, job_workers=0,
+    ) as (chronicle, _):
         yield chronicle
-        await chronicle.stop()
 
 
 async def raw(chronicle: Chronicle, user: str) -> NATS:

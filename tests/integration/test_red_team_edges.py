@@ -35,7 +35,7 @@ from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.settings import Settings
 from services.conversations.queries import list_conversations
 from services.jobs.worker import MAX_DELIVER
-from tests.conftest import JWT_SECRET, ClientFactory, make_settings, new_prefix
+from tests.conftest import JWT_SECRET, ClientFactory, fresh_chronicle, make_settings, new_prefix
 from tests.servers import TestServers
 from tests.violations import Violations, watched
 from tests.waiting import eventually
@@ -47,11 +47,8 @@ STATIC_ROLES = NATS_CONFIG.parent / "static-roles.conf"
 @pytest.fixture(scope="module")
 async def closed(servers: TestServers, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Chronicle]:
     """A Chronicle whose embedded NATS requires credentials, on a database of its own."""
-    with servers.fresh_database() as url:
-        settings = make_settings(url, None, tmp_path_factory.mktemp("red-team"), embedded_nats_auth=True)  # type: ignore[arg-type]
-        chronicle = await bootstrap(settings)
+    async with fresh_chronicle(servers, tmp_path_factory.mktemp("red-team"), None, embedded_nats_auth=True) as (chronicle, _):
         yield chronicle
-        await chronicle.stop()
 
 
 async def raw(chronicle: Chronicle, token: str, user: str) -> NATS:

@@ -18,9 +18,9 @@ from adapters.store.audit_decoder import Decoder
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
 from domain.conversation import Conversation
-from entrypoints.bootstrap import Chronicle, bootstrap
+from entrypoints.bootstrap import Chronicle
 from services.audit.queries import Audit
-from tests.conftest import ClientFactory, make_settings
+from tests.conftest import ClientFactory, fresh_chronicle
 from tests.servers import TestServers
 from tests.waiting import eventually
 
@@ -30,13 +30,10 @@ KEEP = 3
 
 @pytest.fixture(scope="module")
 async def snapping(servers: TestServers, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Chronicle]:
-    with servers.fresh_database() as url:
-        settings = make_settings(
-            url, servers.nats_url, tmp_path_factory.mktemp("snapshots"), snapshot_every=EVERY, snapshot_keep=KEEP
-        )
-        instance = await bootstrap(settings)
+    async with fresh_chronicle(
+        servers, tmp_path_factory.mktemp("snapshots"), servers.nats_url, snapshot_every=EVERY, snapshot_keep=KEEP,
+    ) as (instance, _):
         yield instance
-        await instance.stop()
 
 
 @pytest.fixture
