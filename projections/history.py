@@ -61,7 +61,7 @@ class HistoryView(View):
 
 class HistoryProjection(Projection[HistoryView]):
     name = "history"
-    version = 2  # 2: content sealed under its owner's key
+    version = 3  # 2: content sealed under its owner's key; 3: a message's content and metadata sealed together
     weight = 3
 
     @handles(Session.Created)

@@ -6,12 +6,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import psycopg
 from chronicle_contract.errors import ChronicleError
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -21,6 +21,8 @@ from services.ports.read_models import Cursors, Queries, SemanticSearch
 from services.ports.sealing import Sealing
 
 log = logging.getLogger(__name__)
+
+Rows = TypeVar("Rows")  # what a read returns: its statements' rows, as dicts or tuples
 
 TSQUERY = "SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS words"
 MAX_KEPT_TSQUERIES = 10_000
@@ -104,22 +106,20 @@ class PostgresQueries(Queries):
 
         return (await self._reading(one))[0]
 
-    async def fetch_together(self, statements: list[tuple[Any, Any]], *, binary: bool = False) -> list[list[dict[str, Any]]]:
+    async def fetch_together(self, statements: list[tuple[Any, Any]], *, binary: bool = False) -> list[list[tuple[Any, ...]]]:
         """In one pipeline: one round trip to Postgres for all of them, one pooled connection."""
-        async def together(conn: psycopg.AsyncConnection[Any]) -> list[list[dict[str, Any]]]:
+        async def together(conn: psycopg.AsyncConnection[Any]) -> list[list[tuple[Any, ...]]]:
             cursors = []
             async with conn.pipeline():
                 for query, params in statements:
-                    cur = conn.cursor(row_factory=dict_row)
+                    cur = conn.cursor(row_factory=tuple_row)
                     await cur.execute(query, params, prepare=True, binary=binary)
                     cursors.append(cur)
             return [await cur.fetchall() for cur in cursors]
 
         return await self._reading(together)
 
-    async def _reading(
-        self, read: Callable[[psycopg.AsyncConnection[Any]], Awaitable[list[list[dict[str, Any]]]]]
-    ) -> list[list[dict[str, Any]]]:
+    async def _reading(self, read: Callable[[psycopg.AsyncConnection[Any]], Awaitable[Rows]]) -> Rows:
         # Pooled connections are not pinged before use (a round trip per query); a read
         # that meets a dropped one has the pool's idle ones checked (the server may have
         # dropped them all) and is tried once more, if Postgres answers at all.

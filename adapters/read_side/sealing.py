@@ -84,6 +84,9 @@ class UserSeal(port.UserSeal):
     def open(self, sealed: bytes | None) -> str | None:
         return None if sealed is None else self._opened(sealed).decode()
 
+    def open_bytes(self, sealed: bytes | None) -> bytes | None:
+        return None if sealed is None else self._opened(sealed)
+
     def open_json(self, sealed: bytes | None) -> Any:
         return None if sealed is None else orjson.loads(self._opened(sealed))
 

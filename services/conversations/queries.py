@@ -34,6 +34,8 @@ from services.runtime.replies import Wire
 CONVERSATION_COLUMNS = (
     "id, title, tags, session_id, message_count, first_message, created_at, updated_at"
 )
+CONVERSATION_FIELDS = tuple(CONVERSATION_COLUMNS.split(", "))
+CONVERSATION_DETAILS = ("document_context", "embedding_provider")  # (read by a get, not by a list)
 
 
 # A list sorted by title is sorted in the service, over the caller's titles opened: at most
@@ -152,33 +154,31 @@ async def get_conversation(
     )
     # Both in one round trip; the messages count only once the conversation is the user's.
     [conversations, rows] = await queries.fetch_together([
-        ("SELECT " + CONVERSATION_COLUMNS + ", document_context, embedding_provider"
-         " FROM rm_history.conversations WHERE id = %s AND owner = %s", (conversation_id, user)),
-        ("SELECT id, role, content, metadata, pinned, message_type, created_at, seq"
+        ("SELECT " + CONVERSATION_COLUMNS + ", " + ", ".join(CONVERSATION_DETAILS)
+         + " FROM rm_history.conversations WHERE id = %s AND owner = %s", (conversation_id, user)),
+        ("SELECT id, role, body, pinned, message_type, created_at, seq"
          " FROM rm_history.messages WHERE conversation_id = %s"
          + (" AND seq < %s ORDER BY seq DESC" if newest else " AND seq > %s ORDER BY seq")
          + " LIMIT %s", (conversation_id, after, window.limit + 1)),
     ], binary=True)
     if not conversations:
         raise not_found("conversation", conversation_id)
-    conversation = conversations[0]
+    conversation = dict(zip(CONVERSATION_FIELDS + CONVERSATION_DETAILS, conversations[0], strict=True))
     open_conversation(seal, conversation)
-    taken: list[dict[str, Any]] = []
-    size = 0
-    for row in rows[: window.limit]:
-        content, metadata = seal.open(row["content"]) or "", seal.open(row["metadata"]) or "null"
-        row["content"], row["metadata"] = content, orjson.loads(metadata)
-        size += len(content) + len(metadata)
-        if taken and size > PAGE_BYTES:
+    messages: list[dict[str, Any]] = []
+    size, last_seq = 0, 0
+    for message_id, role, sealed_body, pinned, message_type, created_at, seq in rows[: window.limit]:
+        body = seal.open_bytes(sealed_body)  # (None once its owner was erased before it was written)
+        content, metadata = orjson.loads(body) if body is not None else ("", None)
+        size += len(body or b"")
+        if messages and size > PAGE_BYTES:
             break
-        taken.append(row)
-    more = len(taken) < len(rows)
-    conversation["next_cursor"] = (
-        encode_cursor(queries, user, conversation_id, taken[-1]["seq"], window.order) if more else None
-    )
-    for row in taken:
-        del row["seq"]
-    conversation["messages"] = taken[::-1] if newest else taken
+        messages.append({"id": message_id, "role": role, "content": content, "metadata": metadata, "pinned": pinned,
+                         "message_type": message_type, "created_at": created_at})
+        last_seq = seq
+    more = len(messages) < len(rows)
+    conversation["next_cursor"] = encode_cursor(queries, user, conversation_id, last_seq, window.order) if more else None
+    conversation["messages"] = messages[::-1] if newest else messages
     return conversation
 
 

@@ -71,7 +71,9 @@ class Queries(ABC):
         rows = await self.fetch_all(query, params)
         return rows[0] if rows else None
 
-    async def fetch_together(self, statements: list[tuple[Any, Any]], *, binary: bool = False) -> list[list[dict[str, Any]]]:
-        """Each statement's rows, for statements that do not depend on each other's (the
-        Postgres reader sends them in one round trip; this default, one after another)."""
-        return [await self.fetch_all(query, params, binary=binary) for query, params in statements]
+    async def fetch_together(self, statements: list[tuple[Any, Any]], *, binary: bool = False) -> list[list[tuple[Any, ...]]]:
+        """Each statement's rows as tuples (its columns in order), for statements that do not
+        depend on each other's (the Postgres reader sends them in one round trip and builds
+        no dict per row; this default, one after another)."""
+        return [[tuple(row.values()) for row in await self.fetch_all(query, params, binary=binary)]
+                for query, params in statements]

@@ -25,6 +25,10 @@ class UserSeal(ABC):
         """The JSON value sealed (None stays None)."""
 
     @abstractmethod
+    def open_bytes(self, sealed: bytes | None) -> bytes | None:
+        """The bytes sealed (None stays None)."""
+
+    @abstractmethod
     def terms(self, words: Iterable[str]) -> list[str]:
         """Each word (a lexeme, a tag) as its blind index term: keyed by this user's key, so
         equal words of one user meet and nobody without the key learns the word."""

@@ -113,10 +113,10 @@ async def test_verify_catches_rows_changed_behind_the_projections_back(
     stray = uuid.uuid4()
     with psycopg.connect(url) as conn:
         changed = conn.execute(
-            "UPDATE rm_history.messages m SET content = convert_to('tampered by hand', 'UTF8') FROM rm_history.messages old"
+            "UPDATE rm_history.messages m SET body = convert_to('tampered by hand', 'UTF8') FROM rm_history.messages old"
             " WHERE m.conversation_id = old.conversation_id AND m.seq = old.seq"
             " AND (m.conversation_id, m.seq) = (SELECT conversation_id, seq FROM rm_history.messages LIMIT 1)"
-            " RETURNING m.id, old.content"
+            " RETURNING m.id, old.body"
         ).fetchone()
         assert changed is not None
         changed_id, original = changed
@@ -139,7 +139,7 @@ async def test_verify_catches_rows_changed_behind_the_projections_back(
     (live_side, live_row), (rebuilt_side, rebuilt_row) = history["messages"].samples
     assert (live_side, rebuilt_side) == ("live", "rebuilt")
     assert live_row["id"] == rebuilt_row["id"] == changed_id
-    assert (live_row["content"], rebuilt_row["content"]) == (b"tampered by hand", original)  # (the original sealed)
+    assert (live_row["body"], rebuilt_row["body"]) == (b"tampered by hand", original)  # (the original sealed)
     stats = {t.table: t for t in results["stats"].tables}
     assert (stats["tags"].only_live, stats["tags"].only_rebuilt) == (0, 1)
     assert stats["tags"].samples[0][1]["term"] == deleted_term
@@ -157,7 +157,7 @@ async def test_verify_catches_rows_changed_behind_the_projections_back(
     assert "hitl: ok" in out
     messages = history["messages"].live_rows
     assert f"messages: live {messages}, rebuilt {messages}, only live 1, only rebuilt 1" in out
-    assert "messages only live: {" in out and f"'content': '0x{b'tampered by hand'.hex()}'" in out
+    assert "messages only live: {" in out and f"'body': '0x{b'tampered by hand'.hex()}'" in out
     assert "tags only rebuilt: {" in out and f"'term': '{deleted_term}'" in out
     assert f"conversations only live: {{'id': '{stray}'" in out
     only_hitl = await asyncio.to_thread(chronicle_cli, url, tmp_path, "projections", "verify", "hitl")

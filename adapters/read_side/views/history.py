@@ -67,14 +67,13 @@ class PostgresHistoryView(PostgresView, HistoryView):
         seq bigint NOT NULL,
         id uuid NOT NULL,
         role text NOT NULL,
-        content bytea,
-        metadata bytea,
+        body bytea,  -- sealed: the JSON [content, metadata], opened once per message
         pinned boolean NOT NULL,
         message_type text NOT NULL,
         created_at timestamptz NOT NULL,
         PRIMARY KEY (conversation_id, seq)
     );
-    ALTER TABLE {schema}.messages ALTER COLUMN content SET STATISTICS 0, ALTER COLUMN metadata SET STATISTICS 0
+    ALTER TABLE {schema}.messages ALTER COLUMN body SET STATISTICS 0
     """
 
     erasure = """
@@ -86,7 +85,7 @@ class PostgresHistoryView(PostgresView, HistoryView):
     def __init__(self, schema: str, **options: Any):
         super().__init__(schema, **options)
         self._copy_messages = self.copier(
-            "{schema}.messages", "conversation_id, seq, id, role, content, metadata, pinned, message_type, created_at"
+            "{schema}.messages", "conversation_id, seq, id, role, body, pinned, message_type, created_at"
         )
         self.conversation_owners = Owners(self.sql("SELECT id, owner FROM {schema}.conversations WHERE id = ANY(%s)"))
         self.session_owners = Owners(self.sql("SELECT id, owner FROM {schema}.sessions WHERE id = ANY(%s)"))
@@ -208,12 +207,9 @@ class PostgresHistoryView(PostgresView, HistoryView):
         sealed_rows = []
         for conversation_id, seq, message_id, role, content, metadata, pinned, message_type, at in rows:
             seal = seals.get(conversation_id)
-            row = f"message:{conversation_id}:{seq}:"
-            content_, metadata_ = (
-                (seal.seal(row + "content", content), seal.seal_json(row + "metadata", metadata))
-                if seal is not None else (None, None)
-            )
-            sealed_rows.append((conversation_id, seq, message_id, role, content_, metadata_, pinned, message_type, at))
+            # One seal for both (a get opens a hundred messages: one decryption each, not two).
+            body = seal.seal_json(f"message:{conversation_id}:{seq}:body", [content, metadata]) if seal is not None else None
+            sealed_rows.append((conversation_id, seq, message_id, role, body, pinned, message_type, at))
         self._copy_messages(cur, sealed_rows)
 
     def _sealed_per_conversation(
