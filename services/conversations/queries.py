@@ -6,6 +6,7 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+import psycopg
 from chronicle_contract.base import Page
 from chronicle_contract.conversations import (
     PAGE_BYTES,
@@ -153,24 +154,31 @@ async def get_conversation(
         if window.cursor else (2**63 - 1 if newest else -1)
     )
     # Both in one round trip; the messages count only once the conversation is the user's.
-    [conversations, rows] = await queries.fetch_together([
+    statements = [
         ("SELECT " + CONVERSATION_COLUMNS + ", " + ", ".join(CONVERSATION_DETAILS)
          + " FROM rm_history.conversations WHERE id = %s AND owner = %s", (conversation_id, user)),
-        ("SELECT id, role, body, pinned, message_type, created_at, seq"
+        ("SELECT id, role, {body}, pinned, message_type, created_at, seq"
          " FROM rm_history.messages WHERE conversation_id = %s"
          + (" AND seq < %s ORDER BY seq DESC" if newest else " AND seq > %s ORDER BY seq")
          + " LIMIT %s", (conversation_id, after, window.limit + 1)),
-    ], binary=True)
+    ]
+    opened_body = _opened_body
+    try:
+        [conversations, rows] = await queries.fetch_together(_with_body(statements, "body"), binary=True)
+    except psycopg.errors.UndefinedColumn:
+        # Until an upgrade's rebuild of the history read model is done, its version 2
+        # answers: content and metadata sealed apart.
+        opened_body = _opened_apart
+        [conversations, rows] = await queries.fetch_together(_with_body(statements, "content, metadata"), binary=True)
     if not conversations:
         raise not_found("conversation", conversation_id)
     conversation = dict(zip(CONVERSATION_FIELDS + CONVERSATION_DETAILS, conversations[0], strict=True))
     open_conversation(seal, conversation)
     messages: list[dict[str, Any]] = []
     size, last_seq = 0, 0
-    for message_id, role, sealed_body, pinned, message_type, created_at, seq in rows[: window.limit]:
-        body = seal.open_bytes(sealed_body)  # (None once its owner was erased before it was written)
-        content, metadata = orjson.loads(body) if body is not None else ("", None)
-        size += len(body or b"")
+    for message_id, role, *sealed_body, pinned, message_type, created_at, seq in rows[: window.limit]:
+        content, metadata, body_size = opened_body(seal, sealed_body)
+        size += body_size
         if messages and size > PAGE_BYTES:
             break
         messages.append({"id": message_id, "role": role, "content": content, "metadata": metadata, "pinned": pinned,
@@ -180,6 +188,25 @@ async def get_conversation(
     conversation["next_cursor"] = encode_cursor(queries, user, conversation_id, last_seq, window.order) if more else None
     conversation["messages"] = messages[::-1] if newest else messages
     return conversation
+
+
+def _with_body(statements: list[tuple[str, Any]], body: str) -> list[tuple[str, Any]]:
+    return [(query.replace("{body}", body), params) for query, params in statements]
+
+
+def _opened_body(seal: UserSeal, sealed: list[bytes | None]) -> tuple[str, Any, int]:
+    """A message's (content, metadata, bytes) from its one sealed body, JSON [content, metadata]."""
+    body = seal.open_bytes(sealed[0])  # (None once its owner was erased before it was written)
+    if body is None:
+        return "", None, 0
+    content, metadata = orjson.loads(body)
+    return content, metadata, len(body)
+
+
+def _opened_apart(seal: UserSeal, sealed: list[bytes | None]) -> tuple[str, Any, int]:
+    """The same from the history read model's version 2: content and metadata sealed apart."""
+    content, metadata = seal.open(sealed[0]) or "", seal.open(sealed[1]) or "null"
+    return content, orjson.loads(metadata), len(content) + len(metadata)
 
 
 # Messages and titles matching the words; a title match counts double.

@@ -11,6 +11,7 @@ from chronicle_client import ChronicleClient
 from psycopg.sql import SQL, Identifier
 
 from adapters.auth import TokenAuthority
+from adapters.read_side.sealing import Seals
 from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.read_models import PROJECTIONS
 from projections.history import HistoryProjection
@@ -218,3 +219,39 @@ async def test_a_store_from_before_sealing_is_rebuilt_sealed_by_the_usual_start(
             await client.close()
     finally:
         await restarted.stop()
+
+
+async def test_a_get_reads_the_history_read_models_version_2_while_an_upgrade_rebuilds_it(
+    instance: tuple[Chronicle, str], authority: TokenAuthority
+) -> None:
+    """Version 3 seals a message's content and metadata together (`body`); until an upgrade's
+    rebuild swaps it in, the version 2 tables (content and metadata sealed apart) answer."""
+    chronicle, url = instance
+    user = f"upgrading-{uuid.uuid4().hex[:8]}"
+    client = await ChronicleClient.connect(chronicle.nats_url, authority.issue(user), prefix=chronicle.settings.subject_prefix)
+    try:
+        started = await client.conversations.start(title="kept while rebuilt")
+        await client.conversations.add_message(started.conversation_id, "user", "first", metadata={"k": [1, "two"]})
+        await client.conversations.add_message(started.conversation_id, "agent", "second")
+        before = await client.conversations.get(started.conversation_id)
+        assert [(m.content, m.metadata) for m in before.messages] == [("first", {"k": [1, "two"]}), ("second", {})]
+
+        seal = Seals(chronicle.keys).for_reading(user)
+        assert seal is not None
+        with psycopg.connect(url) as conn:  # the messages table as version 2 wrote it
+            conn.execute("ALTER TABLE rm_history.messages ADD COLUMN content bytea, ADD COLUMN metadata bytea")
+            for conversation_id, seq, body in conn.execute(
+                "SELECT conversation_id, seq, body FROM rm_history.messages"
+            ).fetchall():
+                content, metadata = seal.open_json(body)
+                row = f"message:{conversation_id}:{seq}:"
+                conn.execute(
+                    "UPDATE rm_history.messages SET content = %s, metadata = %s WHERE conversation_id = %s AND seq = %s",
+                    (seal.seal(row + "content", content), seal.seal_json(row + "metadata", metadata), conversation_id, seq),
+                )
+            conn.execute("ALTER TABLE rm_history.messages DROP COLUMN body")
+
+        after = await client.conversations.get(started.conversation_id)
+        assert after.messages == before.messages
+    finally:
+        await client.close()
