@@ -47,6 +47,7 @@ CONNECT_TIMEOUT = 2  # seconds a libpq connection attempt may take (libpq's mini
 PROBE_TIMEOUT = 0.5  # seconds a probe waits for the server's first byte
 ANSWERED_FOR = 0.25  # seconds an answered probe is believed
 RETRY_WAIT = 0.02  # seconds between the tries of one call
+WATCHDOG_LOOK = 0.1  # seconds the watchdog, with nothing held, waits before it looks again
 
 
 class Unreachable(OperationalError):
@@ -71,12 +72,12 @@ class Reachability:
         self._probing = threading.Lock()  # one probe at a time
         self._unanswered_until = 0.0  # a probe that waited out its timeout is not repeated before this
         self._answered_until = 0.0  # nor one that was answered
-        # Held this long, a connection's server is probed: the probe's wait and as long again
-        # (for the failure to reach the caller) still fit in `within`. One probe decides (a
+        # Held this long, a connection's server is probed: the watchdog's look, the probe's
+        # wait and as long again (for the failure to reach the caller) still fit in `within`. One probe decides (a
         # second would hold every caller behind the probe lock as long again); a server it
         # missed by a lost packet costs that statement `unavailable`, which a keyed retry
         # makes safe.
-        self.watchdog = Watchdog(max(within - 2 * PROBE_TIMEOUT, PROBE_TIMEOUT), self.answers)
+        self.watchdog = Watchdog(max(within - 2 * PROBE_TIMEOUT - WATCHDOG_LOOK, PROBE_TIMEOUT), self.answers)
 
     def guarding(self, conn: Any) -> contextlib.AbstractContextManager[None]:
         """While the block runs: the connection's socket is shut if the block outlasts
@@ -173,8 +174,10 @@ def probe(url: str) -> Answered:
 
 class Watchdog:
     """Shuts the socket of a connection held past its deadline while its server answers
-    no probe. One thread for all connections, started on first use; nothing to do while
-    nothing is held."""
+    no probe. One thread for all connections, started on first use. Taking a connection
+    wakes nobody (a wake-up of that thread per read cost a one-at-a-time read ~50 µs of
+    CPU): the thread looks every WATCHDOG_LOOK seconds, or at a deadline that comes first,
+    so it sees a deadline at most that late."""
 
     def __init__(self, after: float, answers: Callable[[], bool]):
         self.after = after
@@ -182,24 +185,21 @@ class Watchdog:
         self.severed = 0
         self._held: dict[int, list[Any]] = {}  # token -> [deadline, connection]
         self._tokens = itertools.count()
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @contextlib.contextmanager
     def guarding(self, conn: Any) -> Iterator[None]:
         token = next(self._tokens)
-        with self._changed:
-            idle = not self._held
+        with self._lock:
             self._held[token] = [time.monotonic() + self.after, conn]
             if self._thread is None:
                 self._thread = threading.Thread(target=self._watch, name="postgres-watchdog", daemon=True)
                 self._thread.start()
-            if idle:  # (otherwise it already waits for an earlier deadline: no wake-up per call)
-                self._changed.notify()
         try:
             yield
         finally:
-            with self._changed:
+            with self._lock:
                 self._held.pop(token, None)
 
     def _watch(self) -> None:
@@ -212,17 +212,16 @@ class Watchdog:
 
     def _look(self) -> None:
         """Wait for the next deadline; probe for those held past it; shut the silent ones."""
-        with self._changed:
-            while not self._held:
-                self._changed.wait()
+        with self._lock:
             now = time.monotonic()
             due = [(token, held[1]) for token, held in self._held.items() if held[0] <= now]
-            if not due:
-                self._changed.wait(min(held[0] for held in self._held.values()) - now)
-                return
+            wake_at = min((held[0] for held in self._held.values()), default=now + WATCHDOG_LOOK)
+        if not due:
+            time.sleep(min(wake_at - now, WATCHDOG_LOOK))
+            return
         silent = not self.answers()  # (outside the lock: a probe may take PROBE_TIMEOUT)
         severed = 0
-        with self._changed:
+        with self._lock:
             for token, conn in due:
                 if token not in self._held:
                     continue  # let go meanwhile
