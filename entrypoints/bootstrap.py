@@ -63,7 +63,7 @@ from adapters.store.keys import KeyRing, service_key
 from adapters.store.postgres import PostgresTarget, migrate
 from adapters.store.reachability import Reachability, fail_fast
 from adapters.store.snapshots import SealedSnapshots
-from entrypoints import logs
+from entrypoints import heap, logs
 from entrypoints.feed_process import FeedProcess
 from entrypoints.kek import attached_keks
 from entrypoints.projection_process import PREPARED, ProjectionProcess, die_with_parent
@@ -598,6 +598,7 @@ def run_engine(settings: Settings, url: str, parent_end: Connection, parent_pid:
     try:
         while not stopping.is_set() and (parent is None or parent.is_alive()):
             if not prepared and engine.wait_prepared(0):
+                heap.settle()
                 parent_end.send(PREPARED)
                 prepared = True
             stopping.wait(0.2)

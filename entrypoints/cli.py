@@ -15,7 +15,7 @@ from chronicle_contract.bus import DURABLES_CLAIM
 from chronicle_contract.events import FEED_ROLE
 from chronicle_contract.limits import BULK_ROLE
 
-from entrypoints import logs
+from entrypoints import heap, logs
 from entrypoints.settings import Settings, SetupError, load_settings
 from services.users.erasure import ADMIN
 
@@ -84,6 +84,7 @@ async def serve(settings: Settings) -> None:
             return
         if settings.http_port:
             http = await rest_server(settings, chronicle.nats_url, gateway_metrics(chronicle))
+        heap.settle()
         log.info(
             "ready",
             extra={
@@ -184,6 +185,7 @@ async def serve_gateway(settings: Settings, kind: str) -> None:
 
         app = RequestMetrics(streamable_http_app(settings.nats_url, settings.subject_prefix, settings.http_host), metrics)
         server = await HttpServer(app, settings.http_host, settings.mcp_port, http_limits(settings)).start()
+    heap.settle()
     log.info("ready", extra={kind: server.url, "nats": settings.nats_url,
                              "metrics": endpoint.url if endpoint is not None else None})
     await stop.wait()

@@ -23,7 +23,7 @@ from adapters.messaging.connect import drain, nats_error
 from adapters.messaging.identities import Role, connect_role
 from adapters.read_side.event_feed import EventFeed
 from adapters.store.postgres import PostgresTarget
-from entrypoints import logs
+from entrypoints import heap, logs
 from entrypoints.projection_process import PREPARED, ProjectionProcess, die_with_parent
 from entrypoints.settings import Settings
 
@@ -49,6 +49,7 @@ async def follow(service_nats_url: str, scoped: bool, settings: Settings, url: s
     )
     feed = EventFeed(url, nc, nc.jetstream(), settings.subject_prefix)
     await feed.start()
+    heap.settle()
     parent_end.send(PREPARED)
     parent = multiprocessing.parent_process()
     try:
