@@ -28,10 +28,15 @@ TSQUERY = "SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS words"
 MAX_KEPT_TSQUERIES = 10_000
 
 
-async def read_json_with_orjson(conn: psycopg.AsyncConnection) -> None:
+async def configure_reader(conn: psycopg.AsyncConnection) -> None:
+    """Each query connection, once opened."""
     # jsonb turns a float like 1e20 into the integer 100000000000000000000, which the
     # orjson reply encoder refuses; orjson's own parser reads it back as the float it was.
     set_json_loads(orjson.loads, conn)
+    # Timestamps in UTC whatever the server's TimeZone: every reply says +00:00, and
+    # psycopg gives them datetime.UTC, where a zone (even "Etc/UTC") is a
+    # ZoneInfo whose conversion costs ~0.3 µs more a value (30 µs a get of 100 messages).
+    await conn.execute("SET TIME ZONE 'UTC'")
 
 
 @contextlib.asynccontextmanager
@@ -50,7 +55,7 @@ def query_pool(
     Named, so that an operator sees in pg_stat_activity which server serves queries."""
     return AsyncConnectionPool(
         url, min_size=min_size, max_size=max_size, open=False,
-        kwargs={"autocommit": True, "application_name": application_name}, configure=read_json_with_orjson,
+        kwargs={"autocommit": True, "application_name": application_name}, configure=configure_reader,
     )
 
 

@@ -157,7 +157,8 @@ async def get_conversation(
     statements = [
         ("SELECT " + CONVERSATION_COLUMNS + ", " + ", ".join(CONVERSATION_DETAILS)
          + " FROM rm_history.conversations WHERE id = %s AND owner = %s", (conversation_id, user)),
-        ("SELECT id, role, {body}, pinned, message_type, created_at, seq"
+        # (the id as text: as the reply carries it, without a uuid.UUID made per message)
+        ("SELECT id::text, role, {body}, pinned, message_type, created_at, seq"
          " FROM rm_history.messages WHERE conversation_id = %s"
          + (" AND seq < %s ORDER BY seq DESC" if newest else " AND seq > %s ORDER BY seq")
          + " LIMIT %s", (conversation_id, after, window.limit + 1)),
