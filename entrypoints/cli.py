@@ -693,7 +693,9 @@ def run(args: argparse.Namespace) -> None:
     settings = load_settings()
     logs.configure(settings.log_level)
     if args.command == "serve":
-        asyncio.run(serve(settings))
+        import uvloop
+
+        uvloop.run(serve(settings))
     elif args.command == "http" or (args.command == "mcp" and args.http):
         import uvloop  # (uvicorn[standard]'s event loop: a gateway is all sockets and parsing)
 

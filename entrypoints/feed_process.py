@@ -19,6 +19,8 @@ import multiprocessing
 import signal
 from multiprocessing.connection import Connection
 
+import uvloop
+
 from adapters.messaging.connect import drain, nats_error
 from adapters.messaging.identities import Role, connect_role
 from adapters.read_side.event_feed import EventFeed
@@ -37,7 +39,7 @@ def run_feed(service_nats_url: str, scoped: bool, settings: Settings, url: str, 
     die_with_parent(parent_pid)
     logs.configure(settings.log_level)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the parent's to handle
-    asyncio.run(follow(service_nats_url, scoped, settings, url, parent_end))
+    uvloop.run(follow(service_nats_url, scoped, settings, url, parent_end))  # (as the service: entrypoints/cli.py)
 
 
 async def follow(service_nats_url: str, scoped: bool, settings: Settings, url: str, parent_end: Connection) -> None:
