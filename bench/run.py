@@ -28,8 +28,9 @@ from entrypoints.settings import Settings
 
 READ_MODELS = [p.name for p in PROJECTIONS]
 QUERY_AIM_MS = 20
-LAG_AIM_MS = 100
-REBUILD_AIM = 20_000  # events/s
+LAG_AIM_MS = 50  # #33 (#2 asked for 100)
+REBUILD_AIM = 20_000  # events/s, each read model (#2)
+REBUILD_ALL_AIM = 50_000  # events/s, all of them in one pass (#33)
 CATCH_UP_TIMEOUT = 120.0  # seconds for the read models to apply the last write of the load
 STARTED = time.perf_counter()
 
@@ -246,7 +247,7 @@ def rebuild_read_models(target: PostgresTarget, settings: Settings, report: Repo
     report.add("rebuild all, one after another", head / total, "events/s", over(REBUILD_AIM),
                note=f"{total:.0f} s")
     side_by_side = rebuild_side_by_side(target, settings)
-    report.add("rebuild all, one pass", head / side_by_side, "events/s", over(REBUILD_AIM),
+    report.add("rebuild all, one pass", head / side_by_side, "events/s", over(REBUILD_ALL_AIM),
                note=f"{side_by_side:.0f} s, as `chronicle projections rebuild all`")
     report.details["rebuild"] = [asdict(r) for r in rebuilt]
 
