@@ -32,6 +32,10 @@ class DomainEvent(BaseModel):
 class Aggregate(BaseAggregate[UUID]):
     """Base for Chronicle aggregates: every aggregate has an owner user id (`owner`)."""
 
+    # True for an aggregate whose only event is its creation: a cached copy is never behind
+    # the store, so a command that only reads it need not check (CommandBus._check_reads).
+    WRITTEN_ONCE: ClassVar[bool] = False
+
     if TYPE_CHECKING:  # set by Created.apply; an annotation at runtime would make every aggregate a dataclass
         owner: str
 
@@ -46,6 +50,8 @@ class Aggregate(BaseAggregate[UUID]):
             aggregate.owner = self.owner
 
     def trigger_event(self, event_class: type, **kwargs: object) -> None:
+        if self.WRITTEN_ONCE:  # (its creation is not triggered: it is made by _create)
+            raise TypeError(f"{type(self).__name__} is written once: {event_class.__name__} would break that")
         # An aggregate's events never go back in time, even if two instances' clocks differ.
         at = kwargs.get("timestamp")
         if isinstance(at, datetime) and at < self.modified_on:

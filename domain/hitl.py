@@ -232,6 +232,7 @@ class HitlRun(HitlRunAttributes, Aggregate):
     """Finds a run's conversation from its owner and run id: run ids are each user's own,
     so another user's run of the same id is another run, and says nothing of this one."""
 
+    WRITTEN_ONCE = True  # Opened is its only event: a resume or take reads it unchecked
 
     class Opened(Aggregate.Created):
         run_id: str

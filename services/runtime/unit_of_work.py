@@ -150,11 +150,12 @@ class UnitOfWork:
 
     def cached_reads(self) -> dict[UUID, int]:
         """{aggregate id: version} of what came from the cache and gets no new event (what
-        gets one is checked by the store's unique version), and 0 for what was taken to be new."""
+        gets one is checked by the store's unique version; what is written once is never
+        behind), and 0 for what was taken to be new."""
         reads = {
             aggregate_id: aggregate.version
             for aggregate_id, aggregate in self.touched.items()
-            if aggregate_id in self.from_cache and not aggregate.pending_events
+            if aggregate_id in self.from_cache and not aggregate.pending_events and not aggregate.WRITTEN_ONCE
         }
         return reads | dict.fromkeys(self.guessed_new - set(self.touched), 0)
 

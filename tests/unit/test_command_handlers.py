@@ -380,3 +380,27 @@ async def test_a_raced_key_whose_reply_cannot_be_opened_leaves_the_refusal_and_t
         assert refusal.code == "conflict" and "already resumed" in refusal.message
         # The writer thread still answers.
         assert (await other.execute(StartConversation(title="after"), "alice"))["conversation_id"]
+
+
+async def test_a_run_read_from_the_cache_is_not_checked_it_is_written_once(
+    settings: Settings, bus: CommandBus, store: InMemoryEventStore, clock: Clock
+) -> None:
+    """A resume reads the run (cached since the pause) and writes the conversation: the
+    store checks the conversation's version, and the run, whose only event is its opening,
+    needs no look-up of its own; a take that saves nothing still has its conversation checked."""
+    conversation_id = UUID((await bus.execute(StartConversation(title="review"), "alice"))["conversation_id"])
+    await bus.execute(PauseRun(conversation_id=conversation_id, run_id="run-1", step="s", prompt="ok?"), "alice")
+    checked: list[set[UUID]] = []
+    changed = store.recorder.changed
+
+    def counting(seen: Any) -> set[UUID]:
+        checked.append(set(seen))
+        return changed(seen)
+
+    store.recorder.changed = counting  # type: ignore[method-assign]
+    assert (await bus.execute(RecordTaken(run_id="run-1"), "alice"))["status"] == "paused"  # saves nothing
+    assert checked == [{conversation_id}]
+    await bus.execute(ResumeRun(run_id="run-1", approved=True, feedback="yes"), "alice")
+    assert checked == [{conversation_id}]  # (no second look-up)
+    with pytest.raises(TypeError, match="written once"):
+        bus.cache.get(HitlRun.id_for("alice", "run-1")).trigger_event(HitlRun.Opened)  # type: ignore[union-attr]
