@@ -46,6 +46,11 @@ def sqlstate_of(error: BaseException) -> str | None:
     return next((cause.sqlstate for cause in causes(error) if isinstance(cause, psycopg.Error)), None)
 
 
+def constraint_of(error: BaseException) -> str | None:
+    """The constraint a statement broke (a unique key, say), as Postgres names it."""
+    return next((cause.diag.constraint_name for cause in causes(error) if isinstance(cause, psycopg.Error)), None)
+
+
 def translate(error: BaseException) -> ChronicleError:
     """Map library, driver and domain errors to a ChronicleError without leaking internals."""
     if isinstance(error, ChronicleError):

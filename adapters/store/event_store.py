@@ -21,7 +21,7 @@ from eventsourcing.persistence import (
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg.sql import SQL
 
-from adapters.errors import WRITER_ERASED, sqlstate_of, statement_failed
+from adapters.errors import WRITER_ERASED, constraint_of, sqlstate_of, statement_failed
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import PydanticMapper
 from adapters.store.postgres import PostgresTarget
@@ -29,13 +29,14 @@ from adapters.store.reachability import Reachability, fail_fast, while_reachable
 from adapters.store.snapshots import SnapshotCodec, SnapshotRecorder, SnapshotUnreadable
 from domain.base import Aggregate, DomainEvent
 from services.ports import event_store as port
-from services.ports.event_store import ErasedContent, IdempotencyRecord, StoredReply, WriterErased
+from services.ports.event_store import ErasedContent, IdempotencyRecord, KeyTaken, StoredReply, WriterErased
 
 log = logging.getLogger(__name__)
 
 EVENTS_SCHEMA = "chronicle"
 EVENTS_TABLE = "events"
 EVENTS_CHANNEL = "chronicle_events"
+IDEMPOTENCY_KEY = "idempotency_pkey"  # the primary key of chronicle.idempotency: (owner, key)
 SERVER_PARAMS = ("dbname", "host", "port", "user", "password")  # the target's, resolved as a connection opens
 
 
@@ -118,6 +119,8 @@ class ChronicleRecorder(PostgresApplicationRecorder, port.Recorder):
         except PersistenceError as error:
             if sqlstate_of(error) == WRITER_ERASED:
                 raise WriterErased("content for an erased user") from None
+            if constraint_of(error) == IDEMPOTENCY_KEY:
+                raise KeyTaken("an idempotency key is already taken") from None
             if isinstance(error, OperationalError) and statement_failed(error):
                 raise DataError(str(error)) from error
             raise

@@ -17,7 +17,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from adapters.store.mapper import PydanticMapper
 from domain.erasure import UserErased
-from services.ports.event_store import IdempotencyRecord, Recorder, Store, StoredReply, WriterErased
+from services.ports.event_store import IdempotencyRecord, KeyTaken, Recorder, Store, StoredReply, WriterErased
 from services.ports.keys import KeyRing
 
 
@@ -40,7 +40,7 @@ class InMemoryRecorder(Recorder):
             if len(taken) < len(stored_events) or taken & self.versions:
                 raise IntegrityError("an aggregate version is already taken")
             if {(r.owner, r.key) for r in replies} & set(self.stored_replies):
-                raise IntegrityError("an idempotency key is already taken")
+                raise KeyTaken("an idempotency key is already taken")
             first = len(self.events) + 1
             self.events.extend(stored_events)
             self.versions |= taken

@@ -44,6 +44,10 @@ class WriterErased(Exception):
     """A statement held content for a user whose erasure committed before it."""
 
 
+class KeyTaken(Exception):
+    """A record held an idempotency key already stored (for its user): nothing was saved."""
+
+
 class ErasedContent(Exception):
     """The event's content was sealed with a key that has been destroyed."""
 

@@ -28,7 +28,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.base import SYSTEM_OWNER
 from domain.erasure import DataSubject, UserErased
-from services.ports.event_store import ErasedContent, IdempotencyRecord, Store, StoredReply
+from services.ports.event_store import ErasedContent, IdempotencyRecord, KeyTaken, Store, StoredReply
 from services.ports.failures import Failures
 from services.ports.metrics import CommitMetrics
 from services.runtime.dispatch import Decide
@@ -277,6 +277,11 @@ class CommandBus:
                 self._forget(pending)
                 pending.remove(rerun.culprit)
                 rerun.culprit.error = rerun.failure
+            except KeyTaken:
+                # A key sent before (a retry, or its first send committing elsewhere):
+                # decided again with every key looked up, now that one is known to be
+                # stored. No pause: a key stored is not contention.
+                self._forget(pending)
             except _StaleReads:
                 self._forget(pending)
                 self._others_seen_at = time.monotonic()  # (another writer: catch copies up from now on)
@@ -315,11 +320,13 @@ class CommandBus:
 
     def _answer_raced_keys(self, batch: list[Submission]) -> None:
         """A keyed command refused by the aggregate may have been refused because of itself:
-        a retry that reached this instance while its first send was committing on another
-        (a NATS node or the other instance died before the reply came) finds no stored reply
-        yet, then loads the state the first send made ("run is not paused"). The first send's
-        reply, stored with its events, is then the answer, not the refusal. (A refusal made
-        on state that did not include the first send's events is not caused by it.)"""
+        a retry whose first send committed (keys are not looked up before a first attempt:
+        see _decide_and_save), or one that reached this instance while its first send was
+        committing on another (a NATS node or the other instance died before the reply came),
+        decides on the state the first send made ("run is not paused"). The first send's
+        reply, stored with its events, is then the answer, not the refusal; a key stored
+        for another request is `conflict`, as it is before deciding. (A refusal made on
+        state that did not include the first send's events is not caused by it.)"""
         refused = [
             s for s in batch
             if s.client_key and s.error is not None and s.duplicate_of is None and s.error.code in RACED_REFUSALS
@@ -344,6 +351,8 @@ class CommandBus:
                 continue
             if known_fingerprint == s.fingerprint:
                 s.reply, s.error, s.replayed = reply, None, True
+            else:
+                s.error = key_reused()
 
     def _tell_listeners(self, committed: list[tuple[int, Any]]) -> None:
         for listener in self.commit_listeners:
@@ -361,7 +370,11 @@ class CommandBus:
             s.owners, s.saved, s.read = {}, {}, {}
 
     def _decide_and_save(self, batch: list[Submission], *, replay_all_keys: bool) -> list[tuple[int, Any]]:
-        keys = [(s.user_id, s.key) for s in batch if s.client_key or replay_all_keys]
+        # A first attempt looks no key up: a key is almost always new, and one sent before
+        # fails the save (KeyTaken: every key is looked up on the next attempt) or, refused
+        # by the aggregate, is looked up then (_answer_raced_keys). One round trip less
+        # for a batch with keys.
+        keys = [(s.user_id, s.key) for s in batch] if replay_all_keys else []
         stored_replies = self.store.recorder.replies(keys)
         self._prefetch(batch)
         seen: dict[tuple[str, str], Submission] = {}

@@ -404,3 +404,29 @@ async def test_a_run_read_from_the_cache_is_not_checked_it_is_written_once(
     assert checked == [{conversation_id}]  # (no second look-up)
     with pytest.raises(TypeError, match="written once"):
         bus.cache.get(HitlRun.id_for("alice", "run-1")).trigger_event(HitlRun.Opened)  # type: ignore[union-attr]
+
+
+async def test_a_first_send_looks_no_key_up_and_a_key_sent_before_is_still_answered_from_its_record(
+    bus: CommandBus, store: InMemoryEventStore
+) -> None:
+    looked_up: list[list[tuple[str, str]]] = []
+    replies = store.recorder.replies
+
+    def counting(keys: Any) -> Any:
+        looked_up.append(list(keys))
+        return replies(keys)
+
+    store.recorder.replies = counting  # type: ignore[method-assign]
+    conversation_id = UUID((await bus.execute(StartConversation(title="keys"), "alice", "start-1"))["conversation_id"])
+    first = await bus.execute(AddMessage(conversation_id=conversation_id, role="user", content="hi"), "alice", "add-1")
+    assert [keys for keys in looked_up if keys] == []  # (new keys: saved without a look-up)
+    # Sent again: the save finds the key taken, and the command is answered from its record.
+    again = await bus.execute(AddMessage(conversation_id=conversation_id, role="user", content="hi"), "alice", "add-1")
+    assert again == first and len(store.recorder.events) == 2
+    assert ("alice", "add-1") in looked_up[-1]
+    # Refused by the aggregate, a retry of a pause still gets its first reply; another request
+    # under a key already used hears that, not the aggregate's refusal.
+    paused = await bus.execute(PauseRun(conversation_id=conversation_id, run_id="r", step="s", prompt="ok?"), "alice", "p")
+    assert await bus.execute(PauseRun(conversation_id=conversation_id, run_id="r", step="s", prompt="ok?"), "alice", "p") == paused
+    other = await refused_keyed(bus, ResumeRun(run_id="nobody-s-run", approved=True), "alice", "p")
+    assert other.code == "conflict" and "Idempotency-Key" in other.message
