@@ -4,7 +4,7 @@ Starts `chronicle serve` on a fresh database, then for each run: subscribes to t
 signal subjects (the owner's own: clients/python/chronicle_contract/hitl.py run_signals), pauses, times the
 arrival of the `paused` signal (in the subscription's callback), resumes, times `resumed`.
 Also times an orchestrator's whole `wait_for_resume` (the answer taken with hitl.take),
-and then the floor (bench/floor.py): a bare process that commits a row and publishes a
+add_message one at a time by turns without and with an Idempotency-Key, and then the floor (bench/floor.py): a bare process that commits a row and publishes a
 message per request, timed the same way.
 Prints a table; the aim is p99 under 5 ms for each signal (#33; #3 asked for 10).
 """
@@ -82,6 +82,22 @@ async def measure(client: ChronicleClient, runs: int, report: Report) -> None:
     report.add_percentiles("pause -> paused signal", paused_ms, aim_p99=under(SIGNAL_AIM_MS), note=f"{runs:,} runs")
     report.add_percentiles("resume -> resumed signal", resumed_ms, aim_p99=under(SIGNAL_AIM_MS))
     report.add_percentiles("resume -> wait_for_resume returned", waited_ms, note="the answer taken with hitl.take")
+    await keyed_or_not(client, runs, report)
+
+
+async def keyed_or_not(client: ChronicleClient, runs: int, report: Report) -> None:
+    """add_message one at a time, by turns without and with an Idempotency-Key (so both meet
+    the machine alike): what a caller's key costs a command."""
+    conversation_id = (await client.conversations.start(title="hitl bench, keys")).conversation_id
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for n in range(2 * runs):
+        keyed = n % 2 == 1
+        started = time.perf_counter()
+        await client.conversations.add_message(conversation_id, "user", "a message",
+                                               idempotency_key=secrets.token_hex(16) if keyed else None)
+        times[keyed].append((time.perf_counter() - started) * 1000)
+    report.add_percentiles("add_message, one at a time", times[False])
+    report.add_percentiles("add_message with an Idempotency-Key, one at a time", times[True])
 
 
 def run(runs: int, database_url: str | None, nats_url: str | None,
