@@ -19,6 +19,7 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from psycopg.errors import UniqueViolation
 from psycopg.sql import SQL
 
 from adapters.errors import WRITER_ERASED, constraint_of, sqlstate_of, statement_failed
@@ -37,6 +38,7 @@ EVENTS_SCHEMA = "chronicle"
 EVENTS_TABLE = "events"
 EVENTS_CHANNEL = "chronicle_events"
 IDEMPOTENCY_KEY = "idempotency_pkey"  # the primary key of chronicle.idempotency: (owner, key)
+UNIQUE_VIOLATION = UniqueViolation.sqlstate
 SERVER_PARAMS = ("dbname", "host", "port", "user", "password")  # the target's, resolved as a connection opens
 
 
@@ -119,7 +121,8 @@ class ChronicleRecorder(PostgresApplicationRecorder, port.Recorder):
         except PersistenceError as error:
             if sqlstate_of(error) == WRITER_ERASED:
                 raise WriterErased("content for an erased user") from None
-            if constraint_of(error) == IDEMPOTENCY_KEY:
+            if sqlstate_of(error) == UNIQUE_VIOLATION and constraint_of(error) == IDEMPOTENCY_KEY:
+                # (not any error naming that index: a key too long for it names it too)
                 raise KeyTaken("an idempotency key is already taken") from None
             if isinstance(error, OperationalError) and statement_failed(error):
                 raise DataError(str(error)) from error
