@@ -4,8 +4,9 @@ Starts `chronicle serve` on a fresh database, then for each run: subscribes to t
 signal subjects (the owner's own: clients/python/chronicle_contract/hitl.py run_signals), pauses, times the
 arrival of the `paused` signal (in the subscription's callback), resumes, times `resumed`.
 Also times an orchestrator's whole `wait_for_resume` (the answer taken with hitl.take),
-add_message one at a time by turns without and with an Idempotency-Key, and then the floor (bench/floor.py): a bare process that commits a row and publishes a
-message per request, timed the same way.
+add_message one at a time by turns without and with an Idempotency-Key, and then the
+floor (bench/floor.py): a bare process that commits a row and publishes a message per
+request, timed the same way.
 Prints a table; the aim is p99 under 5 ms for each signal (#33; #3 asked for 10).
 """
 

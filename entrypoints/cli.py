@@ -10,6 +10,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import uvloop  # (the service's and the gateways' loop: they are all sockets, parsing and callbacks)
 from chronicle_contract.audit import AUDITOR
 from chronicle_contract.bus import DURABLES_CLAIM
 from chronicle_contract.events import FEED_ROLE
@@ -693,12 +694,8 @@ def run(args: argparse.Namespace) -> None:
     settings = load_settings()
     logs.configure(settings.log_level)
     if args.command == "serve":
-        import uvloop
-
         uvloop.run(serve(settings))
     elif args.command == "http" or (args.command == "mcp" and args.http):
-        import uvloop  # (uvicorn[standard]'s event loop: a gateway is all sockets and parsing)
-
         uvloop.run(serve_gateway(service_url(settings), "http" if args.command == "http" else "mcp"))
     elif args.command == "mcp":
         from entrypoints.gateways.mcp import run_stdio

@@ -47,7 +47,7 @@ CONNECT_TIMEOUT = 2  # seconds a libpq connection attempt may take (libpq's mini
 PROBE_TIMEOUT = 0.5  # seconds a probe waits for the server's first byte
 ANSWERED_FOR = 0.25  # seconds an answered probe is believed
 RETRY_WAIT = 0.02  # seconds between the tries of one call
-WATCHDOG_LOOK = 0.1  # seconds the watchdog, with nothing held, waits before it looks again
+WATCHDOG_LOOK = 0.1  # seconds between the watchdog's looks at the connections held
 
 
 class Unreachable(OperationalError):
@@ -73,10 +73,10 @@ class Reachability:
         self._unanswered_until = 0.0  # a probe that waited out its timeout is not repeated before this
         self._answered_until = 0.0  # nor one that was answered
         # Held this long, a connection's server is probed: the watchdog's look, the probe's
-        # wait and as long again (for the failure to reach the caller) still fit in `within`. One probe decides (a
-        # second would hold every caller behind the probe lock as long again); a server it
-        # missed by a lost packet costs that statement `unavailable`, which a keyed retry
-        # makes safe.
+        # wait and as long again (for the failure to reach the caller) still fit in
+        # `within`. One probe decides (a second would hold every caller behind the probe
+        # lock as long again); a server it missed by a lost packet costs that statement
+        # `unavailable`, which a keyed retry makes safe.
         self.watchdog = Watchdog(max(within - 2 * PROBE_TIMEOUT - WATCHDOG_LOOK, PROBE_TIMEOUT), self.answers)
 
     def guarding(self, conn: Any) -> contextlib.AbstractContextManager[None]:

@@ -153,24 +153,26 @@ async def get_conversation(
         decode_cursor(queries, user, conversation_id, window.cursor, window.order, field)
         if window.cursor else (2**63 - 1 if newest else -1)
     )
-    # Both in one round trip; the messages count only once the conversation is the user's.
-    statements = [
-        ("SELECT " + CONVERSATION_COLUMNS + ", " + ", ".join(CONVERSATION_DETAILS)
-         + " FROM rm_history.conversations WHERE id = %s AND owner = %s", (conversation_id, user)),
-        # (the id as text: as the reply carries it, without a uuid.UUID made per message)
-        ("SELECT id::text, role, {body}, pinned, message_type, created_at, seq"
-         " FROM rm_history.messages WHERE conversation_id = %s"
-         + (" AND seq < %s ORDER BY seq DESC" if newest else " AND seq > %s ORDER BY seq")
-         + " LIMIT %s", (conversation_id, after, window.limit + 1)),
-    ]
+    def statements(body: str) -> list[tuple[str, Any]]:
+        # Both in one round trip; the messages count only once the conversation is the user's.
+        return [
+            ("SELECT " + CONVERSATION_COLUMNS + ", " + ", ".join(CONVERSATION_DETAILS)
+             + " FROM rm_history.conversations WHERE id = %s AND owner = %s", (conversation_id, user)),
+            # (the id as text: as the reply carries it, without a uuid.UUID made per message)
+            ("SELECT id::text, role, " + body + ", pinned, message_type, created_at, seq"
+             " FROM rm_history.messages WHERE conversation_id = %s"
+             + (" AND seq < %s ORDER BY seq DESC" if newest else " AND seq > %s ORDER BY seq")
+             + " LIMIT %s", (conversation_id, after, window.limit + 1)),
+        ]
+
     opened_body = _opened_body
     try:
-        [conversations, rows] = await queries.fetch_together(_with_body(statements, "body"), binary=True)
+        [conversations, rows] = await queries.fetch_together(statements("body"), binary=True)
     except psycopg.errors.UndefinedColumn:
         # Until an upgrade's rebuild of the history read model is done, its version 2
         # answers: content and metadata sealed apart.
         opened_body = _opened_apart
-        [conversations, rows] = await queries.fetch_together(_with_body(statements, "content, metadata"), binary=True)
+        [conversations, rows] = await queries.fetch_together(statements("content, metadata"), binary=True)
     if not conversations:
         raise not_found("conversation", conversation_id)
     conversation = dict(zip(CONVERSATION_FIELDS + CONVERSATION_DETAILS, conversations[0], strict=True))
@@ -189,10 +191,6 @@ async def get_conversation(
     conversation["next_cursor"] = encode_cursor(queries, user, conversation_id, last_seq, window.order) if more else None
     conversation["messages"] = messages[::-1] if newest else messages
     return conversation
-
-
-def _with_body(statements: list[tuple[str, Any]], body: str) -> list[tuple[str, Any]]:
-    return [(query.replace("{body}", body), params) for query, params in statements]
 
 
 def _opened_body(seal: UserSeal, sealed: list[bytes | None]) -> tuple[str, Any, int]:
