@@ -8,10 +8,10 @@ followed to their end through one subscription on the user's `<signals>.jobs.*.p
 and request→completed latency under load; then `--sequential` jobs one at a time, for the
 latency at low load. Every worker count gets the same jobs: a few sentences of chat text,
 the type cycling quiz, summary, layout, options {"chunks": 0} (no retrieval: the agent
-plans from the request's own sentences) plus a `bench_job` number. The number is what
-keeps them apart: the dedup fingerprint covers user, session, type, sources and options
-but not the content, so jobs differing only in content would be answered by the one
-already active.
+plans from the request's own sentences), each job in a session of its own (made before
+any is timed). The session is what keeps them apart: the dedup fingerprint covers user,
+session, type, sources and options but not the content, so jobs differing only in content
+would be answered by the one already active (and options admit only the named ones).
 
 Pipeline overhead per job: a job's request→completed time (one at a time) minus the time
 the offline agent takes for that same job's plan, generate_from_plan and validate, timed
@@ -81,29 +81,36 @@ class Plan:
 QUICK = {"jobs": 40, "sequential": 15}
 
 
-def job_specs(corpus: Corpus, numbers: range) -> list[JobSpec]:
-    """One job per number: 2-5 sentences of chat, the type cycling, the number in the options."""
-    specs = []
+@dataclass(frozen=True)
+class BenchJob:
+    number: int  # the key of its agent time and of its session
+    spec: JobSpec
+
+
+def bench_jobs(corpus: Corpus, numbers: range) -> list[BenchJob]:
+    """One job per number: 2-5 sentences of chat, the type cycling."""
+    jobs = []
     for number in numbers:
         sentences = [corpus.text(corpus.rng.randint(6, 16))[0] for _ in range(corpus.rng.randint(2, 5))]
-        specs.append(JobSpec(artifact_type=ARTIFACT_TYPES[number % len(ARTIFACT_TYPES)], content=" ".join(sentences),
-                             options={"chunks": 0, "bench_job": number}))
-    return specs
+        spec = JobSpec(artifact_type=ARTIFACT_TYPES[number % len(ARTIFACT_TYPES)], content=" ".join(sentences),
+                       options={"chunks": 0})
+        jobs.append(BenchJob(number, spec))
+    return jobs
 
 
-async def agent_times(specs: list[JobSpec]) -> tuple[dict[int, float], int]:
+async def agent_times(jobs: list[BenchJob]) -> tuple[dict[int, float], int]:
     """Each job's agent time in ms (plan, generate_from_plan, validate; median of AGENT_RUNS),
     and how many of its results the agent itself finds invalid (each would cost a retry)."""
     agent, times, invalid = OfflineAgent(), {}, 0
-    for spec in specs:
-        runs = []
+    for job in jobs:
+        spec, runs = job.spec, []
         for _ in range(AGENT_RUNS):
             started = time.perf_counter()
             plan = await agent.plan(spec, [])
             result = await agent.generate_from_plan(spec, plan, [], 1)
             problems = await agent.validate(spec, result)
             runs.append((time.perf_counter() - started) * 1000)
-        times[spec.options["bench_job"]] = statistics.median(runs)
+        times[job.number] = statistics.median(runs)
         invalid += bool(problems)
     return times, invalid
 
@@ -154,7 +161,7 @@ class Progress:
 
 @dataclass
 class JobRun:
-    spec: JobSpec
+    job: BenchJob
     sent: float = 0.0
     job_id: str | None = None
     ended: float | None = None
@@ -169,17 +176,17 @@ class JobRun:
 class Driver:
     """One service's jobs, requested by the bench user's client and followed through `progress`."""
 
-    def __init__(self, client: ChronicleClient, session_id: UUID, progress: Progress, timeout: float):
-        self.client, self.session_id, self.progress, self.timeout = client, session_id, progress, timeout
+    def __init__(self, client: ChronicleClient, sessions: dict[int, UUID], progress: Progress, timeout: float):
+        self.client, self.sessions, self.progress, self.timeout = client, sessions, progress, timeout
 
-    async def run(self, spec: JobSpec, gate: asyncio.Semaphore, deadline: float) -> JobRun:
+    async def run(self, job: BenchJob, gate: asyncio.Semaphore, deadline: float) -> JobRun:
         """Request the job (holding `gate` while the request is out) and wait for its end."""
-        run = JobRun(spec)
+        run, spec = JobRun(job), job.spec
         async with gate:
             run.sent = time.perf_counter()
             try:
-                reply = await self.client.jobs.request(spec.content, spec.artifact_type, session_id=self.session_id,
-                                                       options=spec.options)
+                reply = await self.client.jobs.request(spec.content, spec.artifact_type,
+                                                       session_id=self.sessions[job.number], options=spec.options)
             except Exception as error:
                 run.error = f"request: {type(error).__name__}: {error}"
                 return run
@@ -197,13 +204,13 @@ class Driver:
             run.error = f"{end.get('status')}: {end.get('error')}"
         return run
 
-    async def at_once(self, specs: list[JobSpec], in_flight: int) -> list[JobRun]:
+    async def at_once(self, jobs: list[BenchJob], in_flight: int) -> list[JobRun]:
         gate, deadline = asyncio.Semaphore(in_flight), time.monotonic() + self.timeout
-        return list(await asyncio.gather(*(self.run(spec, gate, deadline) for spec in specs)))
+        return list(await asyncio.gather(*(self.run(job, gate, deadline) for job in jobs)))
 
-    async def one_at_a_time(self, specs: list[JobSpec]) -> list[JobRun]:
+    async def one_at_a_time(self, jobs: list[BenchJob]) -> list[JobRun]:
         gate, deadline = asyncio.Semaphore(1), time.monotonic() + self.timeout
-        return [await self.run(spec, gate, deadline) for spec in specs]
+        return [await self.run(job, gate, deadline) for job in jobs]
 
     async def read_back(self, runs: list[JobRun]) -> list[str]:
         """The last few finished jobs and their artifacts, read through the queries: what is wrong."""
@@ -237,15 +244,16 @@ class Measured:
         return [run.error for run in [*self.warmup, *self.load, *self.sequential] if run.error] + self.read_back_wrong
 
 
-async def drive(service: ServiceProcess, nats_url: str, database: str, specs: dict[str, list[JobSpec]],
+async def drive(service: ServiceProcess, nats_url: str, database: str, specs: dict[str, list[BenchJob]],
                 plan: Plan, measured: Measured) -> None:
     client = await ChronicleClient.connect(nats_url, service.token(USER), prefix=service.subject_prefix, timeout=30.0)
     try:
         progress = Progress()
         progress_subjects = f"{signals_prefix(service.subject_prefix, USER)}.jobs.*.progress"
         subscription = await client.nc.subscribe(progress_subjects, cb=progress.received)
-        session = await client.sessions.create("jobs bench", kind="generation")
-        driver = Driver(client, session.session_id, progress, plan.timeout)
+        sessions = {job.number: (await client.sessions.create(f"jobs bench {job.number}", kind="generation")).session_id
+                    for group in specs.values() for job in group}
+        driver = Driver(client, sessions, progress, plan.timeout)
         measured.warmup = await driver.one_at_a_time(specs["warmup"])
 
         say(f"  {len(specs['load'])} jobs at once")
@@ -278,7 +286,7 @@ async def remove_streams(nats_url: str, prefix: str) -> None:
         await nc.close()
 
 
-def measure(servers: BenchServers, workers: int, specs: dict[str, list[JobSpec]], plan: Plan) -> Measured:
+def measure(servers: BenchServers, workers: int, specs: dict[str, list[BenchJob]], plan: Plan) -> Measured:
     """A fresh database and service with `workers` job workers, and its jobs run."""
     measured = Measured(workers)
     with servers.fresh_database(plan.keep) as url, \
@@ -309,14 +317,14 @@ def add_rows(report: Report, measured: Measured, agent_ms: dict[int, float]) -> 
                            note="includes the wait behind the jobs queued before")
     if measured.cores and done:
         per_job = milliseconds_each(measured.cores, seconds, len(done))
-        agent_mean = statistics.mean(agent_ms[run.spec.options["bench_job"]] for run in done)
+        agent_mean = statistics.mean(agent_ms[run.job.number] for run in done)
         report.add(f"{label}: service CPU per job", per_job["service"], "ms",
                    note=f"of which agent ~{agent_mean:.1f}; projections {per_job['projections']:.1f} ms"
                         f" and Postgres {per_job['postgres']:.1f} ms more")
 
     quiet = [run for run in measured.sequential if run.error is None]
     report.add_percentiles(f"{label}: request→completed, one at a time", [run.latency_ms for run in quiet])
-    overhead = [run.latency_ms - agent_ms[run.spec.options["bench_job"]] for run in quiet]
+    overhead = [run.latency_ms - agent_ms[run.job.number] for run in quiet]
     report.add(f"{label}: pipeline overhead per job p50", percentile(overhead, 50), "ms", under(OVERHEAD_AIM_MS),
                note="one at a time, minus the agent's time on the same job")
     report.add(f"{label}: pipeline overhead per job p95", percentile(overhead, 95), "ms")
@@ -343,12 +351,12 @@ def run(plan: Plan) -> tuple[Report, Path]:
     counts = {"warmup": plan.warmup, "load": plan.jobs, "sequential": plan.sequential}
     specs, first = {}, 0
     for name, count in counts.items():
-        specs[name] = job_specs(corpus, range(first, first + count))
+        specs[name] = bench_jobs(corpus, range(first, first + count))
         first += count
 
     say(f"timing the offline agent on the {first} jobs, in this process")
     agent_ms, invalid = asyncio.run(agent_times([spec for group in specs.values() for spec in group]))
-    sequential_agent = [agent_ms[spec.options["bench_job"]] for spec in specs["sequential"]]
+    sequential_agent = [agent_ms[job.number] for job in specs["sequential"]]
     report.add("agent time per job (in-process) p50", percentile(sequential_agent, 50), "ms",
                note=f"plan + generate + validate, median of {AGENT_RUNS} runs each; {invalid} results invalid")
     report.add("agent time per job (in-process) p95", percentile(sequential_agent, 95), "ms")

@@ -161,6 +161,12 @@ def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
+def key_ring(target: PostgresTarget) -> KeyRing:
+    """A key ring for a fresh bench database, its key-encryption key attached as the service
+    attaches one on first start (in a folder of its own under the system's temporary folder)."""
+    return KeyRing(target, attached(target, KekDirectory(Path(tempfile.mkdtemp(prefix="chronicle-seed-kek-")))))
+
+
 def insert_all(
     target: PostgresTarget,
     batches: Callable[[EventStore], Iterable[list[StoredEvent]]],
@@ -168,8 +174,7 @@ def insert_all(
 ) -> None:
     """Insert each batch `batches(store)` yields in one transaction, sealed per owner as the
     service writes, one thread inserting while the caller builds the next batch."""
-    keks = attached(target, KekDirectory(Path(tempfile.mkdtemp(prefix="chronicle-seed-kek-"))))
-    keys = KeyRing(target, keks)
+    keys = key_ring(target)
     store = EventStore(target, pool_size=1, keys=keys)
     in_flight: deque[Future[Any]] = deque()
     try:

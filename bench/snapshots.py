@@ -26,6 +26,7 @@ from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.report import Report, percentile, timed, timed_async, under
+from bench.seed import key_ring
 from bench.servers import bench_servers
 from domain.conversation import Conversation
 from entrypoints.settings import Settings
@@ -78,7 +79,7 @@ def run(events: int, every: int, keep: int, runs: int, database_url: str | None)
     with bench_servers(database_url, None) as servers, servers.fresh_database(False) as url:
         target = PostgresTarget(url)
         migrate(target)
-        keys = KeyRing(target)
+        keys = key_ring(target)
         store = EventStore(target, pool_size=2, keys=keys)
         try:
             started = time.perf_counter()
