@@ -109,9 +109,9 @@ ORDER BY t.trial_index LIMIT %(limit)s
 LAST_ROUND = 2**31 - 1
 
 
-def round_fields(seal: UserSeal, row: dict[str, Any]) -> str:
-    """A round's fields as JSON text, its sealed columns opened. While the optimization has
-    invalid trials, the round's bests without them too."""
+def round_fields(seal: UserSeal, row: dict[str, Any]) -> dict[str, Any]:
+    """A round's fields, its sealed columns opened. While the optimization has invalid
+    trials, the round's bests without them too."""
     fields = {
         "round_index": row["round_index"], "round_id": row["round_id"],
         "candidates": [] if row["candidates"] is None else seal.open_json(row["candidates"]),
@@ -126,31 +126,38 @@ def round_fields(seal: UserSeal, row: dict[str, Any]) -> str:
             corrected_best_candidate=seal.open_json(row["corrected_best_candidate"]),
             corrected_best_so_far=row["corrected_best_so_far"],
         )
-    return orjson.dumps(fields).decode()
+    return fields
+
+
+def fields_size(fields: dict[str, Any]) -> int:
+    """A round's fields' bytes in a reply."""
+    return len(orjson.dumps(fields))
 
 
 def opened_round(seal: UserSeal, row: dict[str, Any], with_trials: bool = True) -> dict[str, Any]:
-    """A history page's row with its fields (and its trials array, when read) as JSON text:
-    an ended round's array as the projection joined it, an open round's joined here."""
+    """A history page's row with its fields opened (and its trials array as JSON bytes, when
+    read): an ended round's array as the projection joined it, an open round's joined here.
+    The array stays bytes to the reply (a few hundred KB a page: each copy of it counts)."""
     trials = None
     if with_trials and row["ended_at"] is not None:
-        trials = seal.open(row["trials"]) or "[]"
+        trials = seal.open_bytes(row["trials"]) or b"[]"
     elif with_trials:
-        trials = "[" + ",".join(seal.open(entry) or "" for entry in row["entries"] or []) + "]"
+        trials = b"[" + b",".join(seal.open_bytes(entry) or b"" for entry in row["entries"] or []) + b"]"
+    fields = round_fields(seal, row)
     return {
         "direction": row["direction"], "round_index": row["round_index"], "first_trial_index": row["first_trial_index"],
-        "trial_count": row["trial_count"], "remaining": row["remaining"], "fields": round_fields(seal, row),
-        "trials": trials,
+        "trial_count": row["trial_count"], "remaining": row["remaining"], "fields": fields,
+        "fields_size": fields_size(fields), "trials": trials,
     }
 
 
-def round_json(fields: str, trials: str, complete: bool) -> orjson.Fragment:
-    """A round as JSON text: its fields' object with the trials array (and `complete`) added."""
-    return orjson.Fragment(f'{fields[:-1]},"complete":{"true" if complete else "false"},"trials":{trials}}}')
+def round_json(fields: dict[str, Any], trials: bytes, complete: bool) -> dict[str, Any]:
+    """A round for the reply: its fields with `complete` and the trials array (JSON bytes, written as they are)."""
+    return {**fields, "complete": complete, "trials": orjson.Fragment(trials)}
 
 
 def size_of(row: dict[str, Any]) -> int:
-    return len(row["fields"].encode()) + len(row["trials"].encode())
+    return int(row["fields_size"]) + len(row["trials"])
 
 
 def plan_pages(
@@ -238,7 +245,7 @@ async def history(queries: Queries, user: str, q: OptimizationHistory) -> Wire[H
     if until is None:
         sizes = [
             {"round_index": row["round_index"], "trial_count": row["trial_count"],
-             "size": len(round_fields(seal, row).encode()) + row["trial_bytes"] + row["trial_count"]}
+             "size": fields_size(round_fields(seal, row)) + row["trial_bytes"] + row["trial_count"]}
             for row in await queries.fetch_all(ROUND_SIZES, params, binary=True)
         ]
         pages = plan_pages(sizes, after_round, q.max_trials)
@@ -288,16 +295,16 @@ async def split_round(
     start = meta["first_trial_index"] - 1 if after_trial is None else after_trial
     end = meta["first_trial_index"] + meta["trial_count"]
     trials = [
-        {"trial_index": row["trial_index"], "entry": seal.open(row["entry"]) or ""}
+        {"trial_index": row["trial_index"], "entry": seal.open_bytes(row["entry"]) or b""}
         for row in await queries.fetch_all(
             ROUND_TRIALS, {"id": params["id"], "after_trial": start, "end": end, "limit": MAX_TRIALS_PER_PART},
             binary=True,
         )
     ]
     taken: list[dict[str, Any]] = []
-    size = len(meta["fields"].encode())
+    size = meta["fields_size"]
     for row in trials:
-        row_size = len(row["entry"].encode())
+        row_size = len(row["entry"])
         if taken and size + row_size > REPLY_BUDGET:
             break
         taken.append(row)
@@ -307,7 +314,7 @@ async def split_round(
     more_rounds = meta["remaining"] > 1
     return {
         "direction": meta["direction"],
-        "rounds": [round_json(meta["fields"], "[" + ",".join(row["entry"] for row in taken) + "]", complete)],
+        "rounds": [round_json(meta["fields"], b"[" + b",".join(row["entry"] for row in taken) + b"]", complete)],
         "next_after_round": (meta["round_index"] if more_rounds else None) if complete else meta["round_index"] - 1,
         "next_after_trial": None if complete else last,
     }
