@@ -1,0 +1,37 @@
+"""Benchmarks that drive the service through its contract, run at a tiny scale: they broke
+once when the contract grew stricter (job options admit only the named ones) and again when
+a fresh store needed a key-encryption key, and nothing ran them until they were next needed."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench import jobs, snapshots
+from bench.report import Report
+from tests.servers import TestServers
+
+pytestmark = pytest.mark.slow
+
+
+def value_of(report: Report, metric: str) -> float:
+    return next(row.value for row in report.rows if row.metric == metric)
+
+
+def test_the_jobs_bench_runs_its_jobs_to_completion(servers: TestServers) -> None:
+    plan = jobs.Plan(jobs=4, sequential=2, workers=(1,), warmup=1, in_flight=2, timeout=60.0,
+                     database_url=servers.admin_url, nats_url=servers.nats_url)
+
+    report, _ = jobs.run(plan)
+
+    assert value_of(report, "failed, unfinished or wrong jobs") == 0, report.details.get("failures")
+    assert not math.isnan(value_of(report, "1 worker: throughput"))
+    assert not math.isnan(value_of(report, "1 worker: pipeline overhead per job p50"))
+
+
+def test_the_snapshots_bench_loads_and_audits_its_conversations(servers: TestServers) -> None:
+    report, _ = snapshots.run(events=120, every=50, keep=0, runs=2, database_url=servers.admin_url)
+
+    timed = [row for row in report.rows if not math.isnan(row.value)]
+    assert len(timed) == len(report.rows) == 12  # load_many and two state_at, with and without snapshots, p50 and p95
