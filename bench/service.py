@@ -176,11 +176,16 @@ class ServiceProcess:
             self.process.wait()
 
     async def _remove_streams(self) -> None:
-        nc = await nats.connect(**connect_options(self.nats_url))
+        # (quiet: after a node was killed, the client tries it again before a live one)
+        nc = await nats.connect(**connect_options(self.nats_url), error_cb=_tried_a_dead_node)
         try:
             await remove_streams(nc.jetstream(), self.subject_prefix)
         finally:
             await nc.close()
+
+
+async def _tried_a_dead_node(error: Exception) -> None:
+    """A connection error on the way to a live server: not printed (the removal's own failure is)."""
 
 
 def positions(target: PostgresTarget) -> tuple[int, dict[str, int]]:
