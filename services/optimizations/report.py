@@ -33,7 +33,7 @@ async def load(queries: Queries, optimization_id: UUID) -> tuple[dict[str, Any],
     after_trial = None
     while True:
         request = OptimizationHistory(optimization_id=optimization_id, after_round=after, after_trial=after_trial)
-        page = orjson.loads(orjson.dumps(await optimization_queries.history(queries, owner, request)))  # rounds come as JSON text
+        page = orjson.loads(orjson.dumps(await optimization_queries.history(queries, owner, request)))  # (trials arrays come as JSON fragments)
         for entry in page["rounds"]:
             if rounds and rounds[-1]["round_index"] == entry["round_index"]:  # the rest of a split round
                 entry["trials"] = rounds[-1]["trials"] + entry["trials"]
