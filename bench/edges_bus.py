@@ -36,7 +36,7 @@ from adapters.embedded import BusSecrets, EmbeddedNats, free_port
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.report import Report
 from bench.servers import BenchServers
-from bench.service import ServiceProcess
+from bench.service import ServiceProcess, unreported
 
 PARETO_TRIALS, PARETO_OBJECTIVES = 2_000, 16
 PARETO_IN_FLIGHT = 8  # the attacker's Pareto queries at once
@@ -133,10 +133,6 @@ async def pareto_attack(service: ServiceProcess, url: str, victim: ChronicleClie
         await attacker.close()
 
 
-async def ignore(error: Exception) -> None:
-    """(nats-py prints a failed connect's error; the bench counts it instead)"""
-
-
 def service_seconds(port: int, subject: str) -> tuple[float, float]:
     """The count and sum of a subject's chronicle_request_seconds, scraped from the service."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
@@ -164,16 +160,13 @@ async def flood_refused(url: str, prefix: str, token: str, count: int, window: i
     sent = collections.Counter[str]()
     slots = asyncio.Semaphore(window)
 
-    async def quiet(error: Exception) -> None:  # (nats-py logs each refused connect otherwise)
-        pass
-
     live: set[asyncio.Future[None]] = set()
 
     async def cut_off() -> None:  # its requests in flight go with the connection
         for task in live:
             task.cancel()
 
-    options = {"allow_reconnect": False, "max_reconnect_attempts": 0, "error_cb": quiet, "closed_cb": cut_off}
+    options = {"allow_reconnect": False, "max_reconnect_attempts": 0, "error_cb": unreported, "closed_cb": cut_off}
     mallory = await ChronicleClient.connect(url, token, prefix=prefix, nats_options=options)
     print("flooding", flush=True)  # (the victim's timing starts with the flood)
 
@@ -326,7 +319,7 @@ async def connect_flood(
             try:
                 client = await asyncio.wait_for(ChronicleClient.connect(url, good, prefix=service.subject_prefix, nats_options={
                     "allow_reconnect": False, "max_reconnect_attempts": 0, "connect_timeout": 5,
-                    "error_cb": ignore}), 5.0)
+                    "error_cb": unreported}), 5.0)
             except Exception as error:
                 failed[type(error).__name__] += 1
             else:

@@ -48,7 +48,7 @@ from adapters.store.postgres import PostgresTarget, migrate
 from bench.cluster import NatsCluster
 from bench.report import Report
 from bench.servers import BenchServers, bench_servers
-from bench.service import ServiceProcess, chronicle_command, positions
+from bench.service import ServiceProcess, chronicle_command, positions, unreported
 
 SCENARIOS = ("nats-node", "instance", "projection-child", "postgres-restart", "nats-restart")
 RETRY_WAIT = 0.2  # seconds between sends of an unanswered command
@@ -108,10 +108,6 @@ class Fleet:
     @property
     def target(self) -> PostgresTarget:
         return PostgresTarget(self.database_url)
-
-
-async def unreported(error: Exception) -> None:
-    """A client's connection errors while its server is down are the point: not printed."""
 
 
 async def connect(fleet: Fleet, user: str, url: str | None = None) -> ChronicleClient:

@@ -25,11 +25,11 @@ from chronicle_client.connection import ChronicleClient
 
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.cluster import NatsCluster
-from bench.faults import unreported, until_ok
+from bench.faults import until_ok
 from bench.load import sustained
 from bench.report import Report, percentile
 from bench.servers import bench_servers
-from bench.service import ServiceProcess
+from bench.service import ServiceProcess, unreported
 
 
 async def measure(cluster: NatsCluster, first: ServiceProcess, users: int, in_flight: int, seconds: float) -> dict[str, float]:

@@ -176,16 +176,17 @@ class ServiceProcess:
             self.process.wait()
 
     async def _remove_streams(self) -> None:
-        # (quiet: after a node was killed, the client tries it again before a live one)
-        nc = await nats.connect(**connect_options(self.nats_url), error_cb=_tried_a_dead_node)
+        # (unreported: after a node was killed, the client tries it again before a live one)
+        nc = await nats.connect(**connect_options(self.nats_url), error_cb=unreported)
         try:
             await remove_streams(nc.jetstream(), self.subject_prefix)
         finally:
             await nc.close()
 
 
-async def _tried_a_dead_node(error: Exception) -> None:
-    """A connection error on the way to a live server: not printed (the removal's own failure is)."""
+async def unreported(error: Exception) -> None:
+    """A bench client's NATS connection errors, not printed: a server killed, refused or
+    down on purpose (nats-py prints each one otherwise). What fails a request still fails it."""
 
 
 def positions(target: PostgresTarget) -> tuple[int, dict[str, int]]:
