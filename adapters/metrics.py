@@ -118,11 +118,17 @@ class GatewayMetrics:
             "chronicle_http_request_seconds", "Seconds from an HTTP request's arrival to its response's start, by route",
             ["route"], buckets=LATENCY_BUCKETS, registry=self.registry,
         )
+        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     def answered(self, route: str, method: str, status: int, seconds: float) -> None:
         method = method if method in self.METHODS else "other"  # (a client names the method: bounded here)
-        self.requests.labels(route, method, str(status)).inc()
-        self.seconds.labels(route).observe(seconds)
+        key = (route, method, status)  # (a route template and a status: a bounded set)
+        children = self._children.get(key)
+        if children is None:  # (labels() takes a lock and checks its values: once per key)
+            children = self._children[key] = (self.requests.labels(route, method, str(status)),
+                                               self.seconds.labels(route))
+        children[0].inc()
+        children[1].observe(seconds)
 
 
 class MetricsEndpoint:

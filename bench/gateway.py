@@ -26,7 +26,7 @@ from chronicle_contract.conversations import AddMessage, GetConversation
 from adapters.embedded import free_port
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.cpu import process_cpu_seconds
-from bench.report import Report, percentile, under
+from bench.report import Report, over, percentile, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess
 
@@ -142,6 +142,7 @@ async def measure(
         reads: dict[str, list[float]] = {"nats": [], "http": []}
         gateway_cpu = 0.0
         writes: dict[str, list[float]] = {"nats": [], "http": []}
+        post_cpu: list[float] = []  # the gateway's CPU per POST, one figure a round
         for _ in range(args.rounds):
             before = process_cpu_seconds(gateway_pid)
             for _ in range(args.samples):  # one each in turn, so both see the same machine
@@ -149,7 +150,10 @@ async def measure(
                 reads["http"] += await timed_reads(http_get, 1)
             gateway_cpu += process_cpu_seconds(gateway_pid) - before
             writes["nats"].append(await throughput(nats_add(written), args.in_flight, args.seconds))
+            before, started = process_cpu_seconds(gateway_pid), time.perf_counter()
             writes["http"].append(await throughput(http_add, args.in_flight, args.seconds))
+            posts = writes["http"][-1] * (time.perf_counter() - started)
+            post_cpu.append((process_cpu_seconds(gateway_pid) - before) * 1e6 / max(posts, 1))
     finally:
         for connection in https:
             await connection.close()
@@ -162,6 +166,9 @@ async def measure(
     report.add("add_message over NATS", statistics.median(writes["nats"]), "msg/s",
                note=f"{args.in_flight} in flight, median of {args.rounds} rounds of {args.seconds:.0f} s")
     report.add("POST /api/conversations/:id/messages", statistics.median(writes["http"]), "msg/s")
+    report.add("POST as a share of add_message over NATS",
+               100 * statistics.median(writes["http"]) / statistics.median(writes["nats"]), "%", over(80.0))
+    report.add("the gateway's CPU per POST", statistics.median(post_cpu), "µs", note="median of the rounds")
 
 
 def run(args: argparse.Namespace) -> tuple[Report, Path]:

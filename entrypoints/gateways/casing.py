@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -14,12 +14,28 @@ from pydantic import BaseModel
 Schema = dict[str, Any]
 
 
+# Names are converted on every request, so the conversions are remembered; the names come
+# from requests too, so at most this many, each short: a longer one is converted afresh.
+REMEMBERED_NAMES = 4096
+REMEMBERED_LENGTH = 64
+
+
 def to_camel(name: str) -> str:
+    return _camel(name) if len(name) <= REMEMBERED_LENGTH else _camel.__wrapped__(name)
+
+
+def to_snake(name: str) -> str:
+    return _snake(name) if len(name) <= REMEMBERED_LENGTH else _snake.__wrapped__(name)
+
+
+@lru_cache(maxsize=REMEMBERED_NAMES)
+def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def to_snake(name: str) -> str:
+@lru_cache(maxsize=REMEMBERED_NAMES)
+def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
 
 

@@ -121,6 +121,8 @@ class GuardedHttp(HttpToolsProtocol):
         self.waiting_since = None
         self._cancel()
         super().on_headers_complete()
+        if self.cycle is not None and self.cycle.transport is self.transport:  # (its task has not run yet)
+            self.cycle.transport = OneWrite(self.transport, self.loop)  # type: ignore[assignment]
         if not self.pipeline:  # (a queued request's body is not read until its turn)
             self._expect(self.door.limits.body_timeout)
 
@@ -154,6 +156,42 @@ class GuardedHttp(HttpToolsProtocol):
         self.deadline = None
         log.debug("request not completed in time: connection closed", extra={"in_head": self.in_head})
         self.close(TIMED_OUT)
+
+
+class OneWrite:
+    """The socket as a response's cycle sees it: uvicorn writes a response's status line and
+    headers, then its body, each with a send of its own (two sends and two wake-ups of the
+    client for every reply). Here the head waits for the body's first part and goes out with
+    it in one send; a head whose body does not follow at once goes out on the loop's next turn."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
+        self.transport = transport
+        self.loop = loop
+        self.first = True  # only the first write (the head) is held
+        self.held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        if self.first:
+            self.first = False
+            self.held = data
+            self.loop.call_soon(self.flush)
+            return
+        if self.held is not None:
+            data, self.held = self.held + data, None
+        self.transport.write(data)
+
+    def flush(self) -> None:
+        if self.held is not None:
+            held, self.held = self.held, None
+            if not self.transport.is_closing():
+                self.transport.write(held)
+
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
 
 
 def guarded(limits: HttpLimits) -> type[GuardedHttp]:

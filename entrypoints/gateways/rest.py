@@ -27,7 +27,6 @@ from pydantic import BaseModel, create_model
 from pydantic_core import to_jsonable_python
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
@@ -35,6 +34,7 @@ from starlette.staticfiles import StaticFiles
 
 from entrypoints.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
 from entrypoints.gateways.clients import UserClients, bearer_token, failure_of
+from entrypoints.gateways.cors import CorsForBrowsers
 from entrypoints.gateways.job_events import JobFollower, job_stream
 from entrypoints.gateways.nul_free import JSON_VALUE_SCHEMA, nul_free
 from entrypoints.gateways.request_metrics import RequestMetrics, RequestRecorder
@@ -362,7 +362,7 @@ def build_app(
         # a CDN: the pages work on a machine with no way out.
         Mount(DOCS_ASSETS, StaticFiles(packages=[("fastapi_offline", "static")])),
     ]
-    cors = Middleware(CORSMiddleware, allow_origins=cors_origins or ["*"], allow_methods=["*"],
+    cors = Middleware(CorsForBrowsers, allow_origins=cors_origins or ["*"], allow_methods=["*"],
                       allow_headers=["Authorization", "Content-Type", "Idempotency-Key"], expose_headers=EXPOSED)
     counted = [Middleware(RequestMetrics, metrics=metrics)] if metrics is not None else []
     async def no_route(request: Request, error: Exception) -> Response:
@@ -378,7 +378,7 @@ def build_app(
 
 def endpoint(gateway: Gateway, routes: dict[str, HttpRoute], fixed: dict[str, list[str]]) -> Any:
     async def serve(request: Request) -> Response:
-        allowed = fixed.get(request.url.path)
+        allowed = fixed.get(request.scope["path"])  # (request.url would build the whole URL)
         if allowed is not None and PATH_PARAMETER.search(next(iter(routes.values())).path):
             # `PUT /api/conversations/search` is search's path with a method it lacks, not an update of "search"
             body = {"success": False, "error": {"code": "invalid", "message": "method not allowed here", "details": []}}
