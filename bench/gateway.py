@@ -142,18 +142,25 @@ async def measure(
         reads: dict[str, list[float]] = {"nats": [], "http": []}
         gateway_cpu = 0.0
         writes: dict[str, list[float]] = {"nats": [], "http": []}
-        post_cpu: list[float] = []  # the gateway's CPU per POST, one figure a round
+        # CPU per write of each process, by path, one figure a round
+        pids = {"service": service.pid, "gateway": gateway_pid}
+        cpu: dict[str, dict[str, list[float]]] = {path: {name: [] for name in pids} for path in writes}
+
+        async def write_round(path: str, send_one: object) -> None:
+            before, started = {name: process_cpu_seconds(pid) for name, pid in pids.items()}, time.perf_counter()
+            writes[path].append(await throughput(send_one, args.in_flight, args.seconds))
+            count = max(writes[path][-1] * (time.perf_counter() - started), 1.0)
+            for name, pid in pids.items():
+                cpu[path][name].append((process_cpu_seconds(pid) - before[name]) * 1e6 / count)
+
         for _ in range(args.rounds):
             before = process_cpu_seconds(gateway_pid)
             for _ in range(args.samples):  # one each in turn, so both see the same machine
                 reads["nats"] += await timed_reads(nats_get, 1)
                 reads["http"] += await timed_reads(http_get, 1)
             gateway_cpu += process_cpu_seconds(gateway_pid) - before
-            writes["nats"].append(await throughput(nats_add(written), args.in_flight, args.seconds))
-            before, started = process_cpu_seconds(gateway_pid), time.perf_counter()
-            writes["http"].append(await throughput(http_add, args.in_flight, args.seconds))
-            posts = writes["http"][-1] * (time.perf_counter() - started)
-            post_cpu.append((process_cpu_seconds(gateway_pid) - before) * 1e6 / max(posts, 1))
+            await write_round("nats", nats_add(written))
+            await write_round("http", http_add)
     finally:
         for connection in https:
             await connection.close()
@@ -168,7 +175,9 @@ async def measure(
     report.add("POST /api/conversations/:id/messages", statistics.median(writes["http"]), "msg/s")
     report.add("POST as a share of add_message over NATS",
                100 * statistics.median(writes["http"]) / statistics.median(writes["nats"]), "%", over(80.0))
-    report.add("the gateway's CPU per POST", statistics.median(post_cpu), "µs", note="median of the rounds")
+    report.add("the gateway's CPU per POST", statistics.median(cpu["http"]["gateway"]), "µs", note="median of the rounds")
+    report.add("the service's CPU per add_message over NATS", statistics.median(cpu["nats"]["service"]), "µs")
+    report.add("the service's CPU per add_message from a POST", statistics.median(cpu["http"]["service"]), "µs")
 
 
 def run(args: argparse.Namespace) -> tuple[Report, Path]:
