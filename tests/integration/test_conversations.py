@@ -13,6 +13,17 @@ from chronicle_client import ChronicleClient, ChronicleError
 from tests.conftest import ClientFactory
 
 
+async def test_the_first_message_stays_the_preview_while_later_batches_add_more(client: ChronicleClient) -> None:
+    started = await client.conversations.start()
+    await client.conversations.add_message(started.conversation_id, "user", "The very first")
+    for n in range(3):
+        # Read at the last write's position: each message reaches the read model in a batch of its own.
+        await client.conversations.get(started.conversation_id)
+        await client.conversations.add_message(started.conversation_id, "agent", f"Later {n}")
+    [summary] = (await client.conversations.list()).items
+    assert summary.message_count == 4 and summary.first_message == "The very first"
+
+
 async def test_start_add_list_get(client: ChronicleClient) -> None:
     started = await client.conversations.start(tags=["work"])
     first = await client.conversations.add_message(started.conversation_id, "user", "Plan the quarterly review")
