@@ -19,7 +19,7 @@ import asyncio
 import logging
 from collections import Counter
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -192,6 +192,9 @@ class OneWrite:
     def close(self) -> None:
         self.flush()
         self.transport.close()
+
+    def __getattr__(self, name: str) -> Any:  # anything else a later uvicorn asks of the transport
+        return getattr(self.transport, name)
 
 
 def guarded(limits: HttpLimits) -> type[GuardedHttp]:

@@ -11,8 +11,8 @@ from entrypoints.gateways.http_guard import OneWrite
 class Socket(asyncio.Transport):
     """The sends a transport was asked for."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, extra: dict[str, object] | None = None) -> None:
+        super().__init__(extra)
         self.sent: list[bytes] = []
         self.closed = False
 
@@ -56,3 +56,9 @@ async def test_closing_sends_a_held_head_first() -> None:
     assert socket.sent == [b"HTTP/1.1 500 Internal Server Error\r\nconnection: close\r\n\r\n"] and socket.closed
     await asyncio.sleep(0)
     assert len(socket.sent) == 1 and cycle.is_closing()
+
+
+async def test_what_else_the_cycle_asks_of_its_transport_the_socket_answers() -> None:
+    socket = Socket(extra={"peername": ("127.0.0.1", 50000)})
+    cycle = OneWrite(socket, asyncio.get_running_loop())
+    assert cycle.get_extra_info("peername") == ("127.0.0.1", 50000)
