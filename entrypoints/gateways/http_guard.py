@@ -186,14 +186,11 @@ class OneWrite:
             if not self.transport.is_closing():
                 self.transport.write(held)
 
-    def is_closing(self) -> bool:
-        return self.transport.is_closing()
-
     def close(self) -> None:
         self.flush()
         self.transport.close()
 
-    def __getattr__(self, name: str) -> Any:  # anything else a later uvicorn asks of the transport
+    def __getattr__(self, name: str) -> Any:  # is_closing, and anything a later uvicorn asks of the transport
         return getattr(self.transport, name)
 
 
