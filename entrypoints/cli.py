@@ -311,6 +311,7 @@ def rebuild_read_models(settings: Settings, target: PostgresTarget, chosen: list
 
     from adapters.read_side.rebuild import rebuild_all
     from entrypoints.read_models import postgres_read_models
+    from entrypoints.rebuild_helper import rebuild_helper
 
     bars = {
         p.name: tqdm(desc=f"rebuild {p.name}", unit="pos", total=0, position=i, file=sys.stderr)
@@ -327,6 +328,7 @@ def rebuild_read_models(settings: Settings, target: PostgresTarget, chosen: list
         postgres_read_models(settings, chosen),
         batch_size=settings.projection_batch_size,
         progress=progress,
+        helper=rebuild_helper(settings, target),
     )
     for bar in bars.values():
         bar.close()

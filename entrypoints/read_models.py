@@ -12,6 +12,7 @@ from adapters.read_side.views import read_model_of
 from adapters.read_side.views.semantic import semantic_support
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget
+from entrypoints.rebuild_helper import rebuild_helper
 from entrypoints.settings import Settings
 from projections.artifacts import ArtifactsProjection
 from projections.audit import AuditProjection
@@ -97,6 +98,7 @@ class InProcessEngine:
             settings.read_model_vacuum_every,
             settings.projection_threads,
             self.keys,
+            rebuild_helper(settings, self.target),
         )
         self.engine.start()
 

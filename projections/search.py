@@ -61,7 +61,7 @@ class SearchView(DocumentsView):
 class SearchProjection(DocumentsProjection[SearchView]):
     name = "search"
     version = 7  # 7: blind terms and sealed texts
-    weight = 3
+    weight = 6  # (twice history's: each message's lexemes, blind terms and sealed text)
 
     @handles(Conversation.Started)
     def started(self, e: Conversation.Started) -> None:

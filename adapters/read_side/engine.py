@@ -14,6 +14,7 @@ import psycopg
 from psycopg.sql import SQL, Identifier
 
 from adapters.read_side.gin_merger import GinMerger
+from adapters.read_side.rebuild import Helper
 from adapters.read_side.tail import Runner, Tail
 from adapters.read_side.view import ReadModel, vacuum, vacuum_analyze
 from adapters.store.event_store import EVENTS_CHANNEL
@@ -133,9 +134,12 @@ class ProjectionEngine:
         vacuum_every: int = 100_000,
         threads: int = 1,
         keys: KeyRing | None = None,
+        helper: Helper | None = None,
     ):
         """`keys`: the service's own ring when the engine runs in its process (an erasure then
-        evicts the one cache); without it, the engine opens one of its own."""
+        evicts the one cache); without it, the engine opens one of its own. `helper`: what
+        builds the heaviest read model in a process of its own when a first start builds a
+        long log's read models (adapters/read_side/rebuild.py)."""
         self.stop_event = threading.Event()
         self.owned_keys = keys is None
         self.keys = keys if keys is not None else KeyRing(target)
@@ -146,7 +150,8 @@ class ProjectionEngine:
         shared = [r for r in self.runners if not r.projection.isolated]
         groups = share_out(shared, threads) + [[r] for r in self.runners if r.projection.isolated]
         self.tails = [
-            Tail(target, group, self.wakeup.subscribe(), self.stop_event, batch_size, self.keys, self.janitor.scrub)
+            Tail(target, group, self.wakeup.subscribe(), self.stop_event, batch_size, self.keys, self.janitor.scrub,
+                 helper=helper)
             for group in groups
         ]
 

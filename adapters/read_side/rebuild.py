@@ -8,6 +8,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import psycopg
 from psycopg.sql import SQL, Identifier
@@ -157,70 +158,125 @@ def _rebuild(
     return applied + caught_up
 
 
+Progress = Callable[[str, int, int], None]  # (read model, position reached, position to reach)
+
+
+class Apart(Protocol):
+    """A helper process loading and finishing (`load`) read models of a rebuild that this
+    process began: their fresh tables laid and their rebuild locks held here."""
+
+    def result(self) -> dict[str, int]:
+        """Events applied per read model, once it has ended; raises what failed it."""
+
+    def stop(self) -> None:
+        """Ended now (killed if still running)."""
+
+
+class Helper(Protocol):
+    """What starts helper processes for rebuilds of long logs. All read models but the
+    heaviest go to the helper: the search read model alone takes about as long as all
+    the others together, Python and Postgres work a second core can do meanwhile."""
+
+    from_events: int  # a rebuild of a shorter log does without (starting one costs more than it saves)
+
+    def start(self, names: list[str], total: int, batch_size: int, progress: Progress) -> Apart:
+        """A helper loading the named read models up to the log's position `total`."""
+
+
 def rebuild_all(
     target: PostgresTarget,
     read_models: list[ReadModel],
     *,
     batch_size: int = 2000,
-    progress: Callable[[str, int, int], None] = lambda name, done, total: None,
+    progress: Progress = lambda name, done, total: None,
     only_if_outdated: bool = False,
     keys: KeyRing | None = None,
+    helper: Helper | None = None,
 ) -> dict[str, int]:
     """Rebuild several read models in one pass over the log: each event is read, opened
     and decoded once and applied by every read model that wants it, a batch of them per
     transaction with all their tracking positions; then each is swapped in as `rebuild`
     does. A batch some read model cannot apply is applied read model by read model
     instead (the failing event parked), and the pass goes on. The read models are then
-    finished (bulk indexes, vacuum, swap) `FINISHING_AT_ONCE` at a time. Returns events applied per
-    read model (those found current with `only_if_outdated` are left out)."""
+    finished (bulk indexes, vacuum, swap) `FINISHING_AT_ONCE` at a time. With a `helper`
+    and a log of its `from_events` or more, this process loads and finishes only the
+    heaviest read model, and the helper's process the others meanwhile, in a pass of its
+    own. Returns events applied per read model (those found current with
+    `only_if_outdated` are left out)."""
     with contextlib.ExitStack() as owned:
         if keys is None:
             keys = KeyRing(target)
             owned.callback(keys.close)
         # (locks in name order: two rebuilds of overlapping sets cannot deadlock)
         everyone = sorted((Rebuilding(r, batch_size, keys) for r in read_models), key=lambda r: r.name)
-        applied: Counter[str] = Counter()
         with target.connect(autocommit=True) as conn:
             rebuilding = [r for r in everyone if r.begin(conn, only_if_outdated)]
             if not rebuilding:
                 return {}
             total = head_position(conn)
-            batchers = [r.batcher for r in rebuilding]
-            passing = tuple({error for r in rebuilding for error in passing_errors(r.scratch)})
-            while True:
-                try:
-                    with conn.transaction():
-                        _, done = apply_together(conn, batchers, batch_size, up_to=total)
-                except passing:
-                    raise
-                except Exception:  # some read model cannot apply an event of the batch
-                    log.exception("one-pass rebuild batch failed; applying read model by read model")
-                    done = Counter({r.batcher.tracking_name: r.apply_alone(conn, total)[0] for r in rebuilding})
-                applied.update(done)
-                positions: dict[str, int] = dict(conn.execute(
-                    "SELECT name, position FROM chronicle.projections WHERE name = ANY(%s)",
-                    ([b.tracking_name for b in batchers],)).fetchall())
-                for r in rebuilding:
-                    progress(r.name, positions[r.batcher.tracking_name], total)
-                if min(positions.values()) >= total:
-                    break
-            result = {}
-
-            def finish(r: Rebuilding) -> None:
-                with target.connect(autocommit=True) as own:
-                    caught_up, position = r.finish(own)
-                progress(r.name, position, max(total, position))
-                result[r.name] = applied[r.batcher.tracking_name] + caught_up
-
-            # Side by side: one read model's GIN index is built (Postgres, one core) while
-            # another's is, or is vacuumed, or catches up (Python); heaviest first.
-            with ThreadPoolExecutor(FINISHING_AT_ONCE, thread_name_prefix="rebuild-finish") as pool:
-                finishing = [pool.submit(finish, r) for r in sorted(rebuilding, key=lambda r: -r.live.weight)]
-            for future in finishing:
-                future.result()  # (raises the first failure)
+            here, there = rebuilding, []
+            if helper is not None and len(rebuilding) > 1 and total >= helper.from_events:
+                heaviest = max(rebuilding, key=lambda r: r.live.weight)
+                here, there = [heaviest], [r for r in rebuilding if r is not heaviest]
+            with contextlib.ExitStack() as helping:
+                apart = None
+                if helper is not None and there:
+                    apart = helper.start([r.name for r in there], total, batch_size, progress)
+                    helping.callback(apart.stop)
+                result = load(target, conn, here, total, batch_size, progress)
+                if apart is not None:
+                    result.update(apart.result())
             for r in rebuilding:
                 r.release(conn)
         return result
+
+
+def load(
+    target: PostgresTarget,
+    conn: psycopg.Connection,
+    rebuilding: list[Rebuilding],
+    total: int,
+    batch_size: int,
+    progress: Progress = lambda name, done, total: None,
+) -> dict[str, int]:
+    """Load begun read models up to the log's position `total` in one pass on `conn`, then
+    finish each (its own connection, `FINISHING_AT_ONCE` at a time, heaviest first).
+    Returns events applied per read model."""
+    applied: Counter[str] = Counter()
+    batchers = [r.batcher for r in rebuilding]
+    passing = tuple({error for r in rebuilding for error in passing_errors(r.scratch)})
+    while True:
+        try:
+            with conn.transaction():
+                _, done = apply_together(conn, batchers, batch_size, up_to=total)
+        except passing:
+            raise
+        except Exception:  # some read model cannot apply an event of the batch
+            log.exception("one-pass rebuild batch failed; applying read model by read model")
+            done = Counter({r.batcher.tracking_name: r.apply_alone(conn, total)[0] for r in rebuilding})
+        applied.update(done)
+        positions: dict[str, int] = dict(conn.execute(
+            "SELECT name, position FROM chronicle.projections WHERE name = ANY(%s)",
+            ([b.tracking_name for b in batchers],)).fetchall())
+        for r in rebuilding:
+            progress(r.name, positions[r.batcher.tracking_name], total)
+        if min(positions.values()) >= total:
+            break
+    result = {}
+
+    def finish(r: Rebuilding) -> None:
+        with target.connect(autocommit=True) as own:
+            caught_up, position = r.finish(own)
+        progress(r.name, position, max(total, position))
+        result[r.name] = applied[r.batcher.tracking_name] + caught_up
+
+    # Side by side: one read model's GIN index is built (Postgres, one core) while
+    # another's is, or is vacuumed, or catches up (Python); heaviest first.
+    with ThreadPoolExecutor(FINISHING_AT_ONCE, thread_name_prefix="rebuild-finish") as pool:
+        finishing = [pool.submit(finish, r) for r in sorted(rebuilding, key=lambda r: -r.live.weight)]
+    for future in finishing:
+        future.result()  # (raises the first failure)
+    return result
 
 
 def side_by_side(calls: dict[str, Callable[[], object]]) -> None:

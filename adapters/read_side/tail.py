@@ -10,7 +10,7 @@ import psycopg
 
 from adapters.read_side.batcher import Batcher
 from adapters.read_side.parking import apply_isolating
-from adapters.read_side.rebuild import rebuild, rebuild_all
+from adapters.read_side.rebuild import Helper, rebuild, rebuild_all
 from adapters.read_side.together import apply_together
 from adapters.read_side.tracking import tracked_version
 from adapters.read_side.view import ReadModel, no_statistics_on_content, postgres_view
@@ -59,7 +59,7 @@ class Tail:
 
     def __init__(self, target: PostgresTarget, runners: list[Runner], wake: threading.Event, stop: threading.Event,
                  batch_size: int, keys: KeyRing, scrub: Callable[[list[str]], None] = lambda schemas: None,
-                 poll_interval: float = 2.0):
+                 poll_interval: float = 2.0, helper: Helper | None = None):
         """`scrub(schemas)`: told of the read models an erasure deleted rows from, once committed."""
         self.target = target
         self.runners = runners
@@ -69,6 +69,7 @@ class Tail:
         self.batch_size = batch_size
         self.poll_interval = poll_interval
         self.keys = keys
+        self.helper = helper
         self.names = [r.projection.name for r in runners]
         self.topics = sorted(set().union(*(r.topics for r in runners)))
         self.thread = threading.Thread(
@@ -112,7 +113,7 @@ class Tail:
         if outdated:
             log.info("building read models", extra={"projections": [r.projection.name for r in outdated]})
             rebuild_all(self.target, [r.read_model for r in outdated], batch_size=self.batch_size,
-                        only_if_outdated=True, keys=self.keys)
+                        only_if_outdated=True, keys=self.keys, helper=self.helper)
 
     def _apply_batch(self, conn: psycopg.Connection) -> int:
         try:

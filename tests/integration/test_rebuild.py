@@ -6,16 +6,21 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 from chronicle_client.connection import ChronicleClient
 
 from adapters.auth import TokenAuthority
+from adapters.read_side.rebuild import rebuild_all
+from adapters.store.postgres import PostgresTarget
 from entrypoints.bootstrap import Chronicle
-from entrypoints.read_models import PROJECTIONS
+from entrypoints.read_models import PROJECTIONS, postgres_read_models
+from entrypoints.rebuild_helper import HelperFailed, RebuildHelper
 
 TABLES = {
     "rm_history": ["sessions", "conversations", "messages"],
@@ -37,8 +42,9 @@ def snapshot(url: str) -> dict[str, list[tuple[object, ...]]]:
         }
 
 
-def chronicle_cli(url: str, data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CHRONICLE_DATABASE_URL": url, "CHRONICLE_DATA_DIR": str(data_dir)}
+def chronicle_cli(url: str, data_dir: Path, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CHRONICLE_DATABASE_URL": url, "CHRONICLE_DATA_DIR": str(data_dir),
+           **{f"CHRONICLE_{name.upper()}": value for name, value in settings.items()}}
     return subprocess.run(
         [sys.executable, "-m", "entrypoints.cli", *args], env=env, capture_output=True, text=True, timeout=120
     )
@@ -85,7 +91,10 @@ async def test_rebuild_reproduces_live_read_models_while_writes_continue(
     await client.conversations.search("kites")
     live = snapshot(url)
 
-    again = await asyncio.to_thread(chronicle_cli, url, tmp_path, "projections", "rebuild", "all")
+    # Again with a helper process building every read model but search (as a long log has).
+    again = await asyncio.to_thread(
+        chronicle_cli, url, tmp_path, "projections", "rebuild", "all", rebuild_helper_from="1"
+    )
     assert again.returncode == 0, again.stderr
     assert snapshot(url) == live, "a rebuild from the events equals the live read models"
     # Every fifth conversation was deleted: 9 of 12 with 4 messages, 4 of 6 with 3.
@@ -106,3 +115,60 @@ async def test_rebuild_of_an_unknown_projection_fails_clearly(instance: tuple[Ch
     result = await asyncio.to_thread(chronicle_cli, url, tmp_path, "projections", "rebuild", "nonsense")
     assert result.returncode != 0
     assert "unknown projection" in result.stderr and "history" in result.stderr
+
+
+def rebuild_recording(
+    chronicle: Chronicle, helper: RebuildHelper | None, reached: dict[str, set[str]] | None = None
+) -> dict[str, int]:
+    """`rebuild_all` of every read model the instance keeps; `reached` records, per read
+    model, the threads its progress was reported on once it reached the log's end."""
+
+    def progress(name: str, done: int, total: int) -> None:
+        if reached is not None and done >= total:
+            reached.setdefault(name, set()).add(threading.current_thread().name)
+
+    models = postgres_read_models(chronicle.settings, chronicle.read_models.classes)
+    return rebuild_all(chronicle.target, models, batch_size=40, helper=helper, progress=progress)
+
+
+async def test_a_helper_process_builds_every_read_model_but_search_as_one_process_does(
+    instance: tuple[Chronicle, str], authority: TokenAuthority
+) -> None:
+    chronicle, url = instance
+    client = await ChronicleClient.connect(
+        chronicle.nats_url, authority.issue(f"u-{uuid.uuid4().hex}"), prefix=chronicle.settings.subject_prefix
+    )
+    await fill(client, conversations=8, messages=3)
+    await client.close()
+
+    reached: dict[str, set[str]] = {}
+    helper = RebuildHelper(chronicle.settings, chronicle.target, from_events=1)
+    helped = await asyncio.to_thread(rebuild_recording, chronicle, helper, reached)
+    rows = snapshot(url)
+    alone = await asyncio.to_thread(rebuild_recording, chronicle, None)
+    assert helped == alone and alone["history"] > 0
+    assert snapshot(url) == rows, "the read models the helper built equal those one process builds"
+    # Every read model reported its end; all but search's came from the helper's lines.
+    assert set(reached) == set(alone)
+    assert {name for name, threads in reached.items() if threads == {"rebuild-helper-reader"}} == set(alone) - {"search"}
+
+
+async def test_a_failed_helper_fails_the_rebuild_and_the_next_one_builds_all(
+    instance: tuple[Chronicle, str], authority: TokenAuthority
+) -> None:
+    chronicle, url = instance
+    client = await ChronicleClient.connect(
+        chronicle.nats_url, authority.issue(f"u-{uuid.uuid4().hex}"), prefix=chronicle.settings.subject_prefix
+    )
+    await fill(client, conversations=4, messages=2)
+    await client.conversations.search("kites")  # (the live read models caught up)
+    await client.close()
+    rows = snapshot(url)
+
+    nowhere = PostgresTarget("postgresql://postgres@127.0.0.1:1/nowhere")  # (the helper cannot connect)
+    with pytest.raises(HelperFailed):
+        await asyncio.to_thread(rebuild_recording, chronicle, RebuildHelper(chronicle.settings, nowhere, from_events=1))
+    # The locks were let go: a rebuild of a log shorter than a helper's threshold does without it.
+    unused = RebuildHelper(chronicle.settings, nowhere, from_events=10**9)
+    rebuilt = await asyncio.to_thread(rebuild_recording, chronicle, unused)
+    assert rebuilt["history"] > 0 and snapshot(url) == rows
