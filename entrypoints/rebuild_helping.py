@@ -5,7 +5,7 @@ process would, progress and the result as JSON lines on its standard output
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import pickle
 import sys
 import threading
@@ -14,25 +14,23 @@ import time
 import orjson
 
 from adapters.read_side.rebuild import Progress, Rebuilding, load
+from adapters.store.keys import KeyRing
+from adapters.store.postgres import PostgresTarget
 from entrypoints import logs
-from entrypoints.bootstrap import Stage, build
 from entrypoints.projection_process import die_with_parent
-from entrypoints.read_models import postgres_read_models
+from entrypoints.read_models import OPTIONAL, PROJECTIONS, postgres_read_models
 from entrypoints.rebuild_helper import PROGRESS_EVERY, Job
 
 
 def run(job: Job, progress: Progress) -> dict[str, int]:
-    """Load and finish the job's read models, in a Chronicle built as the parent's is."""
-    settings = job.settings.model_copy(update={"database_url": job.database_url})
-    chronicle = build(settings)
-    asyncio.run(chronicle.start(through=Stage.DATABASE))
-    try:
-        classes = [c for c in chronicle.read_models.classes if c.name in job.names]
-        rebuilding = [Rebuilding(r, job.batch_size, chronicle.keys) for r in postgres_read_models(settings, classes)]
-        with chronicle.target.connect(autocommit=True) as conn:
-            return load(chronicle.target, conn, rebuilding, job.total, job.batch_size, progress)
-    finally:
-        asyncio.run(chronicle.stop())
+    """Load and finish the job's read models, made as the parent makes them. The data keys
+    open with the key-encryption keys the store records, as the parent's rebuild opens
+    them (no Chronicle is started here: nothing is attached, migrated or chosen)."""
+    target = PostgresTarget(job.database_url)
+    classes = [c for c in PROJECTIONS + OPTIONAL if c.name in job.names]
+    with contextlib.closing(KeyRing(target)) as keys, target.connect(autocommit=True) as conn:
+        rebuilding = [Rebuilding(r, job.batch_size, keys) for r in postgres_read_models(job.settings, classes)]
+        return load(target, conn, rebuilding, job.total, job.batch_size, progress)
 
 
 def main() -> None:
