@@ -1,8 +1,8 @@
 """ProjectionProcess: the projection engine in a child process of the service.
 
 Read-model work is pure Python; in the service's own process it holds the interpreter
-lock while commands wait for it. A child process runs it beside the service instead, at
-a lower CPU priority (`projection_nice`), and reaches the service only through Postgres
+lock while commands wait for it. A child process runs it beside the service instead (at
+a lower CPU priority if `projection_nice` says so), and reaches the service only through Postgres
 (the read models, and NOTIFY of their positions), as a separate `chronicle projections
 run` would. The parent restarts a child that dies; a child whose parent died stops.
 
