@@ -40,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
         "`python -m bench outage --help`: how fast requests fail while Postgres is stopped and work once it is back; "
         "`python -m bench faults --help`: a NATS cluster node or a service instance killed under load; "
         "`python -m bench scale --help`: 1, 2 and 3 service instances on a loopback NATS cluster; "
-        "`python -m bench rebuild --help`: rebuilding every read model in one pass, against a pass each; "
+        "`python -m bench rebuild --help`: rebuilding every read model in one pass with a helper process, against one process and a pass each; "
         "`python -m bench console --help`: the web console's bundle size, inbox time to interactive and pause-to-shown latency; "
         "`python -m bench anchors --help`: Chronicle beside a bare NATS responder and the card's stack used plainly.",
     )
@@ -120,7 +120,7 @@ SUITES = {
     "outage": "bench.outage",  # requests while Postgres is stopped, and the first one after it is back
     "faults": "bench.faults",  # a NATS node or a service instance killed under load: nothing lost or duplicated
     "scale": "bench.scale",  # add_message and query figures with 1, 2, 3 instances on a loopback NATS cluster
-    "rebuild": "bench.rebuild",  # rebuild all read models: one pass against a thread and a pass each, then verify
+    "rebuild": "bench.rebuild",  # rebuild all read models: with a helper process, in one, a pass each; then verify
     "console": "bench.console",  # the web console: bundle size, inbox time to interactive, pause -> shown p50/p99
     "anchors": "bench.anchors",  # add_message and reads beside a bare NATS responder and the card's stack used plainly
 }
