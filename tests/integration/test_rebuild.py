@@ -117,6 +117,16 @@ async def test_rebuild_of_an_unknown_projection_fails_clearly(instance: tuple[Ch
     assert "unknown projection" in result.stderr and "history" in result.stderr
 
 
+async def filled(chronicle: Chronicle, authority: TokenAuthority, conversations: int, messages: int) -> None:
+    """A user's history written (`fill`), and the live read models caught up with it."""
+    client = await ChronicleClient.connect(
+        chronicle.nats_url, authority.issue(f"u-{uuid.uuid4().hex}"), prefix=chronicle.settings.subject_prefix
+    )
+    await fill(client, conversations, messages)
+    await client.conversations.search("kites")  # (waits for the read models to include the last write)
+    await client.close()
+
+
 def rebuild_recording(
     chronicle: Chronicle, helper: RebuildHelper | None, reached: dict[str, set[str]] | None = None
 ) -> dict[str, int]:
@@ -135,11 +145,7 @@ async def test_a_helper_process_builds_every_read_model_but_search_as_one_proces
     instance: tuple[Chronicle, str], authority: TokenAuthority
 ) -> None:
     chronicle, url = instance
-    client = await ChronicleClient.connect(
-        chronicle.nats_url, authority.issue(f"u-{uuid.uuid4().hex}"), prefix=chronicle.settings.subject_prefix
-    )
-    await fill(client, conversations=8, messages=3)
-    await client.close()
+    await filled(chronicle, authority, conversations=8, messages=3)
 
     reached: dict[str, set[str]] = {}
     helper = RebuildHelper(chronicle.settings, chronicle.target, from_events=1)
@@ -157,12 +163,7 @@ async def test_a_failed_helper_fails_the_rebuild_and_the_next_one_builds_all(
     instance: tuple[Chronicle, str], authority: TokenAuthority
 ) -> None:
     chronicle, url = instance
-    client = await ChronicleClient.connect(
-        chronicle.nats_url, authority.issue(f"u-{uuid.uuid4().hex}"), prefix=chronicle.settings.subject_prefix
-    )
-    await fill(client, conversations=4, messages=2)
-    await client.conversations.search("kites")  # (the live read models caught up)
-    await client.close()
+    await filled(chronicle, authority, conversations=4, messages=2)
     rows = snapshot(url)
 
     nowhere = PostgresTarget("postgresql://postgres@127.0.0.1:1/nowhere")  # (the helper cannot connect)
