@@ -14,6 +14,7 @@ fails.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import subprocess
@@ -27,6 +28,8 @@ import orjson
 from adapters.read_side.rebuild import Apart, Helper, Progress
 from adapters.store.postgres import PostgresTarget
 from entrypoints.settings import Settings
+
+log = logging.getLogger(__name__)
 
 PROGRESS_EVERY = 0.5  # seconds between the helper's progress lines (and one at each read model's end)
 
@@ -57,14 +60,18 @@ class HelperProcess(Apart):
         self.reader.start()
 
     def _read(self) -> None:
-        assert self.process.stdout is not None  # (a pipe: see `rebuild_helper`)
+        # Read to the end whatever a line holds: a helper blocked on a full pipe would never end.
+        assert self.process.stdout is not None  # (a pipe: see `RebuildHelper.start`)
         for line in self.process.stdout:
-            said = orjson.loads(line)
-            if "progress" in said:
-                name, done, total = said["progress"]
-                self.progress(str(name), int(done), int(total))
-            elif "applied" in said:
-                self.applied = {str(name): int(count) for name, count in said["applied"].items()}
+            try:
+                said = orjson.loads(line)
+                if "progress" in said:
+                    name, done, total = said["progress"]
+                    self.progress(str(name), int(done), int(total))
+                elif "applied" in said:
+                    self.applied = {str(name): int(count) for name, count in said["applied"].items()}
+            except Exception:  # (a stray line, or the progress display failing): the rebuild goes on
+                log.warning("a line of the rebuild's helper process not taken", exc_info=True)
 
     def result(self) -> dict[str, int]:
         code = self.process.wait()
