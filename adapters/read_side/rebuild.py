@@ -221,6 +221,8 @@ def rebuild_all(
             with contextlib.ExitStack() as helping:
                 apart = None
                 if helper is not None and there:
+                    log.info("rebuilding with a helper process", extra={
+                        "here": [r.name for r in here], "helper": [r.name for r in there], "events": total})
                     apart = helper.start([r.name for r in there], total, batch_size, progress)
                     helping.callback(apart.stop)
                 result = load(target, conn, here, total, batch_size, progress)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -14,13 +15,16 @@ from typing import Any
 import psycopg
 import pytest
 from chronicle_client.connection import ChronicleClient
+from psycopg.sql import SQL, Identifier
 
 from adapters.auth import TokenAuthority
 from adapters.read_side.rebuild import rebuild_all
 from adapters.store.postgres import PostgresTarget
-from entrypoints.bootstrap import Chronicle
+from entrypoints.bootstrap import Chronicle, bootstrap
 from entrypoints.read_models import PROJECTIONS, postgres_read_models
 from entrypoints.rebuild_helper import HelperFailed, RebuildHelper
+from tests.conftest import make_settings
+from tests.servers import TestServers
 
 TABLES = {
     "rm_history": ["sessions", "conversations", "messages"],
@@ -173,3 +177,28 @@ async def test_a_failed_helper_fails_the_rebuild_and_the_next_one_builds_all(
     unused = RebuildHelper(chronicle.settings, nowhere, from_events=10**9)
     rebuilt = await asyncio.to_thread(rebuild_recording, chronicle, unused)
     assert rebuilt["history"] > 0 and snapshot(url) == rows
+
+
+async def test_a_first_start_on_a_long_log_builds_the_read_models_with_a_helper(
+    instance: tuple[Chronicle, str], authority: TokenAuthority, servers: TestServers, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    chronicle, url = instance
+    await filled(chronicle, authority, conversations=6, messages=3)
+    rows = snapshot(url)
+    await chronicle.stop()
+    with psycopg.connect(url, autocommit=True) as conn:  # (a store whose read models were never built)
+        for schema in {name.split(".")[0] for name in rows} | {f"rm_{p.name}" for p in PROJECTIONS}:
+            conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(schema)))
+        conn.execute("DELETE FROM chronicle.projections WHERE name = ANY(%s)", ([p.name for p in PROJECTIONS],))
+
+    # "Long" from one event on; the engine in this process, so that its log is seen here.
+    caplog.set_level(logging.INFO, logger="adapters.read_side.rebuild")
+    second = await bootstrap(make_settings(url, servers.nats_url, tmp_path, rebuild_helper_from=1, projection_process=False))
+    try:
+        assert second.engine is not None and await asyncio.to_thread(second.engine.wait_prepared, 120)
+        assert snapshot(url) == rows
+    finally:
+        await second.stop()
+    helped = [r for r in caplog.records if r.getMessage() == "rebuilding with a helper process"]
+    assert helped and helped[0].here == ["search"] and "history" in helped[0].helper  # type: ignore[attr-defined]
