@@ -138,8 +138,8 @@ class ProjectionEngine:
     ):
         """`keys`: the service's own ring when the engine runs in its process (an erasure then
         evicts the one cache); without it, the engine opens one of its own. `helper`: what
-        builds the heaviest read model in a process of its own when a first start builds a
-        long log's read models (adapters/read_side/rebuild.py)."""
+        builds every read model but the heaviest in a process of its own when a first start
+        builds a long log's read models (adapters/read_side/rebuild.py)."""
         self.stop_event = threading.Event()
         self.owned_keys = keys is None
         self.keys = keys if keys is not None else KeyRing(target)
