@@ -115,7 +115,8 @@ class RebuildHelper(Helper):
 
 
 def rebuild_helper(settings: Settings, target: PostgresTarget) -> RebuildHelper | None:
-    """The helper rebuilds have, as the settings say (none with `rebuild_helper_from` 0)."""
-    if not settings.rebuild_helper_from:
+    """The helper rebuilds have, as the settings say (none with `rebuild_helper_from` 0),
+    on a machine with another core for it."""
+    if not settings.rebuild_helper_from or (os.cpu_count() or 1) < 2:
         return None
     return RebuildHelper(settings, target, settings.rebuild_helper_from)

@@ -98,9 +98,10 @@ class Settings(BaseSettings):
     projection_batch_size: int = Field(default=2000, ge=1)
     projection_threads: int = Field(default=1, ge=1, description="threads following the log for the read models")
     rebuild_helper_from: int = Field(
-        default=100_000, ge=0,
+        # (all read models rebuilt, side by side: 10,284 events 1.48 -> 1.36 s, 51,406: 6.5 -> 5.3 s)
+        default=20_000, ge=0,
         description="events in the log from which a rebuild (and a first start) has a helper process load every read"
-        " model but the heaviest, on another core (below it, starting one costs more than it saves); 0: never",
+        " model but the heaviest, on another core (below it, starting one saves little); 0: never",
     )
     read_model_vacuum_every: int = Field(
         default=100_000, ge=0, description="events between VACUUM ANALYZE of a read model when autovacuum is off; 0: never"
