@@ -1,12 +1,13 @@
 """Full rebuild of every read model from the first event, in process, as `chronicle projections rebuild`.
 
-`./dev bench rebuild` seeds a history into a fresh database and rebuilds every read model in
-turn three ways, rotating for `--rounds`: in one pass with a helper process (`rebuild_all`,
-what `chronicle projections rebuild all` and the first start do: each event read and decoded
-once for all read models but the heaviest, which the helper loads meanwhile in a pass of
-its own), in one pass in one process (before the helper), and side by side with a thread
-and a pass of its own per read model (before the one pass). Then `projections verify` of every read model (each rebuilt aside on its
-own and compared with the live tables). Prints events/s of the log for each way.
+`./dev bench rebuild` seeds a history into a fresh database and rebuilds every read model
+three ways, for `--rounds` (the order reversed every other round): in one pass with a helper
+process (`rebuild_all`, what `chronicle projections rebuild all` and the first start do:
+each event read and decoded once for all read models but the heaviest, which the helper
+loads meanwhile in a pass of its own), in one pass in one process (before the helper), and
+side by side with a thread and a pass of its own per read model (before the one pass).
+Then `projections verify` of every read model (each rebuilt aside on its own and compared
+with the live tables). Prints events/s of the log for each way.
 """
 
 from __future__ import annotations
