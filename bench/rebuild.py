@@ -18,6 +18,7 @@ import functools
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from adapters.read_side.rebuild import rebuild, rebuild_all, side_by_side
@@ -51,28 +52,17 @@ class Rebuilt:
         return self.applied / self.seconds
 
 
-def rebuild_with_helper(target: PostgresTarget, settings: Settings) -> float:
-    """Seconds to rebuild every read model at once, as `chronicle projections rebuild all` does
-    (one pass over the log for all of them but the heaviest, which a helper process loads
-    meanwhile)."""
+def rebuild_together(target: PostgresTarget, settings: Settings, helped: bool = True) -> float:
+    """Seconds to rebuild every read model at once in one pass over the log, as `chronicle
+    projections rebuild all` does: with a helper process loading all of them but the
+    heaviest meanwhile, or (`helped` False, the way before the helper, kept to compare)
+    all of them in this process."""
     started = time.perf_counter()
     rebuild_all(
         target,
         postgres_read_models(settings, PROJECTIONS),
         batch_size=settings.projection_batch_size,
-        helper=rebuild_helper(settings, target),
-    )
-    return time.perf_counter() - started
-
-
-def rebuild_side_by_side(target: PostgresTarget, settings: Settings) -> float:
-    """Seconds to rebuild every read model in one pass over the log in this process (the
-    way before the helper process; kept to compare)."""
-    started = time.perf_counter()
-    rebuild_all(
-        target,
-        postgres_read_models(settings, PROJECTIONS),
-        batch_size=settings.projection_batch_size,
+        helper=rebuild_helper(settings, target) if helped else None,
     )
     return time.perf_counter() - started
 
@@ -104,9 +94,9 @@ def rebuild_each(target: PostgresTarget, settings: Settings, log_events: int) ->
     return results
 
 
-WAYS = {
-    "one pass and a helper process": rebuild_with_helper,
-    "one pass in one process": rebuild_side_by_side,
+WAYS: dict[str, Callable[[PostgresTarget, Settings], float]] = {
+    "one pass and a helper process": rebuild_together,
+    "one pass in one process": functools.partial(rebuild_together, helped=False),
     "a thread and a pass each": rebuild_in_threads,
 }
 
@@ -126,7 +116,7 @@ def run(scale: Scale, rounds: int, database_url: str | None) -> Report:
             for way in (list(WAYS) if n % 2 == 0 else list(WAYS)[::-1]):
                 print(f"round {n + 1}/{rounds}: rebuild all, {way}", flush=True)
                 seconds[way].append(WAYS[way](target, settings))
-        rebuild_with_helper(target, settings)  # the live tables verified below are the one pass's
+        rebuild_together(target, settings)  # the live tables verified below are the one pass's
         results = [verify(target, postgres_read_model(settings, p), batch_size=settings.projection_batch_size)
                    for p in PROJECTIONS]
     load_after = os.getloadavg()

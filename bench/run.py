@@ -18,7 +18,7 @@ from adapters.store.postgres import PostgresTarget, migrate
 from bench.cpu import CpuMeter
 from bench.lag import ProgressListener
 from bench.load import SEARCH_KINDS, Samples, Workload, connect, sequential, sustained
-from bench.rebuild import rebuild_each, rebuild_with_helper
+from bench.rebuild import rebuild_each, rebuild_together
 from bench.report import Report, over, percentile, under
 from bench.seed import Dataset, Scale, seed
 from bench.servers import bench_servers
@@ -246,10 +246,9 @@ def rebuild_read_models(target: PostgresTarget, settings: Settings, report: Repo
     total = sum(r.seconds for r in rebuilt)
     report.add("rebuild all, one after another", head / total, "events/s", over(REBUILD_AIM),
                note=f"{total:.0f} s")
-    together = rebuild_with_helper(target, settings)
-    helped = "" if head < settings.rebuild_helper_from else " (a helper process for all but search)"
+    together = rebuild_together(target, settings)
     report.add("rebuild all, one pass", head / together, "events/s", over(REBUILD_ALL_AIM),
-               note=f"{together:.0f} s, as `chronicle projections rebuild all`{helped}")
+               note=f"{together:.0f} s, as `chronicle projections rebuild all`")
     report.details["rebuild"] = [asdict(r) for r in rebuilt]
 
 
