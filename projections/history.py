@@ -61,7 +61,9 @@ class HistoryView(View):
 
 class HistoryProjection(Projection[HistoryView]):
     name = "history"
-    version = 3  # 2: content sealed under its owner's key; 3: a message's content and metadata sealed together
+    # 2: content sealed under its owner's key; 3: a message's content and metadata sealed
+    # together; 4: a message sealed whole, as a get's reply carries it
+    version = 4
     weight = 3
 
     @handles(Session.Created)

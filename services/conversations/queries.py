@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -141,9 +142,11 @@ def decode_cursor(queries: Queries, user: str, conversation_id: UUID, cursor: st
 
 
 async def get_conversation(
-    queries: Queries, user: str, conversation_id: UUID, window: MessagePage | None = None, field: str = "messages.cursor"
+    queries: Queries, user: str, conversation_id: UUID, window: MessagePage | None = None, field: str = "messages.cursor",
+    *, decoded: bool = False,
 ) -> dict[str, Any]:
-    """The conversation and one page of its messages (all of them when they fit one)."""
+    """The conversation and one page of its messages (all of them when they fit one), each
+    message as the wire carries it (JSON), or as a dict when `decoded` (an export's)."""
     window = window or MessagePage()
     seal = await queries.sealing.of(user)
     if seal is None:
@@ -153,59 +156,82 @@ async def get_conversation(
         decode_cursor(queries, user, conversation_id, window.cursor, window.order, field)
         if window.cursor else (2**63 - 1 if newest else -1)
     )
-    def statements(body: str) -> list[tuple[str, Any]]:
+    def statements(columns: str) -> list[tuple[str, Any]]:
         # Both in one round trip; the messages count only once the conversation is the user's.
         return [
             ("SELECT " + CONVERSATION_COLUMNS + ", " + ", ".join(CONVERSATION_DETAILS)
              + " FROM rm_history.conversations WHERE id = %s AND owner = %s", (conversation_id, user)),
-            # (the id as text: as the reply carries it, without a uuid.UUID made per message)
-            ("SELECT id::text, role, " + body + ", pinned, message_type, created_at, seq"
-             " FROM rm_history.messages WHERE conversation_id = %s"
+            ("SELECT " + columns + ", seq FROM rm_history.messages WHERE conversation_id = %s"
              + (" AND seq < %s ORDER BY seq DESC" if newest else " AND seq > %s ORDER BY seq")
              + " LIMIT %s", (conversation_id, after, window.limit + 1)),
         ]
 
-    opened_body = _opened_body
-    try:
-        [conversations, rows] = await queries.fetch_together(statements("body"), binary=True)
-    except psycopg.errors.UndefinedColumn:
-        # Until an upgrade's rebuild of the history read model is done, its version 2
-        # answers: content and metadata sealed apart.
-        opened_body = _opened_apart
-        [conversations, rows] = await queries.fetch_together(statements("content, metadata"), binary=True)
+    # The read model's current version first; until an upgrade's rebuild of it is done,
+    # the version before answers (its columns are another set).
+    *current, (oldest_columns, opened_message) = MESSAGE_SHAPES
+    for columns, opener in current:
+        try:
+            [conversations, rows] = await queries.fetch_together(statements(columns), binary=True)
+            opened_message = opener
+            break
+        except psycopg.errors.UndefinedColumn:
+            continue
+    else:
+        [conversations, rows] = await queries.fetch_together(statements(oldest_columns), binary=True)
     if not conversations:
         raise not_found("conversation", conversation_id)
     conversation = dict(zip(CONVERSATION_FIELDS + CONVERSATION_DETAILS, conversations[0], strict=True))
     open_conversation(seal, conversation)
-    messages: list[dict[str, Any]] = []
-    size, last_seq = 0, 0
-    for message_id, role, *sealed_body, pinned, message_type, created_at, seq in rows[: window.limit]:
-        content, metadata, body_size = opened_body(seal, sealed_body)
-        size += body_size
-        if messages and size > PAGE_BYTES:
+    messages: list[Any] = []
+    size, last_seq, counted = 0, 0, 0
+    for *values, seq in rows[: window.limit]:
+        message, message_size = opened_message(seal, values)
+        size += message_size
+        if counted and size > PAGE_BYTES:
             break
-        messages.append({"id": message_id, "role": role, "content": content, "metadata": metadata, "pinned": pinned,
-                         "message_type": message_type, "created_at": created_at})
+        counted += 1
         last_seq = seq
-    more = len(messages) < len(rows)
+        if isinstance(message, bytes):
+            messages.append(orjson.loads(message) if decoded else orjson.Fragment(message))
+        elif message is not None:  # (None: its owner was erased before it was written)
+            messages.append(message)
+    more = counted < len(rows)
     conversation["next_cursor"] = encode_cursor(queries, user, conversation_id, last_seq, window.order) if more else None
     conversation["messages"] = messages[::-1] if newest else messages
     return conversation
 
 
-def _opened_body(seal: UserSeal, sealed: list[bytes | None]) -> tuple[str, Any, int]:
-    """A message's (content, metadata, bytes) from its one sealed body, JSON [content, metadata]."""
-    body = seal.open_bytes(sealed[0])  # (None once its owner was erased before it was written)
-    if body is None:
-        return "", None, 0
-    content, metadata = orjson.loads(body)
-    return content, metadata, len(body)
+def _opened_whole(seal: UserSeal, columns: list[Any]) -> tuple[bytes | None, int]:
+    """Version 4: the message's JSON as sealed, as the reply carries it."""
+    message = seal.open_bytes(columns[0])  # (None once its owner was erased before it was written)
+    return message, len(message or b"")
 
 
-def _opened_apart(seal: UserSeal, sealed: list[bytes | None]) -> tuple[str, Any, int]:
-    """The same from the history read model's version 2: content and metadata sealed apart."""
-    content, metadata = seal.open(sealed[0]) or "", seal.open(sealed[1]) or "null"
-    return content, orjson.loads(metadata), len(content) + len(metadata)
+def _opened_together(seal: UserSeal, columns: list[Any]) -> tuple[dict[str, Any], int]:
+    """Version 3: content and metadata sealed together (JSON [content, metadata]) beside
+    the message's other columns."""
+    message_id, role, body, pinned, message_type, created_at = columns
+    opened = seal.open_bytes(body)
+    content, metadata = orjson.loads(opened) if opened is not None else ("", None)
+    return {"id": message_id, "role": role, "content": content, "metadata": metadata, "pinned": pinned,
+            "message_type": message_type, "created_at": created_at}, len(opened or b"")
+
+
+def _opened_apart(seal: UserSeal, columns: list[Any]) -> tuple[dict[str, Any], int]:
+    """Version 2: content and metadata sealed apart."""
+    message_id, role, sealed_content, sealed_metadata, pinned, message_type, created_at = columns
+    content, metadata = seal.open(sealed_content) or "", seal.open(sealed_metadata) or "null"
+    return {"id": message_id, "role": role, "content": content, "metadata": orjson.loads(metadata), "pinned": pinned,
+            "message_type": message_type, "created_at": created_at}, len(content) + len(metadata)
+
+
+# A page's messages by the history read model's version, newest first: its columns (the id
+# as text: as the reply carries it, without a uuid.UUID made per message) and their opener.
+MESSAGE_SHAPES: tuple[tuple[str, Callable[[UserSeal, list[Any]], tuple[Any, int]]], ...] = (
+    ("message", _opened_whole),
+    ("id::text, role, body, pinned, message_type, created_at", _opened_together),
+    ("id::text, role, content, metadata, pinned, message_type, created_at", _opened_apart),
+)
 
 
 # Messages and titles matching the words; a title match counts double.
@@ -309,7 +335,7 @@ async def export_conversation(queries: Queries, user: str, q: ExportConversation
     """One part of the export: the conversation with one page of its messages (the
     client joins the parts: clients/python/chronicle_client/connection.py)."""
     page = MessagePage(cursor=q.cursor)
-    conversation = await get_conversation(queries, user, q.conversation_id, page, field="cursor")
+    conversation = await get_conversation(queries, user, q.conversation_id, page, field="cursor", decoded=True)
     next_cursor = conversation.pop("next_cursor")
     if q.format == "json":
         content = orjson.dumps(conversation, option=orjson.OPT_INDENT_2).decode()
@@ -337,6 +363,11 @@ def to_markdown(conversation: dict[str, Any], *, heading: bool = True) -> str:
             lines += ["Tags: " + ", ".join(conversation["tags"]), ""]
         lines += [f"Created: {conversation['created_at'].isoformat()}", ""]
     for message in conversation["messages"]:
-        lines += [f"## {message['role']} · {message['created_at'].isoformat()}", "", message["content"], ""]
+        lines += [f"## {message['role']} · {_iso(message['created_at'])}", "", message["content"], ""]
     return "\n".join(lines)
 
+
+
+def _iso(when: Any) -> str:
+    """A message's time as ISO 8601: a decoded message carries it as such already."""
+    return when if isinstance(when, str) else when.isoformat()

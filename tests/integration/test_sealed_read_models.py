@@ -7,6 +7,7 @@ import asyncio
 import uuid
 
 import psycopg
+import pytest
 from chronicle_client import ChronicleClient
 from psycopg.sql import SQL, Identifier
 
@@ -151,7 +152,7 @@ async def test_no_plaintext_of_a_user_in_the_files_of_history_and_search_before_
             gathered = conn.execute(
                 "SELECT schemaname || '.' || tablename || '.' || attname FROM pg_stats WHERE schemaname = ANY(%s)"
                 " AND attname IN ('name', 'description', 'tags', 'tag_terms', 'title', 'document_context',"
-                " 'first_message', 'content', 'metadata', 'tsv', 'step', 'prompt', 'data', 'edits', 'feedback',"
+                " 'first_message', 'content', 'metadata', 'body', 'message', 'tsv', 'step', 'prompt', 'data', 'edits', 'feedback',"
                 " 'plan', 'result', 'error', 'query', 'draft', 'layout', 'rag_examples', 'refinement', 'members',"
                 " 'term', 'tag')",
                 (list(SEALED_SCHEMAS),),
@@ -221,11 +222,13 @@ async def test_a_store_from_before_sealing_is_rebuilt_sealed_by_the_usual_start(
         await restarted.stop()
 
 
-async def test_a_get_reads_the_history_read_models_version_2_while_an_upgrade_rebuilds_it(
-    instance: tuple[Chronicle, str], authority: TokenAuthority
+@pytest.mark.parametrize("version", [3, 2])
+async def test_a_get_reads_an_older_history_read_model_while_an_upgrade_rebuilds_it(
+    instance: tuple[Chronicle, str], authority: TokenAuthority, version: int
 ) -> None:
-    """Version 3 seals a message's content and metadata together (`body`); until an upgrade's
-    rebuild swaps it in, the version 2 tables (content and metadata sealed apart) answer."""
+    """Version 4 seals each message whole (`message`); until an upgrade's rebuild swaps it
+    in, the tables of the version before answer: 3 sealed content and metadata together
+    (`body`) beside the other columns, 2 sealed them apart."""
     chronicle, url = instance
     user = f"upgrading-{uuid.uuid4().hex[:8]}"
     client = await ChronicleClient.connect(chronicle.nats_url, authority.issue(user), prefix=chronicle.settings.subject_prefix)
@@ -238,18 +241,30 @@ async def test_a_get_reads_the_history_read_models_version_2_while_an_upgrade_re
 
         seal = Seals(chronicle.keys).for_reading(user)
         assert seal is not None
-        with psycopg.connect(url) as conn:  # the messages table as version 2 wrote it
-            conn.execute("ALTER TABLE rm_history.messages ADD COLUMN content bytea, ADD COLUMN metadata bytea")
-            for conversation_id, seq, body in conn.execute(
-                "SELECT conversation_id, seq, body FROM rm_history.messages"
+        with psycopg.connect(url) as conn:  # the messages table as that version wrote it
+            sealed = "body bytea" if version == 3 else "content bytea, metadata bytea"
+            conn.execute(
+                "ALTER TABLE rm_history.messages ADD COLUMN id uuid, ADD COLUMN role text, ADD COLUMN pinned boolean,"
+                " ADD COLUMN message_type text, ADD COLUMN created_at timestamptz, "
+                + ", ".join(f"ADD COLUMN {column}" for column in sealed.split(", "))
+            )
+            for conversation_id, seq, whole in conn.execute(
+                "SELECT conversation_id, seq, message FROM rm_history.messages"
             ).fetchall():
-                content, metadata = seal.open_json(body)
+                message = seal.open_json(whole)
                 row = f"message:{conversation_id}:{seq}:"
-                conn.execute(
-                    "UPDATE rm_history.messages SET content = %s, metadata = %s WHERE conversation_id = %s AND seq = %s",
-                    (seal.seal(row + "content", content), seal.seal_json(row + "metadata", metadata), conversation_id, seq),
+                content = (
+                    [seal.seal_json(row + "body", [message["content"], message["metadata"]])] if version == 3
+                    else [seal.seal(row + "content", message["content"]), seal.seal_json(row + "metadata", message["metadata"])]
                 )
-            conn.execute("ALTER TABLE rm_history.messages DROP COLUMN body")
+                conn.execute(
+                    "UPDATE rm_history.messages SET id = %s, role = %s, pinned = %s, message_type = %s, created_at = %s, "
+                    + ", ".join(f"{column.split()[0]} = %s" for column in sealed.split(", "))
+                    + " WHERE conversation_id = %s AND seq = %s",
+                    (message["id"], message["role"], message["pinned"], message["message_type"], message["created_at"],
+                     *content, conversation_id, seq),
+                )
+            conn.execute("ALTER TABLE rm_history.messages DROP COLUMN message")
 
         after = await client.conversations.get(started.conversation_id)
         assert after.messages == before.messages

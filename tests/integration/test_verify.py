@@ -113,13 +113,13 @@ async def test_verify_catches_rows_changed_behind_the_projections_back(
     stray = uuid.uuid4()
     with psycopg.connect(url) as conn:
         changed = conn.execute(
-            "UPDATE rm_history.messages m SET body = convert_to('tampered by hand', 'UTF8') FROM rm_history.messages old"
+            "UPDATE rm_history.messages m SET message = convert_to('tampered by hand', 'UTF8') FROM rm_history.messages old"
             " WHERE m.conversation_id = old.conversation_id AND m.seq = old.seq"
             " AND (m.conversation_id, m.seq) = (SELECT conversation_id, seq FROM rm_history.messages LIMIT 1)"
-            " RETURNING m.id, old.body"
+            " RETURNING m.conversation_id, m.seq, old.message"
         ).fetchone()
         assert changed is not None
-        changed_id, original = changed
+        changed_conversation, changed_seq, original = changed
         deleted_tag = conn.execute(
             "DELETE FROM rm_stats.tags WHERE (owner, term) = (SELECT owner, term FROM rm_stats.tags"
             " WHERE count > 0 ORDER BY owner, term LIMIT 1) RETURNING term"
@@ -138,8 +138,9 @@ async def test_verify_catches_rows_changed_behind_the_projections_back(
     assert history["sessions"].matches and history["conversations"].matches
     (live_side, live_row), (rebuilt_side, rebuilt_row) = history["messages"].samples
     assert (live_side, rebuilt_side) == ("live", "rebuilt")
-    assert live_row["id"] == rebuilt_row["id"] == changed_id
-    assert (live_row["body"], rebuilt_row["body"]) == (b"tampered by hand", original)  # (the original sealed)
+    assert live_row["conversation_id"] == rebuilt_row["conversation_id"] == changed_conversation
+    assert live_row["seq"] == rebuilt_row["seq"] == changed_seq
+    assert (live_row["message"], rebuilt_row["message"]) == (b"tampered by hand", original)  # (the original sealed)
     stats = {t.table: t for t in results["stats"].tables}
     assert (stats["tags"].only_live, stats["tags"].only_rebuilt) == (0, 1)
     assert stats["tags"].samples[0][1]["term"] == deleted_term
@@ -157,7 +158,7 @@ async def test_verify_catches_rows_changed_behind_the_projections_back(
     assert "hitl: ok" in out
     messages = history["messages"].live_rows
     assert f"messages: live {messages}, rebuilt {messages}, only live 1, only rebuilt 1" in out
-    assert "messages only live: {" in out and f"'body': '0x{b'tampered by hand'.hex()}'" in out
+    assert "messages only live: {" in out and f"'message': '0x{b'tampered by hand'.hex()}'" in out
     assert "tags only rebuilt: {" in out and f"'term': '{deleted_term}'" in out
     assert f"conversations only live: {{'id': '{stray}'" in out
     only_hitl = await asyncio.to_thread(chronicle_cli, url, tmp_path, "projections", "verify", "hitl")

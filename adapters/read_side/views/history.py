@@ -9,7 +9,7 @@ a list sorted by title is sorted in the service (services/conversations/queries.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -65,15 +65,11 @@ class PostgresHistoryView(PostgresView, HistoryView):
     CREATE TABLE {schema}.messages (
         conversation_id uuid NOT NULL,
         seq bigint NOT NULL,
-        id uuid NOT NULL,
-        role text NOT NULL,
-        body bytea,  -- sealed: the JSON [content, metadata], opened once per message
-        pinned boolean NOT NULL,
-        message_type text NOT NULL,
-        created_at timestamptz NOT NULL,
+        -- sealed: the message as a get's reply carries it (JSON), opened and sent as it is
+        message bytea,
         PRIMARY KEY (conversation_id, seq)
     );
-    ALTER TABLE {schema}.messages ALTER COLUMN body SET STATISTICS 0
+    ALTER TABLE {schema}.messages ALTER COLUMN message SET STATISTICS 0
     """
 
     erasure = """
@@ -84,9 +80,7 @@ class PostgresHistoryView(PostgresView, HistoryView):
 
     def __init__(self, schema: str, **options: Any):
         super().__init__(schema, **options)
-        self._copy_messages = self.copier(
-            "{schema}.messages", "conversation_id, seq, id, role, body, pinned, message_type, created_at"
-        )
+        self._copy_messages = self.copier("{schema}.messages", "conversation_id, seq, message")
         self.conversation_owners = Owners(self.sql("SELECT id, owner FROM {schema}.conversations WHERE id = ANY(%s)"))
         self.session_owners = Owners(self.sql("SELECT id, owner FROM {schema}.sessions WHERE id = ANY(%s)"))
         self.new_conversations = Rows(
@@ -207,9 +201,14 @@ class PostgresHistoryView(PostgresView, HistoryView):
         sealed_rows = []
         for conversation_id, seq, message_id, role, content, metadata, pinned, message_type, at in rows:
             seal = seals.get(conversation_id)
-            # One seal for both (a get opens a hundred messages: one decryption each, not two).
-            body = seal.seal_json(f"message:{conversation_id}:{seq}:body", [content, metadata]) if seal is not None else None
-            sealed_rows.append((conversation_id, seq, message_id, role, body, pinned, message_type, at))
+            # The whole message in one seal, as the reply carries it: a get of a hundred
+            # messages opens each once and sends its JSON as it is, with no column to load,
+            # no dict to build and nothing to encode again.
+            message = seal.seal_json(f"message:{conversation_id}:{seq}", {
+                "id": message_id, "role": role, "content": content, "metadata": metadata, "pinned": pinned,
+                "message_type": message_type, "created_at": at.astimezone(UTC),  # (as Postgres gave it: UTC)
+            }) if seal is not None else None
+            sealed_rows.append((conversation_id, seq, message))
         self._copy_messages(cur, sealed_rows)
 
     def _sealed_per_conversation(
