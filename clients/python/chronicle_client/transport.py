@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import gc
+import itertools
+import weakref
 from collections.abc import Iterator
 from typing import Any, Generic, Self, TypeVar, cast
 
 import nats
+import nats.errors
 import orjson
 from chronicle_contract import request_ids
 from chronicle_contract.base import Command, Query, Reply
 from chronicle_contract.bus import inbox_prefix, server_urls
 from chronicle_contract.errors import ChronicleError, invalid_from_validation
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from pydantic import BaseModel, ValidationError
 
 R = TypeVar("R", bound=Reply)
@@ -88,6 +93,71 @@ def collector_paused(*, promote: bool = True) -> Iterator[None]:
     gc.enable()
 
 
+NO_RESPONDERS = "503"  # the status of the server's answer to a request nobody serves
+
+
+class Replies:
+    """Every request's reply on one NATS connection, through one subscription of its own
+    under the connection's inbox prefix (a bus that scopes inboxes lets it through), each
+    awaited on a future with a plain timer. nats-py's `request` makes a fresh id, a done
+    callback and an `asyncio.wait_for` for every call: about a third of a client's CPU
+    per request against a bare responder, 47 against 31 µs here at 100 in flight."""
+
+    def __init__(self, base: str):
+        self.base = base  # <the connection's inbox prefix>.<a unique id>; (no reference to the
+        # connection itself: it keys these in a weak dictionary, see replies_of)
+        self.waiting: dict[str, asyncio.Future[Msg]] = {}
+        self._tokens = itertools.count()
+        self._subscribed = False
+        self._subscribing = asyncio.Lock()
+
+    async def request(
+        self, nc: NATS, subject: str, payload: bytes, *, timeout: float, headers: dict[str, str]
+    ) -> Msg:
+        """The reply to one request on `nc`, the connection these are for; raises
+        nats.errors.TimeoutError or NoRespondersError as nats-py's own request does."""
+        if not self._subscribed:
+            async with self._subscribing:
+                if not self._subscribed:  # (sent before the first request: the server sees it first)
+                    await nc.subscribe(f"{self.base}.*", cb=self._arrived)
+                    self._subscribed = True
+        token = str(next(self._tokens))
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[Msg] = loop.create_future()
+        self.waiting[token] = reply
+        timer = loop.call_later(timeout, _timed_out, reply)
+        try:
+            await nc.publish(subject, payload, reply=f"{self.base}.{token}", headers=headers)
+            msg = await reply
+        finally:
+            timer.cancel()
+            del self.waiting[token]
+        if msg.headers and msg.headers.get("Status") == NO_RESPONDERS:
+            raise nats.errors.NoRespondersError
+        return msg
+
+    async def _arrived(self, msg: Msg) -> None:
+        reply = self.waiting.get(msg.subject[len(self.base) + 1:])
+        if reply is not None and not reply.done():
+            reply.set_result(msg)
+
+
+def _timed_out(reply: asyncio.Future[Msg]) -> None:
+    if not reply.done():
+        reply.set_exception(nats.errors.TimeoutError)
+
+
+_replies: weakref.WeakKeyDictionary[NATS, Replies] = weakref.WeakKeyDictionary()
+
+
+def replies_of(nc: NATS) -> Replies:
+    """The connection's Replies (every Transport on it shares them)."""
+    replies = _replies.get(nc)
+    if replies is None:
+        replies = _replies[nc] = Replies(nc.new_inbox())
+    return replies
+
+
 def failure(error: dict[str, Any], request_id: str | None = None) -> ChronicleError:
     failed = ChronicleError(error.get("code", "internal"), error.get("message", ""), error.get("details"))
     failed.request_id = request_id
@@ -146,8 +216,8 @@ class Transport:
         headers = {"Authorization": f"Bearer {self.token}", request_ids.HEADER: rid}
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
-        msg = await self.nc.request(
-            f"{self.prefix}.{subject}", orjson.dumps(payload), timeout=self.timeout, headers=headers
+        msg = await replies_of(self.nc).request(
+            self.nc, f"{self.prefix}.{subject}", orjson.dumps(payload), timeout=self.timeout, headers=headers
         )
         return msg.data, rid
 

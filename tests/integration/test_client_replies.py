@@ -1,0 +1,78 @@
+"""The client's own request/reply over a real NATS: one subscription per connection, a
+future and a timer per request (clients/python/chronicle_client/transport.py Replies)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import uuid
+import weakref
+
+import nats
+import nats.errors
+import pytest
+from chronicle_client.transport import Transport, replies_of
+from nats.aio.msg import Msg
+
+from tests.servers import TestServers
+
+
+async def test_concurrent_requests_each_get_their_own_reply_and_leave_nothing_waiting(servers: TestServers) -> None:
+    subject = f"replies-{uuid.uuid4().hex}"
+    nc = await nats.connect(servers.nats_url)
+
+    async def echo(msg: Msg) -> None:
+        await asyncio.sleep(0.001 * (int(msg.data) % 7))  # answered out of order
+        await msg.respond(msg.data)
+
+    await nc.subscribe(subject, cb=echo)
+    try:
+        replies = replies_of(nc)
+        answers = await asyncio.gather(*(
+            replies.request(nc, subject, str(n).encode(), timeout=5, headers={}) for n in range(200)
+        ))
+        assert [a.data for a in answers] == [str(n).encode() for n in range(200)]
+        assert replies.waiting == {}
+        assert replies_of(nc) is replies  # one subscription for the connection's requests
+    finally:
+        await nc.close()
+
+
+async def test_nobody_serving_and_nobody_answering_fail_as_nats_says(servers: TestServers) -> None:
+    nc = await nats.connect(servers.nats_url)
+    silent = f"silent-{uuid.uuid4().hex}"
+    async def ignore(msg: Msg) -> None:  # takes requests, answers none
+        pass
+
+    await nc.subscribe(silent, cb=ignore)
+    try:
+        replies = replies_of(nc)
+        with pytest.raises(nats.errors.NoRespondersError):
+            await replies.request(nc, f"nobody-{uuid.uuid4().hex}", b"{}", timeout=5, headers={})
+        with pytest.raises(nats.errors.TimeoutError):
+            await replies.request(nc, silent, b"{}", timeout=0.2, headers={})
+        assert replies.waiting == {}
+    finally:
+        await nc.close()
+
+
+async def test_a_transport_answers_through_its_connections_replies_which_go_with_the_connection(
+    servers: TestServers,
+) -> None:
+    prefix = f"replies-{uuid.uuid4().hex}"
+    nc = await nats.connect(servers.nats_url)
+    asked_on: list[str] = []
+
+    async def answer(msg: Msg) -> None:
+        asked_on.append(msg.reply)
+        await msg.respond(b'{"ok": true, "data": {"n": 1}}')
+
+    await nc.subscribe(f"{prefix}.query.x", cb=answer)
+    transport = Transport(nc, "a-token", prefix=prefix)
+    assert await transport.request("query.x", {}) == {"n": 1}
+    assert asked_on[0].startswith(replies_of(nc).base + ".")  # (the connection's own replies, not nats-py's)
+    connection = weakref.ref(nc)
+    await nc.close()
+    del transport, nc
+    gc.collect()
+    assert connection() is None  # (its replies keep no hold on it: they are keyed weakly, by it)
