@@ -21,9 +21,16 @@ async def test_concurrent_requests_each_get_their_own_reply_and_leave_nothing_wa
     subject = f"replies-{uuid.uuid4().hex}"
     nc = await nats.connect(servers.nats_url)
 
-    async def echo(msg: Msg) -> None:
-        await asyncio.sleep(0.001 * (int(msg.data) % 7))  # answered out of order
+    answering: set[asyncio.Task[None]] = set()
+
+    async def later(msg: Msg) -> None:
+        await asyncio.sleep(0.001 * (7 - int(msg.data) % 7))
         await msg.respond(msg.data)
+
+    async def echo(msg: Msg) -> None:  # answered out of order: later ones first
+        task = asyncio.create_task(later(msg))
+        answering.add(task)
+        task.add_done_callback(answering.discard)
 
     await nc.subscribe(subject, cb=echo)
     try:

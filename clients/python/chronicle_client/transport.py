@@ -100,8 +100,8 @@ class Replies:
     """Every request's reply on one NATS connection, through one subscription of its own
     under the connection's inbox prefix (a bus that scopes inboxes lets it through), each
     awaited on a future with a plain timer. nats-py's `request` makes a fresh id, a done
-    callback and an `asyncio.wait_for` for every call: about a third of a client's CPU
-    per request against a bare responder, 47 against 31 µs here at 100 in flight."""
+    callback and an `asyncio.wait_for` for every call: against a bare responder with 100
+    requests in flight, 47 µs of the client's CPU a request, against 31 with these."""
 
     def __init__(self, base: str):
         self.base = base  # <the connection's inbox prefix>.<a unique id>; (no reference to the
