@@ -120,6 +120,7 @@ class Gateway:
             fields = await self.fields(route, request)
             if route.method not in ("GET", "DELETE"):  # (a query string's values are all text)
                 check_booleans(route.request, fields)
+                check_numbers(route.request, fields)
             model = route.request(**fields)
             if key is not None and not isinstance(model, Command):
                 key = None  # a query is answered afresh each time
@@ -255,6 +256,20 @@ def check_booleans(model: type[BaseModel], fields: Body) -> None:
         if name in fields and fields[name] is not None and not isinstance(fields[name], bool):
             message = f"{to_camel(name)} must be true or false"
             raise ChronicleError("invalid", message, [{"field": to_camel(name), "rule": "bool_type", "message": message}])
+
+
+def check_numbers(model: type[BaseModel], fields: Body) -> None:
+    """A JSON body's numbers are numbers: pydantic would take true or false for one (as 1 or 0)."""
+    for name in number_fields(model):
+        if isinstance(fields.get(name), bool):
+            message = f"{to_camel(name)} must be a number, not true or false"
+            raise ChronicleError("invalid", message, [{"field": to_camel(name), "rule": "number_type", "message": message}])
+
+
+@cache
+def number_fields(model: type[BaseModel]) -> frozenset[str]:
+    return frozenset(name for name, item in casing(model, "validation").schema.get("properties", {}).items()
+                     if schema_types(item) & {"number", "integer"} and "boolean" not in schema_types(item))
 
 
 @cache

@@ -179,6 +179,12 @@ async def test_status_codes_and_the_error_envelope(http: Http, chronicle: Chroni
     error(await alice.post(f"/api/conversations/{conversation}/messages", json={"role": "robot", "content": "x"}),
           400, "invalid")
     error(await alice.get("/api/conversations/not-a-uuid"), 400, "invalid")
+    # A number given as true or false (pydantic would take it as 1 or 0), and nothing generated.
+    generated = await alice.get("/api/artifacts")
+    invalid = error(await alice.post("/api/artifacts/generate", json={"query": "a poster", "temperature": False}),
+                    400, "invalid")
+    assert (invalid["details"][0]["field"], invalid["details"][0]["rule"]) == ("temperature", "number_type")
+    assert (await alice.get("/api/artifacts")).json() == generated.json()
     # Another user's conversation is as missing as one that never existed.
     foreign = error(await bob.get(f"/api/conversations/{conversation}"), 404, "not_found")
     missing = error(await bob.get(f"/api/conversations/{uuid.uuid4()}"), 404, "not_found")
