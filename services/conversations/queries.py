@@ -168,16 +168,14 @@ async def get_conversation(
 
     # The read model's current version first; until an upgrade's rebuild of it is done,
     # the version before answers (its columns are another set).
-    *current, (oldest_columns, opened_message) = MESSAGE_SHAPES
-    for columns, opener in current:
+    for tried, shape in enumerate(MESSAGE_SHAPES, 1):
         try:
-            [conversations, rows] = await queries.fetch_together(statements(columns), binary=True)
-            opened_message = opener
+            [conversations, rows] = await queries.fetch_together(statements(shape[0]), binary=True)
             break
         except psycopg.errors.UndefinedColumn:
-            continue
-    else:
-        [conversations, rows] = await queries.fetch_together(statements(oldest_columns), binary=True)
+            if tried == len(MESSAGE_SHAPES):
+                raise
+    opened_message = shape[1]
     if not conversations:
         raise not_found("conversation", conversation_id)
     conversation = dict(zip(CONVERSATION_FIELDS + CONVERSATION_DETAILS, conversations[0], strict=True))
@@ -365,7 +363,6 @@ def to_markdown(conversation: dict[str, Any], *, heading: bool = True) -> str:
     for message in conversation["messages"]:
         lines += [f"## {message['role']} · {_iso(message['created_at'])}", "", message["content"], ""]
     return "\n".join(lines)
-
 
 
 def _iso(when: Any) -> str:
