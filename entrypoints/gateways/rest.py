@@ -267,22 +267,26 @@ def check_numbers(model: type[BaseModel], fields: Body) -> None:
 
 
 @cache
+def field_types(model: type[BaseModel]) -> dict[str, set[str]]:
+    """Each field of the request and the JSON types its schema allows."""
+    return {name: schema_types(item) for name, item in casing(model, "validation").schema.get("properties", {}).items()}
+
+
+@cache
 def number_fields(model: type[BaseModel]) -> frozenset[str]:
-    return frozenset(name for name, item in casing(model, "validation").schema.get("properties", {}).items()
-                     if schema_types(item) & {"number", "integer"} and "boolean" not in schema_types(item))
+    return frozenset(name for name, types in field_types(model).items()
+                     if types & {"number", "integer"} and "boolean" not in types)
 
 
 @cache
 def boolean_fields(model: type[BaseModel]) -> frozenset[str]:
-    return frozenset(name for name, item in casing(model, "validation").schema.get("properties", {}).items()
-                     if "boolean" in schema_types(item))
+    return frozenset(name for name, types in field_types(model).items() if "boolean" in types)
 
 
 @cache
 def object_fields(model: type[BaseModel]) -> frozenset[str]:
     """The request's object fields: a query string gives each as JSON."""
-    return frozenset(name for name, item in casing(model, "validation").schema.get("properties", {}).items()
-                     if schema_types(item) == {"object"} or schema_types(item) == {"object", "null"})
+    return frozenset(name for name, types in field_types(model).items() if types in ({"object"}, {"object", "null"}))
 
 
 def schema_types(item: dict[str, Any]) -> set[str]:
