@@ -60,8 +60,10 @@ def envelope_error(error: ChronicleError) -> bytes:
 def parse(model: type[BaseModel], data: bytes, context: dict[str, Any] | None = None) -> BaseModel:
     # pydantic's own JSON parser keeps big integers exact (orjson would turn them into
     # floats), so the model's validators can refuse them instead of storing a changed value.
+    # Strict: each JSON value as its own type (lax mode takes 1 or "yes" for true, true for
+    # 1.0, "5" or 5.0 for 5); a JSON integer is still a number, a string still a UUID or time.
     try:
-        return model.model_validate_json(data if data.strip() else b"{}", context=context)
+        return model.model_validate_json(data if data.strip() else b"{}", strict=True, context=context)
     except ValidationError as error:
         raise translate(error) from None
 

@@ -86,6 +86,8 @@ async def test_a_closed_current_session_is_replaced(client: ChronicleClient) -> 
         ({"layout": chain(65)}, "layout" + ".children[0]" * 64, "max_depth"),
         ({"layout": {"type": "page", "label": "x" * 1_000_001}}, "layout", "max_bytes"),
         ({"layout": layout("a"), "temperature": 2.5}, "temperature", "less_than_equal"),
+        ({"layout": layout("a"), "temperature": True}, "temperature", "float_type"),  # (not 1.0)
+        ({"layout": layout("a"), "temperature": "0.7"}, "temperature", "float_type"),
         ({"layout": layout("a"), "rag_examples": [{"id": "e", "score": 1}, {"id": "e", "score": 2}]}, "rag_examples[1].id", "unique"),
         ({"layout": layout("a"), "stats": {"tokens": -1}}, "stats.tokens", "greater_than_equal"),
         ({"layout": layout("a"), "colour": "red"}, "colour", "extra_forbidden"),
@@ -103,6 +105,12 @@ async def test_invalid_artifacts_are_refused_and_write_nothing(
     assert refused.value.code == "invalid"
     assert any(d["field"] == field and d["rule"] == rule for d in refused.value.details), refused.value.details
     assert (await client.artifacts.list()).total == 0
+
+
+async def test_a_json_integer_is_a_number(client: ChronicleClient) -> None:
+    stored = await client.request("cmd.artifact.store", {"layout": layout("a"), "temperature": 1})
+    client.observed(stored["position"])  # (read at its position: sent raw, the client did not see it)
+    assert (await client.artifacts.get(stored["artifact_id"])).temperature == 1.0
 
 
 async def test_at_the_limits_a_tree_is_accepted(client: ChronicleClient) -> None:

@@ -101,6 +101,31 @@ async def test_numbers_past_what_the_database_takes_are_invalid(
     assert (raised.value.code, raised.value.fields) == ("invalid", [field])
 
 
+@pytest.mark.parametrize(
+    ("subject", "fields", "field", "rule"),
+    [
+        ("cmd.conversation.add_message", {"role": "user", "content": "hi", "pinned": 1}, "pinned", "bool_type"),
+        ("cmd.conversation.add_message", {"role": "user", "content": "hi", "pinned": "yes"}, "pinned", "bool_type"),
+        ("query.conversations.list", {"limit": True}, "limit", "int_type"),
+        ("query.conversations.list", {"limit": "5"}, "limit", "int_type"),
+        ("query.conversations.list", {"limit": 5.0}, "limit", "int_type"),
+    ],
+)
+async def test_a_json_value_of_another_type_is_invalid_not_converted(
+    client: ChronicleClient, subject: str, fields: dict[str, Any], field: str, rule: str
+) -> None:
+    """JSON says what type a value is: pydantic's lax mode would take 1 or "yes" for true
+    and "5" or 5.0 for 5 (the artifacts' tests: true for a number); the bus takes each as
+    itself."""
+    started = await client.conversations.start(title="types")
+    payload = {"conversation_id": str(started.conversation_id), **fields} if subject.startswith("cmd.") else fields
+    with pytest.raises(ChronicleError) as raised:
+        await client.request(subject, payload)
+    assert (raised.value.code, raised.value.fields) == ("invalid", [field])
+    assert raised.value.details[0]["rule"] == rule
+    assert (await client.conversations.get(started.conversation_id)).messages == []
+
+
 OVER_THE_LIMIT = {"notes": "x" * 65_536}  # more than CHRONICLE_MAX_JSON_BYTES's default, as JSON
 
 
