@@ -31,7 +31,7 @@ from adapters.read_side.parking import ATTEMPTS, PARK, failure_kind
 from adapters.read_side.tracking import NEXT_EVENTS, PROGRESS_CHANNEL, SET_TRACKING_AND_NOTIFY
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import ErasedContent
-from services.ports.relays import Relay
+from services.ports.relays import Committed, Relay
 
 log = logging.getLogger(__name__)
 
@@ -87,33 +87,34 @@ class EventRelay(LogFollower):
 
     # --- the fast path --------------------------------------------------------------------
 
-    def committed(self, events: Sequence[tuple[int, Any]]) -> None:
-        """The command bus's writer thread, right after a commit: (position, event) pairs."""
+    def committed(self, events: Committed) -> None:
+        """The command bus's writer thread, right after a commit: (position, event, owner)."""
         loop = self.loop
-        wanted = [(position, event) for position, event in events if isinstance(event, self.relayed)]
+        wanted = [committed for committed in events if isinstance(committed[1], self.relayed)]
         if loop is not None and wanted:
             loop.call_soon_threadsafe(self._spawn, wanted)
 
-    def _spawn(self, events: list[tuple[int, Any]]) -> None:
+    def _spawn(self, events: Committed) -> None:
         if self.loop is None:
             return  # stopping: the relay publishes them on the next start
         task = asyncio.create_task(self._publish_committed(events))
         self._fast_tasks.add(task)
-        for position, _ in events:
+        for position, _, _ in events:
             self._publishing[position] = task
 
         def done(task: asyncio.Task[None]) -> None:
             self._fast_tasks.discard(task)
-            for position, _ in events:
+            for position, _, _ in events:
                 self._publishing.pop(position, None)
 
         task.add_done_callback(done)
 
-    async def _publish_committed(self, events: list[tuple[int, Any]]) -> None:
+    async def _publish_committed(self, events: Committed) -> None:
         try:
-            conn = await self._connection()
-            for position, event in events:
-                await self._publish(conn, position, event)
+            for position, event, owner in events:
+                if owner is None:  # (the system's aggregate; a user's owner comes from the bus, not a query)
+                    owner = await self.owner_of(await self._connection(), event.originator_id)
+                await self.relay.publish(position, event, owner)
                 self._published.add(position)
         except asyncio.CancelledError:
             raise

@@ -10,6 +10,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
+# What the command bus tells its listeners after each commit, on its writer thread: the
+# (position, event, owner) of every event saved, owner being the user whose aggregate it
+# is (None for the system's), so a fast path need not ask the log.
+Committed = list[tuple[int, Any, str | None]]
+
 
 class Relay(ABC):
     """Subclasses set `name` (their position in the log is tracked under it) and `relayed`

@@ -31,6 +31,7 @@ from domain.erasure import DataSubject, UserErased
 from services.ports.event_store import ErasedContent, IdempotencyRecord, KeyTaken, Store, StoredReply
 from services.ports.failures import Failures
 from services.ports.metrics import CommitMetrics
+from services.ports.relays import Committed
 from services.runtime.dispatch import Decide
 from services.runtime.queues import drain
 from services.runtime.replies import ReplyT, Wire
@@ -41,8 +42,8 @@ log = logging.getLogger(__name__)
 
 # What services outside the bus call to have a command decided: (command, user id) -> reply.
 Execute = Callable[[Command[Any], str], Awaitable[dict[str, Any]]]
-# Told each commit's (position, event) pairs on the writer thread, before the replies go out.
-CommitListener = Callable[[list[tuple[int, Any]]], None]
+# Told each commit's events on the writer thread, before the replies go out.
+CommitListener = Callable[[Committed], None]
 MAX_ATTEMPTS = 16
 # A key the bus makes up is never sent again by anyone, so there is no request to compare
 # with: its record keeps no fingerprint (and the request is not serialised to make one).
@@ -354,7 +355,7 @@ class CommandBus:
             else:
                 s.error = key_reused()
 
-    def _tell_listeners(self, committed: list[tuple[int, Any]]) -> None:
+    def _tell_listeners(self, committed: Committed) -> None:
         for listener in self.commit_listeners:
             try:
                 listener(committed)
@@ -369,7 +370,7 @@ class CommandBus:
             s.error, s.reply, s.sealed_reply, s.events, s.duplicate_of, s.replayed = None, None, None, [], None, False
             s.owners, s.saved, s.read = {}, {}, {}
 
-    def _decide_and_save(self, batch: list[Submission], *, replay_all_keys: bool) -> list[tuple[int, Any]]:
+    def _decide_and_save(self, batch: list[Submission], *, replay_all_keys: bool) -> Committed:
         # A first attempt looks no key up: a key is almost always new, and one sent before
         # fails the save (KeyTaken: every key is looked up on the next attempt) or, refused
         # by the aggregate, is looked up then (_answer_raced_keys). One round trip less
@@ -483,8 +484,8 @@ class CommandBus:
             self.cache.evict(stale)
             raise _StaleReads
 
-    def _save(self, batch: list[Submission]) -> list[tuple[int, Any]]:
-        """Save the batch's decisions in one transaction; return its (position, event) pairs."""
+    def _save(self, batch: list[Submission]) -> Committed:
+        """Save the batch's decisions in one transaction; return its (position, event, owner) triples."""
         decided = [s for s in batch if s.reply is not None and s.error is None and not s.replayed]
         decided = [s for s in decided if s.duplicate_of is None]
         stored = [self.store.mapper.to_stored_event(e, s.owners[e.originator_id]) for s in decided for e in s.events]
@@ -503,9 +504,9 @@ class CommandBus:
         if recorded:
             self._note_positions(recorded[0], recorded[-1])
         positions = iter(recorded)
-        committed: list[tuple[int, Any]] = []
+        committed: Committed = []
         for s in decided:
-            committed.extend((next(positions), event) for event in s.events)
+            committed.extend((next(positions), event, s.owners[event.originator_id]) for event in s.events)
             if s.events and s.reply is not None:
                 s.reply["position"] = committed[-1][0]
         return committed
