@@ -96,6 +96,12 @@ class ChronicleRecorder(PostgresApplicationRecorder, port.Recorder):
             "SELECT s.id FROM unnest(%s::uuid[], %s::bigint[]) AS s(id, seen)"
             " WHERE EXISTS (SELECT 1 FROM chronicle.events e WHERE e.originator_id = s.id AND e.originator_version > s.seen)"
         )
+        self.select_positions = SQL(
+            "SELECT e.originator_id, e.originator_version, e.notification_id"
+            " FROM unnest(%s::uuid[], %s::bigint[], %s::bytea[]) AS t(id, version, state)"
+            " JOIN chronicle.events e ON e.originator_id = t.id AND e.originator_version = t.version"
+            " AND e.state = t.state"
+        )
         self.select_idempotency = SQL(
             "SELECT owner, key, fingerprint, reply, position FROM chronicle.idempotency"
             " WHERE (owner, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
@@ -185,6 +191,18 @@ class ChronicleRecorder(PostgresApplicationRecorder, port.Recorder):
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self.select_changed, (list(seen), list(seen.values())), prepare=True)
             return {row["id"] for row in curs.fetchall()}
+
+    @while_reachable
+    def positions_of(self, stored_events: Sequence[StoredEvent]) -> dict[tuple[UUID | str, int], int]:
+        if not stored_events:
+            return {}
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self.select_positions, (
+                [e.originator_id for e in stored_events],
+                [e.originator_version for e in stored_events],
+                [e.state for e in stored_events],
+            ))
+            return {(r["originator_id"], r["originator_version"]): r["notification_id"] for r in curs.fetchall()}
 
     @while_reachable
     def replies(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], StoredReply]:

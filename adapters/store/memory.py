@@ -55,6 +55,15 @@ class InMemoryRecorder(Recorder):
         with self._lock:
             return {key: self.stored_replies[key] for key in keys if key in self.stored_replies}
 
+    def positions_of(self, stored_events: Sequence[StoredEvent]) -> dict[tuple[UUID | str, int], int]:
+        wanted = {(e.originator_id, e.originator_version): e.state for e in stored_events}
+        with self._lock:
+            return {
+                (e.originator_id, e.originator_version): position
+                for position, e in enumerate(self.events, 1)
+                if wanted.get((e.originator_id, e.originator_version)) == e.state
+            }
+
     def changed(self, seen: Mapping[UUID, int]) -> set[UUID]:
         with self._lock:
             return {i for i, version in self.versions if isinstance(i, UUID) and i in seen and version > seen[i]}

@@ -74,6 +74,12 @@ class Recorder(ABC):
         """{(owner, key): stored reply} of the keys found."""
 
     @abstractmethod
+    def positions_of(self, stored_events: Sequence[StoredEvent]) -> dict[tuple[UUID | str, int], int]:
+        """{(aggregate id, version): notification id} of those of these events that are
+        stored exactly as given (the same state): what a save whose outcome went unheard
+        committed."""
+
+    @abstractmethod
     def changed(self, seen: Mapping[UUID, int]) -> set[UUID]:
         """The streams with an event after the version given for each."""
 

@@ -19,12 +19,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from chronicle_contract.base import Command
 from chronicle_contract.errors import ChronicleError
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from domain.base import SYSTEM_OWNER
 from domain.erasure import DataSubject, UserErased
@@ -74,6 +74,10 @@ class Submission:
     read: dict[UUID, int] = field(default_factory=dict)  # aggregate id -> version, of those only read from the cache
     duplicate_of: Submission | None = None
     replayed: bool = False
+    # An unkeyed command's last save, whose outcome may have gone unheard (the connection
+    # dropped at its commit): its events as sent and its reply as decided (_answer_unheard).
+    tried: list[StoredEvent] = field(default_factory=list)
+    tried_reply: dict[str, Any] | None = None
 
     def resolve(self) -> None:
         """Hand the caller its reply or error (on its event loop)."""
@@ -375,12 +379,15 @@ class CommandBus:
         # fails the save (KeyTaken: every key is looked up on the next attempt) or, refused
         # by the aggregate, is looked up then (_answer_raced_keys). One round trip less
         # for a batch with keys.
-        keys = [(s.user_id, s.key) for s in batch] if replay_all_keys else []
+        keys = [(s.user_id, s.key) for s in batch if s.client_key] if replay_all_keys else []
         stored_replies = self.store.recorder.replies(keys)
+        self._answer_unheard(batch)
         self._prefetch(batch)
         seen: dict[tuple[str, str], Submission] = {}
         erased_here: set[str] = set()  # users this batch erases: nothing more of theirs in it
         for s in batch:
+            if s.replayed:  # (its earlier save committed: _answer_unheard)
+                continue
             if s.user_id in erased_here:
                 s.error = self.failures.translate(UserErased(f"user {s.user_id} was erased", field="owner", rule="not_erased"))
                 continue
@@ -404,6 +411,21 @@ class CommandBus:
             erased_here |= {e.user_id for e in s.events if isinstance(e, DataSubject.Erased)}
         self._check_reads(batch)
         return self._save(batch)
+
+    def _answer_unheard(self, batch: list[Submission]) -> None:
+        """An unkeyed command keeps no record. If its batch's save was not heard to commit
+        (the connection dropped at the commit; tried again, it met its own versions taken),
+        its events are looked for as it sent them (their sealed states are its own): found,
+        it is answered as it decided then, not decided again on the state it made."""
+        tried = [s for s in batch if s.tried]
+        if not tried:
+            return
+        found = self.store.recorder.positions_of([e for s in tried for e in s.tried])
+        for s in tried:
+            positions = [found.get((e.originator_id, e.originator_version)) for e in s.tried]
+            if None not in positions and s.tried_reply is not None:
+                s.reply, s.replayed = {**s.tried_reply, "position": max(cast(list[int], positions))}, True
+            s.tried, s.tried_reply = [], None
 
     def _check_same_request(self, s: Submission, known_fingerprint: str) -> None:
         if known_fingerprint != s.fingerprint:
@@ -444,7 +466,7 @@ class CommandBus:
         )
         try:
             s.reply = self.handlers[type(s.payload)](s.payload, uow)
-            if s.client_key or any(a.pending_events for a in uow.touched.values()):  # a record is kept
+            if s.client_key:  # a record is kept (an unkeyed command's lost commit: _answer_unheard)
                 owner = None if s.user_id == SYSTEM_OWNER else s.user_id
                 s.sealed_reply = self.store.mapper.seal_reply(owner, s.key, s.fingerprint, s.reply)
             keys = self.store.mapper.keys
@@ -489,6 +511,11 @@ class CommandBus:
         decided = [s for s in batch if s.reply is not None and s.error is None and not s.replayed]
         decided = [s for s in decided if s.duplicate_of is None]
         stored = [self.store.mapper.to_stored_event(e, s.owners[e.originator_id]) for s in decided for e in s.events]
+        sent = iter(stored)
+        for s in decided:
+            mine = [next(sent) for _ in s.events]
+            if not s.client_key and mine:
+                s.tried, s.tried_reply = mine, dict(s.reply or {})
         replies, events_so_far = [], 0
         for s in decided:
             events_so_far += len(s.events)
@@ -501,6 +528,8 @@ class CommandBus:
         writers |= {r.owner for r in replies if r.owner != SYSTEM_OWNER}
         erased = {e.user_id for s in decided for e in s.events if isinstance(e, DataSubject.Erased)}
         recorded = self.store.recorder.record(stored, replies, writers=writers - erased, erased=erased)
+        for s in decided:  # (heard: committed)
+            s.tried, s.tried_reply = [], None
         if recorded:
             self._note_positions(recorded[0], recorded[-1])
         positions = iter(recorded)

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import pytest
@@ -29,6 +29,7 @@ from chronicle_contract.optimizations import EndRound, RecordTrial, StartOptimiz
 from chronicle_contract.sessions import CloseSession, CreateSession, UpdateSession
 from chronicle_contract.users import EraseUser
 from chronicle_contract.values import Chunk
+from eventsourcing.persistence import IntegrityError
 
 from adapters.store.memory import InMemoryEventStore
 from domain.conversation import Conversation
@@ -309,6 +310,53 @@ async def test_a_retry_racing_its_first_send_on_another_instance_gets_the_first_
         # And a refusal for a reason of its own stands.
         alone = await refused_keyed(other, ResumeRun(run_id="run-1", approved=True), "alice", "resume-2")
         assert alone.code == "conflict" and "already resumed" in alone.message
+
+
+class UnheardRecorder:
+    """The shared recorder, whose next save commits and is then not heard: tried again, as
+    the Postgres recorder tries a dropped connection's statement again, it meets its own
+    versions taken (IntegrityError). Or, `commits=False`, a save that fails without
+    committing anything, as a version conflict does."""
+
+    def __init__(self, shared: Any, *, commits: bool) -> None:
+        self.shared = shared
+        self.commits = commits
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.shared, name)
+
+    def record(self, stored_events: Any, replies: Any = (), **kwargs: Any) -> list[int]:
+        if self.armed:
+            self.armed = False
+            if self.commits:
+                self.shared.record(stored_events, replies, **kwargs)
+            raise IntegrityError("an aggregate version is already taken")
+        return cast(list[int], self.shared.record(stored_events, replies, **kwargs))
+
+
+class UnheardStore(InMemoryEventStore):
+    def __init__(self, shared: InMemoryEventStore, *, commits: bool) -> None:
+        self.unheard = UnheardRecorder(shared.recorder, commits=commits)
+        self.recorder = self.unheard  # type: ignore[assignment]
+        self.mapper = shared.mapper
+
+
+@pytest.mark.parametrize("commits", [True, False], ids=["committed unheard", "not committed"])
+async def test_an_unkeyed_command_whose_commit_went_unheard_is_saved_once(
+    settings: Settings, store: InMemoryEventStore, clock: Clock, commits: bool
+) -> None:
+    """No record is kept for a command without an Idempotency-Key: its events, found as it
+    sent them, say its save committed, and it is answered as decided, not decided again."""
+    unheard = UnheardStore(store, commits=commits)
+    async with instance(settings, unheard, clock) as running:
+        conversation_id = UUID((await running.execute(StartConversation(title="t"), "alice"))["conversation_id"])
+        unheard.unheard.armed = True
+        reply = await running.execute(AddMessage(conversation_id=conversation_id, role="user", content="once"), "alice")
+    messages = [e for e in store.events_of(conversation_id) if isinstance(e, Conversation.MessageAdded)]
+    assert [(e.content, e.message_id) for e in messages] == [("once", UUID(reply["message_id"]))]
+    assert reply["position"] == len(store.recorder.events)
+    assert store.recorder.stored_replies == {}  # (no record for an unkeyed command)
 
 
 async def refused_keyed(bus: CommandBus, command: Command[Any], user: str, key: str) -> ChronicleError:
