@@ -45,9 +45,9 @@ Execute = Callable[[Command[Any], str], Awaitable[dict[str, Any]]]
 # Told each commit's events on the writer thread, before the replies go out.
 CommitListener = Callable[[Committed], None]
 MAX_ATTEMPTS = 16
-# A key the bus makes up is never sent again by anyone, so there is no request to compare
-# with: its record keeps no fingerprint (and the request is not serialised to make one).
-MADE_UP_KEY_FINGERPRINT = ""
+# A command without a key keeps no record, so no request is compared with it (and it is
+# not serialised to make a fingerprint).
+NO_KEY_FINGERPRINT = ""
 CONFLICT_BACKOFF = 0.001  # seconds; doubled per attempt, randomised
 
 
@@ -60,7 +60,7 @@ class Submission:
     name: str
     payload: Command
     user_id: str
-    key: str
+    key: str  # the client's Idempotency-Key ("": none)
     client_key: bool
     fingerprint: str
     future: asyncio.Future[dict[str, Any]]
@@ -189,10 +189,10 @@ class CommandBus:
             name=name,
             payload=payload,
             user_id=user_id,
-            key=idempotency_key or f"auto:{uuid.uuid4()}",
+            key=idempotency_key or "",
             client_key=idempotency_key is not None,
             fingerprint=request_fingerprint
-            or (fingerprint(name, payload) if idempotency_key is not None else MADE_UP_KEY_FINGERPRINT),
+            or (fingerprint(name, payload) if idempotency_key is not None else NO_KEY_FINGERPRINT),
             future=loop.create_future(),
             loop=loop,
         )
@@ -391,7 +391,7 @@ class CommandBus:
             if s.user_id in erased_here:
                 s.error = self.failures.translate(UserErased(f"user {s.user_id} was erased", field="owner", rule="not_erased"))
                 continue
-            first = seen.get((s.user_id, s.key))
+            first = seen.get((s.user_id, s.key)) if s.client_key else None
             if first is not None:
                 self._check_same_request(s, first.fingerprint)
                 s.duplicate_of = None if s.error else first
