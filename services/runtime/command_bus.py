@@ -416,16 +416,18 @@ class CommandBus:
         """An unkeyed command keeps no record. If its batch's save was not heard to commit
         (the connection dropped at the commit; tried again, it met its own versions taken),
         its events are looked for as it sent them (their sealed states are its own): found,
-        it is answered as it decided then, not decided again on the state it made."""
+        it is answered as it decided then, not decided again on the state it made. (Found
+        once, they are asked for again on each later attempt the rest of the batch needs.)"""
         tried = [s for s in batch if s.tried]
         if not tried:
             return
         found = self.store.recorder.positions_of([e for s in tried for e in s.tried])
         for s in tried:
             positions = [found.get((e.originator_id, e.originator_version)) for e in s.tried]
-            if None not in positions and s.tried_reply is not None:
+            if None in positions or s.tried_reply is None:
+                s.tried, s.tried_reply = [], None  # not saved: decided again
+            else:
                 s.reply, s.replayed = {**s.tried_reply, "position": max(cast(list[int], positions))}, True
-            s.tried, s.tried_reply = [], None
 
     def _check_same_request(self, s: Submission, known_fingerprint: str) -> None:
         if known_fingerprint != s.fingerprint:

@@ -313,45 +313,46 @@ async def test_a_retry_racing_its_first_send_on_another_instance_gets_the_first_
 
 
 class UnheardRecorder:
-    """The shared recorder, whose next save commits and is then not heard: tried again, as
-    the Postgres recorder tries a dropped connection's statement again, it meets its own
-    versions taken (IntegrityError). Or, `commits=False`, a save that fails without
-    committing anything, as a version conflict does."""
+    """The shared recorder, whose next saves fail as `failing` says, one each: True, it
+    commits and is not heard (tried again, as the Postgres recorder tries a dropped
+    connection's statement again, it meets its own versions taken: IntegrityError); False,
+    it fails without committing anything, as a version conflict does."""
 
-    def __init__(self, shared: Any, *, commits: bool) -> None:
+    def __init__(self, shared: Any) -> None:
         self.shared = shared
-        self.commits = commits
-        self.armed = False
+        self.failing: list[bool] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.shared, name)
 
     def record(self, stored_events: Any, replies: Any = (), **kwargs: Any) -> list[int]:
-        if self.armed:
-            self.armed = False
-            if self.commits:
+        if self.failing:
+            if self.failing.pop(0):
                 self.shared.record(stored_events, replies, **kwargs)
             raise IntegrityError("an aggregate version is already taken")
         return cast(list[int], self.shared.record(stored_events, replies, **kwargs))
 
 
 class UnheardStore(InMemoryEventStore):
-    def __init__(self, shared: InMemoryEventStore, *, commits: bool) -> None:
-        self.unheard = UnheardRecorder(shared.recorder, commits=commits)
+    def __init__(self, shared: InMemoryEventStore) -> None:
+        self.unheard = UnheardRecorder(shared.recorder)
         self.recorder = self.unheard  # type: ignore[assignment]
         self.mapper = shared.mapper
 
 
-@pytest.mark.parametrize("commits", [True, False], ids=["committed unheard", "not committed"])
+@pytest.mark.parametrize(
+    "failing", [[True], [False], [True, False]],
+    ids=["committed unheard", "not committed", "committed unheard, then the next attempt failed"],
+)
 async def test_an_unkeyed_command_whose_commit_went_unheard_is_saved_once(
-    settings: Settings, store: InMemoryEventStore, clock: Clock, commits: bool
+    settings: Settings, store: InMemoryEventStore, clock: Clock, failing: list[bool]
 ) -> None:
     """No record is kept for a command without an Idempotency-Key: its events, found as it
     sent them, say its save committed, and it is answered as decided, not decided again."""
-    unheard = UnheardStore(store, commits=commits)
+    unheard = UnheardStore(store)
     async with instance(settings, unheard, clock) as running:
         conversation_id = UUID((await running.execute(StartConversation(title="t"), "alice"))["conversation_id"])
-        unheard.unheard.armed = True
+        unheard.unheard.failing = failing
         reply = await running.execute(AddMessage(conversation_id=conversation_id, role="user", content="once"), "alice")
     messages = [e for e in store.events_of(conversation_id) if isinstance(e, Conversation.MessageAdded)]
     assert [(e.content, e.message_id) for e in messages] == [("once", UUID(reply["message_id"]))]
