@@ -11,10 +11,10 @@ import contextlib
 import copy
 import itertools
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -29,14 +29,14 @@ from chronicle_contract.optimizations import EndRound, RecordTrial, StartOptimiz
 from chronicle_contract.sessions import CloseSession, CreateSession, UpdateSession
 from chronicle_contract.users import EraseUser
 from chronicle_contract.values import Chunk
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from adapters.store.memory import InMemoryEventStore
+from adapters.store.memory import InMemoryEventStore, InMemoryRecorder
 from domain.conversation import Conversation
 from domain.hitl import HistoryWindow, HitlRun
 from entrypoints.bootstrap import Overrides, Stage, build
 from entrypoints.settings import Settings
-from services.ports.event_store import Store
+from services.ports.event_store import IdempotencyRecord, Store
 from services.runtime.command_bus import CommandBus
 
 START = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -312,32 +312,33 @@ async def test_a_retry_racing_its_first_send_on_another_instance_gets_the_first_
         assert alone.code == "conflict" and "already resumed" in alone.message
 
 
-class UnheardRecorder:
-    """The shared recorder, whose next saves fail as `failing` says, one each: True, it
-    commits and is not heard (tried again, as the Postgres recorder tries a dropped
-    connection's statement again, it meets its own versions taken: IntegrityError); False,
-    it fails without committing anything, as a version conflict does."""
+class UnheardRecorder(InMemoryRecorder):
+    """Its next saves fail as `failing` says, one each: True, the save commits and is not
+    heard (tried again, as the Postgres recorder tries a dropped connection's statement
+    again, it meets its own versions taken: IntegrityError); False, it fails without
+    committing anything, as a version conflict does."""
 
-    def __init__(self, shared: Any) -> None:
-        self.shared = shared
+    def __init__(self) -> None:
+        super().__init__()
         self.failing: list[bool] = []
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.shared, name)
-
-    def record(self, stored_events: Any, replies: Any = (), **kwargs: Any) -> list[int]:
+    def record(
+        self, stored_events: Sequence[StoredEvent], replies: Sequence[IdempotencyRecord] = (), *,
+        writers: Collection[str] = (), erased: Collection[str] = (),
+    ) -> list[int]:
         if self.failing:
             if self.failing.pop(0):
-                self.shared.record(stored_events, replies, **kwargs)
+                super().record(stored_events, replies, writers=writers, erased=erased)
             raise IntegrityError("an aggregate version is already taken")
-        return cast(list[int], self.shared.record(stored_events, replies, **kwargs))
+        return super().record(stored_events, replies, writers=writers, erased=erased)
 
 
 class UnheardStore(InMemoryEventStore):
-    def __init__(self, shared: InMemoryEventStore) -> None:
-        self.unheard = UnheardRecorder(shared.recorder)
-        self.recorder = self.unheard  # type: ignore[assignment]
-        self.mapper = shared.mapper
+    recorder: UnheardRecorder
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recorder = UnheardRecorder()
 
 
 @pytest.mark.parametrize(
@@ -345,14 +346,14 @@ class UnheardStore(InMemoryEventStore):
     ids=["committed unheard", "not committed", "committed unheard, then the next attempt failed"],
 )
 async def test_an_unkeyed_command_whose_commit_went_unheard_is_saved_once(
-    settings: Settings, store: InMemoryEventStore, clock: Clock, failing: list[bool]
+    settings: Settings, clock: Clock, failing: list[bool]
 ) -> None:
     """No record is kept for a command without an Idempotency-Key: its events, found as it
     sent them, say its save committed, and it is answered as decided, not decided again."""
-    unheard = UnheardStore(store)
-    async with instance(settings, unheard, clock) as running:
+    store = UnheardStore()
+    async with instance(settings, store, clock) as running:
         conversation_id = UUID((await running.execute(StartConversation(title="t"), "alice"))["conversation_id"])
-        unheard.unheard.failing = failing
+        store.recorder.failing = failing
         reply = await running.execute(AddMessage(conversation_id=conversation_id, role="user", content="once"), "alice")
     messages = [e for e in store.events_of(conversation_id) if isinstance(e, Conversation.MessageAdded)]
     assert [(e.content, e.message_id) for e in messages] == [("once", UUID(reply["message_id"]))]
