@@ -391,12 +391,11 @@ class CommandBus:
             if s.user_id in erased_here:
                 s.error = self.failures.translate(UserErased(f"user {s.user_id} was erased", field="owner", rule="not_erased"))
                 continue
-            first = seen.get((s.user_id, s.key)) if s.client_key else None
-            if first is not None:
+            first = seen.setdefault((s.user_id, s.key), s) if s.client_key else s
+            if first is not s:  # (a key sent twice in the batch; an unkeyed command is never one)
                 self._check_same_request(s, first.fingerprint)
                 s.duplicate_of = None if s.error else first
                 continue
-            seen[(s.user_id, s.key)] = s
             if (s.user_id, s.key) in stored_replies:
                 try:
                     known_fingerprint, reply = self._open_reply(s.user_id, s.key, stored_replies[(s.user_id, s.key)])
@@ -513,13 +512,10 @@ class CommandBus:
         decided = [s for s in batch if s.reply is not None and s.error is None and not s.replayed]
         decided = [s for s in decided if s.duplicate_of is None]
         stored = [self.store.mapper.to_stored_event(e, s.owners[e.originator_id]) for s in decided for e in s.events]
-        sent = iter(stored)
-        for s in decided:
-            mine = [next(sent) for _ in s.events]
-            if not s.client_key and mine:
-                s.tried, s.tried_reply = mine, dict(s.reply or {})
         replies, events_so_far = [], 0
         for s in decided:
+            if not s.client_key and s.events:  # (until heard committed: _answer_unheard)
+                s.tried, s.tried_reply = stored[events_so_far:events_so_far + len(s.events)], dict(s.reply or {})
             events_so_far += len(s.events)
             if s.sealed_reply is not None:
                 last_event = events_so_far - 1 if s.events else None
