@@ -18,7 +18,8 @@ it, and artifact jobs requested before and after. A probe client that starts on 
 killed times the kill -> its first successful command. Then it checks: every command was
 answered; the log holds each acknowledged message exactly once (0 lost, 0 duplicated);
 every HITL answer arrived exactly once (a second take hears `taken`); every job ended
-`completed`; the read models equal a rebuild (`chronicle projections verify`) and every
+`completed`; the event feed holds each of the log's events once, in order; the read models
+equal a rebuild (`chronicle projections verify`) and every
 hash chain verifies (`chronicle audit verify`). Exits 1 when a check fails; tests/faults
 runs every scenario the same way.
 """
@@ -103,7 +104,7 @@ class Fleet:
     kill: Callable[[], None]
     database_url: str
     subject_prefix: str
-    token: Callable[[str], str]
+    token: Callable[..., str]  # (user, claims=None)
 
     @property
     def target(self) -> PostgresTarget:
@@ -264,6 +265,36 @@ def check(report: Report, tally: Tally, target: PostgresTarget, database_url: st
     return failures
 
 
+LOG_POSITIONS = "SELECT notification_id FROM chronicle.events ORDER BY notification_id"
+FEED_DEADLINE = 60.0  # seconds for a follower to read the whole feed
+
+
+async def check_feed(report: Report, fleet: Fleet) -> list[str]:
+    """The event feed holds each of the log's events once, in its order (after
+    wait_until_projected, its position is the log's head)."""
+    with fleet.target.connect(autocommit=True) as conn:
+        logged = [row[0] for row in conn.execute(LOG_POSITIONS)]
+    follower = await ChronicleClient.connect(
+        fleet.users_url, fleet.token("faults-feed", {"roles": ["feed"]}), prefix=fleet.subject_prefix,
+        timeout=CLIENT_TIMEOUT, nats_options={"error_cb": unreported},
+    )
+    fed: list[int] = []
+    try:
+        events = follower.events.follow(0, batch=500)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FEED_DEADLINE):
+                while len(fed) < len(logged):
+                    fed.append((await anext(events)).position)
+        await events.aclose()
+    finally:
+        await follower.close()
+    report.add("feed holds the log once, in order", float(fed == logged), note="1: yes")
+    if fed == logged:
+        return []
+    missing, extra = sorted(set(logged) - set(fed)), len(fed) - len(set(fed))
+    return [f"the feed holds {len(fed)} events of the log's {len(logged)}: missing {missing[:10]}, {extra} duplicated"]
+
+
 def wait_until_projected(target: PostgresTarget, head: int, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while min(positions(target)[1].values() or [0]) < head:
@@ -396,7 +427,8 @@ def run_scenario(
         migrate(PostgresTarget(url))
         with FLEETS[scenario](servers, url, Path(workdir)) as fleet:
             tally = asyncio.run(load(fleet, users, seconds, hitl, jobs_count))
-            return report, check(report, tally, fleet.target, fleet.database_url, Path(workdir))
+            failures = check(report, tally, fleet.target, fleet.database_url, Path(workdir))
+            return report, failures + asyncio.run(check_feed(report, fleet))
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nats
 import nats.errors
@@ -84,9 +85,9 @@ class ServiceProcess:
         return cls(database_url, nats_url, f"bench{secrets.token_hex(4)}", secrets.token_urlsafe(48), workdir,
                    settings=dict(settings or {}))
 
-    def token(self, user: str) -> str:
-        """A bearer token this service accepts."""
-        return TokenAuthority(secret=self.jwt_secret).issue(user)
+    def token(self, user: str, claims: dict[str, Any] | None = None) -> str:
+        """A bearer token this service accepts (`claims`: more, e.g. roles)."""
+        return TokenAuthority(secret=self.jwt_secret).issue(user, claims=claims)
 
     @property
     def pid(self) -> int:

@@ -23,10 +23,19 @@ class DomainEvent(BaseModel):
     # Raised when a field's shape changes, with an `upcast_v{N-1}_vN(state)` static method that
     # brings older stored states up to it (the library's convention; the mapper applies them).
     class_version: ClassVar[int] = 1
+    # The aggregate an event defined beside a mixin (domain/hitl.py) is recorded on; an event
+    # class nested in its aggregate is named by its qualified name ("Conversation.Started").
+    AGGREGATE: ClassVar[str | None] = None
 
     originator_id: UUID
     originator_version: int
     timestamp: datetime
+
+
+def event_type_name(event_class: type[DomainEvent], stored_name: str) -> str:
+    """"Aggregate.Event" for an event class stored under `stored_name` (its topic's name part):
+    the name the event feed and its subjects give it."""
+    return stored_name if "." in stored_name else f"{event_class.AGGREGATE}.{stored_name}"
 
 
 class Aggregate(BaseAggregate[UUID]):

@@ -50,6 +50,7 @@ class Checkpoint(BaseModel):
 
 
 class HitlPaused(Aggregate.Event):
+    AGGREGATE = "Conversation"
     run_id: str
     step: str
     checkpoint_type: str
@@ -71,6 +72,7 @@ class HitlPaused(Aggregate.Event):
 
 
 class HitlResumed(Aggregate.Event):
+    AGGREGATE = "Conversation"
     run_id: str
     approved: bool
     edits: dict[str, Any]
@@ -85,6 +87,7 @@ class HitlResumed(Aggregate.Event):
 
 
 class HitlExpired(Aggregate.Event):
+    AGGREGATE = "Conversation"
     run_id: str
 
     def apply(self, conversation: Any) -> None:
@@ -95,6 +98,7 @@ class HitlExpired(Aggregate.Event):
 class HitlAnswerTaken(Aggregate.Event):
     """The run's orchestrator took the answer to its checkpoint: nobody takes it again."""
 
+    AGGREGATE = "Conversation"
     run_id: str
 
     def apply(self, conversation: Any) -> None:

@@ -46,6 +46,7 @@ class OptimizationBegun(Aggregate.Event):
     # `optimization.start` is `OptimizationStarted`): the topic its events are stored with
     # is what the audit stream and the event feed name them by, and must not change.
     TOPIC: ClassVar[str] = "domain.optimization:OptimizationStarted"
+    AGGREGATE = "Session"
 
     project: str | None
     dataset: str | None
@@ -57,6 +58,8 @@ class OptimizationBegun(Aggregate.Event):
 
 
 class RoundOpened(Aggregate.Event):
+    AGGREGATE = "Session"
+
     round_id: UUID
     round_index: int
 
@@ -67,6 +70,7 @@ class RoundOpened(Aggregate.Event):
 
 class OptimizationEnded(Aggregate.Event):
     TOPIC: ClassVar[str] = "domain.optimization:OptimizationStopped"  # (as OptimizationBegun's)
+    AGGREGATE = "Session"
 
     reason: str
 

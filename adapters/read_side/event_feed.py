@@ -20,6 +20,7 @@ from uuid import UUID
 import orjson
 import psycopg
 from chronicle_contract.events import POSITION_HEADER, event_subject, events_stream, feed_names
+from eventsourcing.utils import resolve_topic
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
@@ -29,6 +30,7 @@ from adapters.read_side.follower import LogFollower
 from adapters.read_side.tracking import NEXT_EVENTS
 from adapters.store.event_store import EVENTS_CHANNEL
 from adapters.store.mapper import OWNER_FIELD, SEALED_FIELD
+from domain.base import event_type_name
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +167,6 @@ class EventFeed(LogFollower):
         """(event type, aggregate, event, subject) of a stored topic, worked out once per topic."""
         names = self._names.get(topic)
         if names is None:
-            event_type = topic.partition(":")[2]
+            event_type = event_type_name(resolve_topic(topic), topic.partition(":")[2])
             names = self._names[topic] = (event_type, *feed_names(event_type), event_subject(self.prefix, event_type))
         return names

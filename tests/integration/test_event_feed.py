@@ -117,6 +117,31 @@ async def test_a_follower_starts_after_a_position_and_filters_by_subject(
     await after.aclose()
 
 
+async def test_events_a_mixin_records_are_fed_under_their_aggregate(
+    own: tuple[Chronicle, ChronicleClient, ChronicleClient],
+) -> None:
+    # HITL's and optimizations' events are classes beside their aggregates, not nested in
+    # them: they are still the conversation's and the session's events on the feed.
+    _, user, follower = own
+    started = await user.conversations.start(title="paused on the feed")
+    await user.hitl.pause(started.conversation_id, step="review", prompt="approve?", run_id="feed-run")
+    await user.hitl.resume("feed-run", approved=True)
+    begun_reply = await user.optimizations.start(name="feed", optimizer="evo")
+
+    hitl = follower.events.follow(0, filter="conversation.*")
+    seen = await take(hitl, 4)
+    await hitl.aclose()
+    assert [(e.aggregate, e.event, e.type) for e in seen[2:]] == [
+        ("conversation", "hitl_paused", "Conversation.HitlPaused"),
+        ("conversation", "hitl_resumed", "Conversation.HitlResumed"),
+    ]
+    assert all(e.aggregate_id == started.conversation_id and e.owner == user.user for e in seen[2:])
+    begun = follower.events.follow(0, filter="session.optimization_started")
+    (event,) = await take(begun, 1)
+    await begun.aclose()
+    assert (event.aggregate_id, event.type) == (begun_reply.optimization_id, "Session.OptimizationStarted")
+
+
 async def test_a_durable_follower_goes_on_where_it_stopped(own: tuple[Chronicle, ChronicleClient, ChronicleClient]) -> None:
     chronicle, user, follower = own
     started = await user.conversations.start(title="durable")
