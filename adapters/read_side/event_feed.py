@@ -1,18 +1,18 @@
 """EventFeed: every committed event published once, in log order, to the event feed's stream
 (clients/python/chronicle_contract/events.py).
 
-It is a log follower like the relays (adapters/read_side/relay.py), without a fast path: each batch is read after the tracked position with the
-tracking row locked (so one instance of the fleet publishes at a time, in order), published
-in that order, and the position moves in the same transaction. Each message's id is its
-position, which JetStream de-duplicates; and after a (re)connection the feed first asks the
-stream which position it holds last, so even a republish after a crash longer ago than the
-de-duplication window adds no second copy. The stored envelope is published as it is
-(content still sealed): nothing is unsealed, so an erased owner's events need nothing more.
+It is a log follower like the relays (adapters/read_side/relay.py), without a fast path:
+each batch is read after the tracked position with the tracking row locked (so one instance
+of the fleet publishes at a time, in order), published in that order, and the position moves
+in the same transaction. Each message names the stream sequence it must follow, so the
+stream holds the log's events without a hole and none twice (a message after one it did not
+take is refused too); after a (re)connection, or a batch it took only part of, the feed asks
+the stream which position it holds last and goes on after it. The stored envelope is
+published as it is (content still sealed): nothing is unsealed, so an erased owner's events need nothing more.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from uuid import UUID
@@ -23,7 +23,7 @@ from chronicle_contract.events import POSITION_HEADER, event_subject, events_str
 from eventsourcing.utils import resolve_topic
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from adapters.messaging.jetstream import ensure_stream
 from adapters.read_side.follower import LogFollower
@@ -34,21 +34,22 @@ from domain.base import event_type_name
 
 log = logging.getLogger(__name__)
 
-Outgoing = tuple[str, bytes, str]  # (subject, message, its de-duplication id: the event's position)
+Outgoing = tuple[str, bytes, int]  # (subject, message, the event's position)
 
 FEED_BATCH = 500
-DUPLICATE_WINDOW = 600.0  # seconds JetStream remembers a message id
 SET_TRACKING = "UPDATE chronicle.projections SET position = %(position)s, updated_at = now() WHERE name = %(name)s"
-ACK_TIMEOUT = 10.0  # seconds for a batch's acknowledgements; past it the batch is published again
+ACK_TIMEOUT = 10.0  # seconds for a batch's acknowledgement; past it the feed reconnects and goes on from the stream's end
 EXPECTED_STREAM = "Nats-Expected-Stream"  # a message the stream would not capture is refused, not stored elsewhere
+EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Sequence"  # a message is stored only right after the one before it
 ENVELOPE_ROOM = 4096  # bytes kept free below max_payload for the headers and the message's own framing
 
 
 async def ensure_feed_stream(js: JetStreamContext, prefix: str, max_age: float, replicas: int = 1) -> None:
-    await ensure_stream(
-        js, events_stream(prefix), [f"{prefix}.events.>"], max_age=max_age, replicas=replicas,
-        duplicate_window=DUPLICATE_WINDOW,
-    )
+    await ensure_stream(js, events_stream(prefix), [f"{prefix}.events.>"], max_age=max_age, replicas=replicas)
+
+
+class FeedRefused(Exception):
+    """The stream would not take a batch's events: the feed retries, its position unmoved."""
 
 
 def feed_position(prefix: str) -> str:
@@ -70,21 +71,26 @@ class EventFeed(LogFollower):
         self.stream = events_stream(prefix)
         self.published_up_to = 0  # the last position the stream is known to hold
         self.stream_sequence: int | None = None  # the stream's last sequence, when known (publish)
+        self.tracked: int | None = None  # the position this instance last tracked
         self.resent = 0  # batches sent again with an acknowledgement per message
         self._names: dict[str, tuple[str, str, str, str]] = {}  # names_of, by topic (a few dozen topics)
 
     async def resume(self, conn: psycopg.AsyncConnection) -> None:
-        info = await self.js.stream_info(self.stream)
-        last = self.stream_sequence = info.state.last_seq
-        if not last:  # a new stream (or one an operator removed): it gets the whole log again
+        if not await self.learn_stream_end():  # a new stream (or one an operator removed): it gets the whole log again
             await conn.execute(SET_TRACKING, {"position": 0, "name": self.name})
             self.published_up_to = 0
-            return
-        try:
-            message = await self.js.get_msg(self.stream, seq=last)
-        except NotFoundError:  # its last message expired: the tracked position says enough
-            return
-        self.published_up_to = max(self.published_up_to, int((message.headers or {}).get(POSITION_HEADER, 0)))
+
+    async def learn_stream_end(self) -> int:
+        """Read the stream's last sequence and the position its last message holds (the
+        stream holds every event up to it: it never takes one after a hole); that sequence."""
+        last = self.stream_sequence = (await self.js.stream_info(self.stream)).state.last_seq
+        if last:
+            try:
+                message = await self.js.get_msg(self.stream, seq=last)
+            except NotFoundError:  # its last message expired: the tracked position says enough
+                return last
+            self.published_up_to = max(self.published_up_to, int((message.headers or {}).get(POSITION_HEADER, 0)))
+        return last
 
     async def relay_batch(self, conn: psycopg.AsyncConnection) -> int:
         async with conn.transaction():
@@ -93,6 +99,8 @@ class EventFeed(LogFollower):
             )
             found = await cur.fetchall()
             position, head = found[0][0], found[0][1]
+            if position != self.tracked:  # (another instance published since, or none is known yet)
+                self.stream_sequence = None
             if head <= position:
                 return 0
             events = [row[2:] for row in found if row[2] is not None]
@@ -101,47 +109,58 @@ class EventFeed(LogFollower):
                 if notification_id <= self.published_up_to:
                     continue  # published before a crash, its position not yet tracked
                 subject, message = await self.message(conn, notification_id, originator_id, version, topic, bytes(state))
-                outgoing.append((subject, message, str(notification_id)))
-            if outgoing:
-                await self.publish(outgoing)
+                outgoing.append((subject, message, notification_id))
+            if outgoing and not await self.publish(outgoing):
+                # The stream holds a part of the batch (none after a hole): the rest goes again.
+                await self.learn_stream_end()
+                rest = [item for item in outgoing if item[2] > self.published_up_to]
+                if rest and not await self.publish(rest):
+                    raise FeedRefused(f"the stream took only part of a batch twice (after position {self.published_up_to})")
             if events:
                 self.published_up_to = max(self.published_up_to, events[-1][0])
             new_position = events[-1][0] if len(events) == FEED_BATCH else head
             # (no NOTIFY: read-your-writes waits on read models, never on the feed)
             await conn.execute(SET_TRACKING, {"position": new_position, "name": self.name}, prepare=True)
+            self.tracked = new_position
             return len(events)
 
-    async def publish(self, outgoing: list[Outgoing]) -> None:
-        """Publish a batch in order; return once the stream holds each of its messages once.
+    async def publish(self, outgoing: list[Outgoing]) -> bool:
+        """Publish a batch in order; whether the stream now holds each of its messages, once.
 
-        An acknowledgement per message costs the service a future, a reply to parse and
-        the server a reply to send, for each event. Instead every message but the last goes
-        out without asking for one, and the last one's acknowledgement says the stream's
-        sequence: the stream numbers its messages one by one, and on one connection they
-        arrive in order, so a sequence that moved by exactly the batch's length since the
-        previous batch means each was stored, once. Anything else (another instance
-        published meanwhile, a message already held, one lost across a reconnect) sends the
-        batch again with an acknowledgement each, which the de-duplication id makes safe."""
+        Each message names the sequence the stream must have reached before it
+        (Nats-Expected-Last-Sequence), counted from the stream's last sequence as this
+        instance knows it, so the stream stores it only right after the one before it: never
+        a message twice, never one after a hole. (A sequence this instance knew before
+        another one published could match a later message by chance: relay_batch asks the
+        stream again whenever the tracked position is not the one it left.) An acknowledgement per message
+        would cost the service a future, a reply to parse and the server a reply to send, for
+        each event; instead every message but the last goes out without asking for one, and
+        the last one's acknowledgement says the whole batch is held. Anything else (a message
+        refused or lost across a reconnection, another instance published meanwhile) leaves
+        the stream holding the messages before the first one it did not take: False."""
         if self.stream_sequence is None:
-            self.stream_sequence = (await self.js.stream_info(self.stream)).state.last_seq
-        expected = self.stream_sequence + len(outgoing)
+            await self.learn_stream_end()
+        before = self.stream_sequence or 0
         self.stream_sequence = None  # (unknown until this batch is known stored)
         *first, last = outgoing
-        for subject, message, message_id in first:
-            await self.nc.publish(subject, message, headers=self.headers(message_id))
-        subject, message, message_id = last
-        ack = await self.js.publish(subject, message, timeout=ACK_TIMEOUT, headers=self.headers(message_id))
-        if ack.seq == expected and not ack.duplicate:
-            self.stream_sequence = ack.seq
-            return
-        self.resent += 1
-        acks = [await self.js.publish_async(subject, message, headers=self.headers(message_id))
-                for subject, message, message_id in outgoing]
-        # The position moves only once every one of them is acknowledged.
-        await asyncio.wait_for(asyncio.gather(*acks), ACK_TIMEOUT)
+        for offset, (subject, message, position) in enumerate(first):
+            await self.nc.publish(subject, message, headers=self.headers(position, before + offset))
+        subject, message, position = last
+        try:
+            ack = await self.js.publish(
+                subject, message, timeout=ACK_TIMEOUT, headers=self.headers(position, before + len(first))
+            )
+        except APIError:  # (wrong last sequence: a message before it was not stored)
+            ack = None
+        if ack is None or ack.seq != before + len(outgoing):
+            self.resent += 1
+            return False
+        self.stream_sequence = ack.seq
+        return True
 
-    def headers(self, message_id: str) -> dict[str, str]:
-        return {"Nats-Msg-Id": message_id, POSITION_HEADER: message_id, EXPECTED_STREAM: self.stream}
+    def headers(self, position: int, after_sequence: int) -> dict[str, str]:
+        # (No Nats-Msg-Id: a message the stream holds is refused again by its sequence.)
+        return {POSITION_HEADER: str(position), EXPECTED_STREAM: self.stream, EXPECTED_LAST_SEQUENCE: str(after_sequence)}
 
     async def message(
         self, conn: psycopg.AsyncConnection, position: int, originator_id: UUID, version: int, topic: str, state: bytes

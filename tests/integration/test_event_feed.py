@@ -11,9 +11,10 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from chronicle_client.connection import ChronicleClient
-from chronicle_contract.events import FeedEvent, events_stream
+from chronicle_contract.events import POSITION_HEADER, FeedEvent, events_stream
 
 from adapters.auth import TokenAuthority
 from adapters.read_side.event_feed import EventFeed
@@ -160,16 +161,15 @@ async def test_a_durable_follower_goes_on_where_it_stopped(own: tuple[Chronicle,
     assert rest[0].position == taken[2].position, "the one it was handling when it stopped comes again"
 
 
-async def test_a_batch_the_stream_numbers_otherwise_than_expected_is_sent_again_and_held_once(
+async def test_events_another_instance_published_before_it_died_are_held_once(
     own_in_loop: tuple[Chronicle, ChronicleClient, ChronicleClient],
 ) -> None:
-    """The feed asks an acknowledgement of a batch's last message only, and trusts the rest
-    stored when the stream's sequence moved by the batch's length; when it moved otherwise
-    (here: as if another instance had published a message meanwhile) the batch goes again,
-    and the stream still holds each event once."""
+    """Another instance published the first of the next events and died before it moved the
+    tracked position: this one's next batch starts at the same event, on a stream further on
+    than it knows. The stream still holds each event once, in the log's order."""
     chronicle, user, follower = own_in_loop
     feed = next(piece for wiring in chronicle.capabilities for piece in wiring.running if isinstance(piece, EventFeed))
-    started = await user.conversations.start(title="resent")
+    started = await user.conversations.start(title="the other instance died")
     stream = events_stream(chronicle.settings.subject_prefix)
 
     async def idle() -> int:  # everything published, and the feed knows the stream's last sequence
@@ -180,16 +180,94 @@ async def test_a_batch_the_stream_numbers_otherwise_than_expected_is_sent_again_
             await asyncio.sleep(0.02)
 
     last = await asyncio.wait_for(idle(), 20)
-    feed.stream_sequence = last - 1  # one message the feed did not count
+    await feed.stop()  # (driven by hand below)
     for n in range(3):
         await user.conversations.add_message(started.conversation_id, "user", f"m{n}")
+    logged = await log_positions(chronicle)
+    other = EventFeed(feed.url, feed.nc, feed.js, chronicle.settings.subject_prefix)
+    async with await psycopg.AsyncConnection.connect(feed.url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT originator_id, originator_version, topic, state FROM chronicle.events WHERE notification_id = %s",
+            (logged[-3],),
+        )
+        originator_id, version, topic, state = await cur.fetchone()  # type: ignore[misc]
+        subject, message = await other.message(conn, logged[-3], originator_id, version, topic, bytes(state))
+        await chronicle.core.js.publish(subject, message, headers=other.headers(logged[-3], last))
+        assert feed.stream_sequence == last  # (what this instance still believes)
+        await feed.relay_batch(conn)
+
+    events = follower.events.follow(0)
+    seen = await take(events, len(logged))
+    await events.aclose()
+    assert [e.position for e in seen] == logged  # every event, once, in the log's order
+    assert (await chronicle.core.js.stream_info(stream)).state.messages == len(logged)
+
+
+async def test_a_batch_after_another_instance_took_its_turn_leaves_no_hole(
+    own_in_loop: tuple[Chronicle, ChronicleClient, ChronicleClient],
+) -> None:
+    """Another instance published a batch and moved the tracked position: the stream is
+    further on than this instance knows, so it asks the stream before it numbers its next
+    batch (counted from what it knew, the batch's second message would fit the stream's
+    end, and the first would be lost)."""
+    chronicle, user, follower = own_in_loop
+    feed = next(piece for wiring in chronicle.capabilities for piece in wiring.running if isinstance(piece, EventFeed))
+    started = await user.conversations.start(title="turns")
+    await feed.stop()  # (driven by hand below)
+    other = EventFeed(feed.url, feed.nc, feed.js, chronicle.settings.subject_prefix)
+    async with await psycopg.AsyncConnection.connect(feed.url, autocommit=True) as conn:
+        await feed.relay_batch(conn)  # (the conversation's start: the stream's end as it knows it)
+        await user.conversations.add_message(started.conversation_id, "user", "the other's")
+        await other.relay_batch(conn)
+        for n in range(3):
+            await user.conversations.add_message(started.conversation_id, "user", f"m{n}")
+        await feed.relay_batch(conn)
     logged = await log_positions(chronicle)
 
     events = follower.events.follow(0)
     seen = await take(events, len(logged))
     await events.aclose()
     assert [e.position for e in seen] == logged  # every event, once, in the log's order
-    assert feed.resent >= 1
+
+
+async def test_a_message_the_stream_did_not_take_leaves_no_hole(
+    own_in_loop: tuple[Chronicle, ChronicleClient, ChronicleClient],
+) -> None:
+    """A message of a batch the stream never took (here: lost on its way, as one can be to a
+    node's failure): the stream takes none after it either, so the feed sends it and the
+    rest again, and a follower still sees every event once, in the log's order. (Before,
+    the stream took the rest, and the one sent again came after them: followers, which
+    go by rising positions, never saw it.)"""
+    chronicle, user, follower = own_in_loop
+    feed = next(piece for wiring in chronicle.capabilities for piece in wiring.running if isinstance(piece, EventFeed))
+    started = await user.conversations.start(title="a hole")
+    await feed.stop()  # (driven by hand below: the batch holds all four events)
+    for n in range(3):
+        await user.conversations.add_message(started.conversation_id, "user", f"m{n}")
+    logged = await log_positions(chronicle)
+    lost_once: list[int] = []
+    publish = feed.nc.publish
+
+    async def lost_on_its_way(subject: str, payload: bytes = b"", reply: str = "", headers: dict | None = None) -> None:
+        position = int((headers or {}).get(POSITION_HEADER, 0))
+        if position == logged[-2] and not lost_once:
+            lost_once.append(position)
+            return
+        await publish(subject, payload, reply, headers)
+
+    feed.nc.publish = lost_on_its_way  # type: ignore[method-assign]
+    try:
+        async with await psycopg.AsyncConnection.connect(feed.url, autocommit=True) as conn:
+            await feed.relay_batch(conn)
+    finally:
+        feed.nc.publish = publish  # type: ignore[method-assign]
+
+    events = follower.events.follow(0)
+    seen = await take(events, len(logged))
+    await events.aclose()
+    assert lost_once and feed.resent == 1
+    assert [e.position for e in seen] == logged  # every event, once, in the log's order
+    stream = events_stream(chronicle.settings.subject_prefix)
     assert (await chronicle.core.js.stream_info(stream)).state.messages == len(logged)
 
 

@@ -1,6 +1,7 @@
 """The event feed's contract: every committed event, once and in log order, on the JetStream
 stream `<PREFIX>_EVENTS` under `<prefix>.events.<aggregate>.<event>` (e.g.
-`chronicle.events.conversation.message_added`), its message id the event's position.
+`chronicle.events.conversation.message_added`), its POSITION_HEADER the event's position;
+positions rise with the stream's sequences, with no hole and none twice.
 
 A feed event carries what the event store keeps in the clear (ids, type, version, time,
 owner) and the rest as the store holds it: sealed with the owner's key, so that erasing the
