@@ -8,7 +8,8 @@ in the same transaction. Each message names the stream sequence it must follow, 
 stream holds the log's events without a hole and none twice (a message after one it did not
 take is refused too); after a (re)connection, or a batch it took only part of, the feed asks
 the stream which position it holds last and goes on after it. The stored envelope is
-published as it is (content still sealed): nothing is unsealed, so an erased owner's events need nothing more.
+published as it is (content still sealed): nothing is unsealed, so an erased owner's events
+need nothing more.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ Outgoing = tuple[str, bytes, int]  # (subject, message, the event's position)
 
 FEED_BATCH = 500
 SET_TRACKING = "UPDATE chronicle.projections SET position = %(position)s, updated_at = now() WHERE name = %(name)s"
-ACK_TIMEOUT = 10.0  # seconds for a batch's acknowledgement; past it the feed reconnects and goes on from the stream's end
+ACK_TIMEOUT = 10.0  # seconds for a batch's acknowledgement; past it the feed reconnects, then reads the stream's end
 EXPECTED_STREAM = "Nats-Expected-Stream"  # a message the stream would not capture is refused, not stored elsewhere
 EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Sequence"  # a message is stored only right after the one before it
 ENVELOPE_ROOM = 4096  # bytes kept free below max_payload for the headers and the message's own framing
@@ -129,15 +130,17 @@ class EventFeed(LogFollower):
 
         Each message names the sequence the stream must have reached before it
         (Nats-Expected-Last-Sequence), counted from the stream's last sequence as this
-        instance knows it, so the stream stores it only right after the one before it: never
-        a message twice, never one after a hole. (A sequence this instance knew before
-        another one published could match a later message by chance: relay_batch asks the
-        stream again whenever the tracked position is not the one it left.) An acknowledgement per message
-        would cost the service a future, a reply to parse and the server a reply to send, for
-        each event; instead every message but the last goes out without asking for one, and
-        the last one's acknowledgement says the whole batch is held. Anything else (a message
-        refused or lost across a reconnection, another instance published meanwhile) leaves
-        the stream holding the messages before the first one it did not take: False."""
+        instance knows it, so the stream stores it only right after the one before it:
+        never a message twice, never one after a hole. (A sequence this instance knew
+        before another one published could fit a later message by chance: relay_batch asks
+        the stream again whenever the tracked position is not the one it left.)
+
+        An acknowledgement per message would cost the service a future, a reply to parse
+        and the server a reply to send, for each event; instead every message but the last
+        goes out without asking for one, and the last one's acknowledgement says the whole
+        batch is held. Anything else (a message refused or lost across a reconnection,
+        another instance published meanwhile) leaves the stream holding the messages before
+        the first one it did not take: False."""
         if self.stream_sequence is None:
             await self.learn_stream_end()
         before = self.stream_sequence or 0
