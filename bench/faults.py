@@ -19,9 +19,8 @@ killed times the kill -> its first successful command. Then it checks: every com
 answered; the log holds each acknowledged message exactly once (0 lost, 0 duplicated);
 every HITL answer arrived exactly once (a second take hears `taken`); every job ended
 `completed`; the event feed holds each of the log's events once, in order; the read models
-equal a rebuild (`chronicle projections verify`) and every
-hash chain verifies (`chronicle audit verify`). Exits 1 when a check fails; tests/faults
-runs every scenario the same way.
+equal a rebuild (`chronicle projections verify`) and every hash chain verifies (`chronicle
+audit verify`). Exits 1 when a check fails; tests/faults runs every scenario the same way.
 """
 
 from __future__ import annotations

@@ -21,11 +21,13 @@ MODULES = [importlib.import_module(f"domain.{m.name}") for m in pkgutil.iter_mod
 
 
 def classes_of(kind: type) -> list[type]:
+    """The domain's classes of `kind`, as its modules and classes name them (a walk over
+    `__subclasses__` would also meet the classes eventsourcing's metaclass replaced)."""
     found: dict[str, type] = {}
 
     def visit(cls: type) -> None:
-        for name, member in vars(cls).items():
-            if inspect.isclass(member) and member.__module__.startswith("domain.") and name != "__class__":
+        for member in vars(cls).values():
+            if inspect.isclass(member) and member.__module__.startswith("domain."):
                 if issubclass(member, kind) and member is not kind:
                     found[f"{member.__module__}:{member.__qualname__}"] = member
                 if member.__qualname__.startswith(cls.__qualname__ + "."):  # nested in it: look inside
