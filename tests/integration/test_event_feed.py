@@ -241,7 +241,7 @@ async def test_a_message_the_stream_did_not_take_leaves_no_hole(
     chronicle, user, follower = own_in_loop
     feed = next(piece for wiring in chronicle.capabilities for piece in wiring.running if isinstance(piece, EventFeed))
     started = await user.conversations.start(title="a hole")
-    await feed.stop()  # (driven by hand below: the batch holds all four events)
+    await feed.stop()  # (driven by hand below: one batch holds the three messages)
     for n in range(3):
         await user.conversations.add_message(started.conversation_id, "user", f"m{n}")
     logged = await log_positions(chronicle)
