@@ -95,6 +95,24 @@ def test_database_and_python_agree_on_the_layout(target: PostgresTarget) -> None
             assert in_db == (event_hash(prev, stream, 2**40, topic, state),)
 
 
+def test_the_trigger_chains_the_layout_of_odd_events(target: PostgresTarget) -> None:
+    """The trigger writes the layout out rather than calling chronicle.event_hash (migration
+    0011): a NULL, empty or non-ASCII topic or state chains as the documented layout says."""
+    stream = uuid.uuid4()
+    cases = [("tests:Happened", b"{}"), ("tests:Ünïcode", b"\x00\xff"), (None, None), ("", b""), ("t", None)]
+    with target.connect() as conn:
+        for version, (topic, state) in enumerate(cases, start=1):
+            conn.execute(
+                "INSERT INTO chronicle.events (originator_id, originator_version, topic, state) VALUES (%s, %s, %s, %s)",
+                (stream, version, topic, state),
+            )
+    expected, prev = [], GENESIS
+    for version, (topic, state) in enumerate(cases, start=1):
+        prev = event_hash(prev, stream, version, topic, state)
+        expected.append(prev)
+    assert stored_hashes(target, stream) == expected
+
+
 def test_a_gap_is_refused_and_a_conflict_stays_a_conflict(target: PostgresTarget, store: EventStore) -> None:
     stream = uuid.uuid4()
     record(store, events(stream, [1, 2]))
