@@ -37,7 +37,7 @@ from bench.bus import add_message_rate
 from bench.cpu import CpuMeter
 from bench.report import Report, percentile
 from bench.servers import BenchServers, bench_servers
-from bench.service import ServiceProcess
+from bench.service import ServiceProcess, add_service_setting_option, service_settings
 
 KINDS = ("off", "on", "followed", "on in the service's loop")
 RATE = "add_message msg/s (64 in flight)"
@@ -89,14 +89,15 @@ async def loaded(service: ServiceProcess, duration: float) -> dict[str, float]:
     return figures
 
 
-def one_round(kind: str, servers: BenchServers, workdir: Path, duration: float) -> dict[str, float]:
+def one_round(kind: str, servers: BenchServers, workdir: Path, duration: float,
+              settings: dict[str, str] | None = None) -> dict[str, float]:
     workdir.mkdir(parents=True)
     with servers.fresh_database(False) as url:
         migrate(PostgresTarget(url))
         feed = "false" if kind == "off" else "true"
         in_child = "false" if kind == KINDS[3] else "true"  # (the default: a child process of the service)
         service = ServiceProcess.fresh(url, servers.nats_url, workdir,
-                                       {"CHRONICLE_EVENT_FEED": feed, "CHRONICLE_FEED_PROCESS": in_child})
+                                       {**(settings or {}), "CHRONICLE_EVENT_FEED": feed, "CHRONICLE_FEED_PROCESS": in_child})
         service.start()
         with service.stopped_afterwards():
             return asyncio.run(measure(service, kind, duration))
@@ -146,19 +147,21 @@ def catch_up(servers: BenchServers, workdir: Path, duration: float, report: Repo
                statistics.median(cpu / n * 1e6 for n, _, cpu in runs))
 
 
-def run(rounds: int, duration: float, database_url: str | None, catch_up_seconds: float = 0.0) -> tuple[Report, Path]:
-    report = Report({"suite": "feed", "rounds": rounds, "duration": duration})
-    results: dict[str, list[dict[str, float]]] = {kind: [] for kind in KINDS}
+def run(rounds: int, duration: float, database_url: str | None, catch_up_seconds: float = 0.0,
+        kinds: tuple[str, ...] = KINDS, settings: dict[str, str] | None = None) -> tuple[Report, Path]:
+    report = Report({"suite": "feed", "rounds": rounds, "duration": duration, "kinds": list(kinds),
+                     "service_settings": settings or {}})
+    results: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
     with bench_servers(database_url, None) as servers, tempfile.TemporaryDirectory(prefix="chronicle-bench-feed-") as w:
         if catch_up_seconds:
             print("catch-up: writing with the feed off, then the feed over the log", flush=True)
             catch_up(servers, Path(w) / "catch-up", catch_up_seconds, report)
         for n in range(rounds):
-            for kind in KINDS[n % len(KINDS):] + KINDS[:n % len(KINDS)]:  # each configuration first in turn
+            for kind in kinds[n % len(kinds):] + kinds[:n % len(kinds)]:  # each configuration first in turn
                 print(f"round {n + 1}/{rounds}: feed {kind}", flush=True)
-                results[kind].append(one_round(kind, servers, Path(w) / f"{n}-{kind}", duration))
-    off = statistics.median(r[RATE] for r in results["off"]) if rounds else 0.0
-    for kind in KINDS if rounds else ():
+                results[kind].append(one_round(kind, servers, Path(w) / f"{n}-{kind}", duration, settings))
+    off = statistics.median(r[RATE] for r in results["off"]) if rounds and "off" in results else 0.0
+    for kind in kinds if rounds else ():
         for metric in results[kind][0]:
             value = statistics.median(r[metric] for r in results[kind])
             per_kind = metric.startswith(("add_message", "CPU"))
@@ -176,8 +179,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--catch-up", type=float, default=0.0, metavar="SECONDS",
                    help="first, SECONDS of add_message with the feed off, then the feed run in this process over "
                         "that log: its events/s and CPU per event at full batches (default 0: skipped)")
+    p.add_argument("--kinds", default=",".join(KINDS),
+                   help=f"the configurations measured, comma-separated (default all: {','.join(KINDS)})")
+    add_service_setting_option(p)
     args = p.parse_args(argv)
-    report, path = run(args.rounds, args.duration, args.database_url, args.catch_up)
+    kinds = tuple(kind.strip() for kind in args.kinds.split(","))
+    if unknown := [kind for kind in kinds if kind not in KINDS]:
+        p.error(f"--kinds: unknown {unknown}; known: {', '.join(KINDS)}")
+    report, path = run(args.rounds, args.duration, args.database_url, args.catch_up, kinds,
+                       service_settings(args.service_setting))
     print(report.table())
     print(f"\nsaved {path}")
 
