@@ -49,7 +49,7 @@ async def follow(service_nats_url: str, scoped: bool, settings: Settings, url: s
         service_nats_url, Role.FEED, scoped=scoped, name=f"{settings.service_name}-feed",
         max_reconnect_attempts=-1, reconnect_time_wait=0.5, error_cb=nats_error,
     )
-    feed = EventFeed(url, nc, nc.jetstream(), settings.subject_prefix)
+    feed = EventFeed(url, nc, nc.jetstream(), settings.subject_prefix, settings.feed_batch_interval)
     await feed.start()
     heap.settle()
     parent_end.send(PREPARED)

@@ -129,6 +129,12 @@ class Settings(BaseSettings):
     feed_process: bool = Field(
         default=True, description="publish it from a child process (off: from the service's own event loop)"
     )
+    feed_batch_interval: float = Field(
+        default=0.05, ge=0, le=10,
+        description="seconds from the start of one event-feed batch to the next under a steady write load (fewer,"
+        " larger batches: the feed costs the writes less, its followers wait up to this much longer); 0: a batch"
+        " as soon as a commit's events gather",
+    )
     event_feed_max_age: float = Field(
         default=0, ge=0, description="seconds the event feed's stream keeps an event; 0: for ever (the whole history)"
     )

@@ -311,7 +311,9 @@ def wire_audit(core: Core) -> AuditWiring:
             lambda _: ensure_feed_stream(core.js, prefix, settings.event_feed_max_age, settings.stream_replicas)
         )
         if not settings.feed_process:  # (otherwise its child process starts with the service: bootstrap)
-            wiring.running.append(EventFeed(lambda: core.target.url, core.nats.feed, core.nats.feed.jetstream(), prefix))
+            wiring.running.append(EventFeed(
+                lambda: core.target.url, core.nats.feed, core.nats.feed.jetstream(), prefix, settings.feed_batch_interval,
+            ))
     # Every instance may publish digests: the digest stream records one per position.
     if settings.digest_interval > 0:
         wiring.digest_publisher = DigestPublisher(

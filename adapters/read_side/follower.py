@@ -26,6 +26,13 @@ OWNERS_KEPT = 10_000  # aggregates whose owner a relay remembers
 BACKSTOP_DELAY = 0.25  # seconds
 
 
+def next_turn_delay(now: float, last_turn: float, backstop_delay: float, batch_interval: float) -> float:
+    """Seconds a follower woken at `now` waits before its next turn: `backstop_delay`, so a
+    moment's commits come together, and no less than it takes to put `batch_interval`
+    between the start of its last turn (`last_turn`) and the next."""
+    return max(backstop_delay, last_turn + batch_interval - now)
+
+
 class LogFollower(Background):
     """Follows the event log after its tracked position (the row named `name`), waking on
     NOTIFY on `channel`: each turn `relay_batch` takes the next batch, until it comes back
@@ -33,6 +40,7 @@ class LogFollower(Background):
     something to learn first."""
 
     backstop_delay = BACKSTOP_DELAY
+    batch_interval = 0.0  # seconds from one turn's start to the next, at least (see next_turn_delay)
     batch_size = BATCH
 
     def __init__(self, url: str | Callable[[], str], name: str, channel: str, keys: KeyRing | None = None):
@@ -82,13 +90,15 @@ class LogFollower(Background):
                 ):
                     await listener.execute(SQL("LISTEN {}").format(Identifier(self.channel)))
                     await self.resume(conn)
+                    loop = asyncio.get_running_loop()
                     while True:
+                        turn = loop.time()
                         while await self.relay_batch(conn) == self.batch_size:
                             pass
                         backoff = 0.1
                         async for _ in listener.notifies(timeout=1.0, stop_after=1):
                             pass
-                        await asyncio.sleep(self.backstop_delay)
+                        await asyncio.sleep(next_turn_delay(loop.time(), turn, self.backstop_delay, self.batch_interval))
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # Postgres or NATS away: retry, the position was not moved
