@@ -22,7 +22,7 @@ def test_no_spacing_means_the_gathering_moment_alone() -> None:
     assert next_turn_delay(now=100.001, last_turn=100.0, backstop_delay=0.01, batch_interval=0.0) == 0.01
 
 
-def test_the_feed_takes_its_spacing_from_the_setting_and_relays_keep_none() -> None:
+def test_the_feed_is_spaced_50_ms_by_default_and_the_relays_are_not() -> None:
     assert Settings.model_fields["feed_batch_interval"].default == 0.05
     assert LogFollower.batch_interval == 0.0 and LogFollower.backstop_delay == BACKSTOP_DELAY
     feed = EventFeed("postgresql://unused", None, None, "chronicle", batch_interval=0.05)  # type: ignore[arg-type]
