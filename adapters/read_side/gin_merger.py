@@ -11,12 +11,16 @@ transaction per chat message under load against 62 with plain lexemes; projectio
 appends to the list, and one that finds a merge running leaves the merge to it). So the
 projections' own inserts only append, the list stays small for searches (which read all of
 it), and the limit (4 MB on the search index) is only a bound for when this thread is behind.
+A rebuild merges the same way while it loads a read model's scratch tables (`merging`), for
+the indexes a view makes with its tables (PostgresView.merged_while_loading).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 
 import psycopg
 from psycopg.sql import SQL
@@ -34,14 +38,32 @@ MERGE = SQL(
 )
 
 
+@contextlib.contextmanager
+def merging(target: PostgresTarget, schemas: list[str]) -> Iterator[None]:
+    """The GIN pending lists of `schemas` merged every MERGE_EVERY seconds meanwhile (a
+    rebuild's scratch tables while it loads them); none if `schemas` is empty."""
+    if not schemas:
+        yield
+        return
+    stop = threading.Event()
+    merger = GinMerger(target, schemas, stop, name="rebuild-gin-merger")
+    merger.thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        merger.thread.join()
+
+
 class GinMerger:
-    def __init__(self, target: PostgresTarget, schemas: list[str], stop: threading.Event, every: float = MERGE_EVERY):
+    def __init__(self, target: PostgresTarget, schemas: list[str], stop: threading.Event, every: float = MERGE_EVERY,
+                 name: str = "projection-gin-merger"):
         self.target = target
         self.schemas = sorted(schemas)
         self.stop = stop
         self.every = every
         self.merged_pages = 0  # pending-list pages merged so far
-        self.thread = threading.Thread(target=self._run, name="projection-gin-merger", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def _run(self) -> None:
         backoff = 0.1

@@ -14,6 +14,7 @@ import psycopg
 from psycopg.sql import SQL, Identifier
 
 from adapters.read_side.batcher import Batcher
+from adapters.read_side.gin_merger import merging
 from adapters.read_side.parking import apply_isolating, passing_errors
 from adapters.read_side.together import apply_together
 from adapters.read_side.tracking import (
@@ -48,7 +49,8 @@ def rebuild(
 
     Queries keep reading the old tables until the swap, which happens in one transaction
     holding the live tracking row, so the live runner pauses for just that moment. Bulk
-    (GIN) indexes are built once after loading, and the tables are vacuumed and analysed
+    (GIN) indexes are built once after loading (a view's `merged_while_loading` ones are
+    made with their table and merged while it loads), and the tables are vacuumed and analysed
     before they go live. One rebuild per read model at a time, fleet-wide; with
     `only_if_outdated`, a rebuild that finds the read model current (another process just
     built it) does nothing. Returns the number of events applied. Without `keys`, a key
@@ -146,16 +148,22 @@ def _rebuild(
         if not rebuilding.begin(conn, only_if_outdated):
             return 0
         total = head_position(conn)
-        while True:
-            count, position = rebuilding.apply_alone(conn, total)
-            applied += count
-            progress(position, total)
-            if position >= total:
-                break
+        with merging(target, merged_while_loading([rebuilding])):
+            while True:
+                count, position = rebuilding.apply_alone(conn, total)
+                applied += count
+                progress(position, total)
+                if position >= total:
+                    break
         caught_up, position = rebuilding.finish(conn)
         rebuilding.release(conn)
         progress(position, max(total, position))
     return applied + caught_up
+
+
+def merged_while_loading(rebuilding: list[Rebuilding]) -> list[str]:
+    """The scratch schemas with a GIN index to merge while loading (PostgresView.merged_while_loading)."""
+    return [r.scratch_view.schema for r in rebuilding if r.scratch_view.merged_while_loading]
 
 
 Progress = Callable[[str, int, int], None]  # (read model, position reached, position to reach)
@@ -247,23 +255,24 @@ def load(
     applied: Counter[str] = Counter()
     batchers = [r.batcher for r in rebuilding]
     passing = tuple({error for r in rebuilding for error in passing_errors(r.scratch)})
-    while True:
-        try:
-            with conn.transaction():
-                _, done = apply_together(conn, batchers, batch_size, up_to=total)
-        except passing:
-            raise
-        except Exception:  # some read model cannot apply an event of the batch
-            log.exception("one-pass rebuild batch failed; applying read model by read model")
-            done = Counter({r.batcher.tracking_name: r.apply_alone(conn, total)[0] for r in rebuilding})
-        applied.update(done)
-        positions: dict[str, int] = dict(conn.execute(
-            "SELECT name, position FROM chronicle.projections WHERE name = ANY(%s)",
-            ([b.tracking_name for b in batchers],)).fetchall())
-        for r in rebuilding:
-            progress(r.name, positions[r.batcher.tracking_name], total)
-        if min(positions.values()) >= total:
-            break
+    with merging(target, merged_while_loading(rebuilding)):
+        while True:
+            try:
+                with conn.transaction():
+                    _, done = apply_together(conn, batchers, batch_size, up_to=total)
+            except passing:
+                raise
+            except Exception:  # some read model cannot apply an event of the batch
+                log.exception("one-pass rebuild batch failed; applying read model by read model")
+                done = Counter({r.batcher.tracking_name: r.apply_alone(conn, total)[0] for r in rebuilding})
+            applied.update(done)
+            positions: dict[str, int] = dict(conn.execute(
+                "SELECT name, position FROM chronicle.projections WHERE name = ANY(%s)",
+                ([b.tracking_name for b in batchers],)).fetchall())
+            for r in rebuilding:
+                progress(r.name, positions[r.batcher.tracking_name], total)
+            if min(positions.values()) >= total:
+                break
     result = {}
 
     def finish(r: Rebuilding) -> None:

@@ -34,6 +34,10 @@ class PostgresView(View):
 
     tables: str
     erasure: ClassVar[str] = ""
+    # Tables whose GIN index a rebuild makes with the table and merges while it loads (its
+    # pending list, from a connection of its own: adapters/read_side/gin_merger.py), on a
+    # core the rebuild's Python leaves idle, instead of building it after loading.
+    merged_while_loading: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, schema: str, **options: Any):
         self.schema = schema
@@ -79,11 +83,17 @@ class PostgresView(View):
 
     def create_statements(self, deferred: bool | None = None) -> list[Composed]:
         """The DDL; `deferred=False` leaves out the bulk (GIN) indexes, `True` gives only
-        those, so a rebuild can build them once after loading instead of row by row."""
+        those, so a rebuild can build them once after loading instead of row by row (all but
+        those of `merged_while_loading`)."""
         statements = [s for s in self.tables.split(";") if s.strip()]
         if deferred is not None:
-            statements = [s for s in statements if ("USING gin" in s) == deferred]
+            statements = [s for s in statements if self._bulk(s) == deferred]
         return [self.sql(statement) for statement in statements]
+
+    def _bulk(self, statement: str) -> bool:
+        return "USING gin" in statement and not any(
+            f"{{schema}}.{table} USING gin" in statement for table in self.merged_while_loading
+        )
 
 
 def with_json(row: tuple[Any, ...], positions: tuple[int, ...]) -> tuple[Any, ...]:

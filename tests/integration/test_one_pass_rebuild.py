@@ -67,3 +67,48 @@ async def test_one_pass_leaves_current_read_models_alone_when_asked(
     assert applied == {}  # the service built them all at its start: none outdated
     assert read_models_and_positions(url) == before
     await client.close()
+
+
+def search_message_indexes(url: str) -> list[tuple[object, ...]]:
+    """The search read model's indexes on its messages: (access method, valid, options)."""
+    with PostgresTarget(url).connect(autocommit=True) as conn:
+        return conn.execute(
+            "SELECT a.amname, i.indisvalid, c.reloptions FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = 'rm_search.messages'::regclass ORDER BY a.amname"
+        ).fetchall()
+
+
+def pending_entries(url: str) -> int:
+    """Pending-list pages left in the search messages' GIN index (merging them, so 0 after)."""
+    with PostgresTarget(url).connect(autocommit=True) as conn:
+        return int(conn.execute(
+            "SELECT gin_clean_pending_list(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = 'rm_search.messages'::regclass AND a.amname = 'gin'"
+        ).fetchone()[0])  # type: ignore[index]
+
+
+async def test_the_search_messages_gin_index_is_merged_while_loading_and_left_whole(
+    instance: tuple[Chronicle, str], authority: TokenAuthority
+) -> None:
+    """The search messages' GIN index is made with its table and merged while a rebuild
+    loads it (PostgresSearchView.merged_while_loading), not built after: either way of
+    rebuilding leaves it there, valid, with the live limit on its pending list, nothing
+    pending, and searches finding what they did."""
+    chronicle, url = instance
+    client = await connected(chronicle, authority)
+    await fill(client, conversations=4, messages=3)
+    await caught_up(client)
+    before = search_message_indexes(url)
+    assert [row[0] for row in before] == ["btree", "gin"]
+    found = await client.conversations.search("kites")
+    target = PostgresTarget(url)
+    search = next(read_model_of(p) for p in PROJECTIONS if p.name == "search")
+    for rebuilt in (lambda: rebuild(target, search, batch_size=5),
+                    lambda: rebuild_all(target, [read_model_of(p) for p in PROJECTIONS], batch_size=5)):
+        await asyncio.to_thread(rebuilt)
+        assert search_message_indexes(url) == before
+        assert pending_entries(url) == 0
+        again = await client.conversations.search("kites")
+        assert {(hit.conversation_id, hit.message_id) for hit in again.items} == {(hit.conversation_id, hit.message_id) for hit in found.items}
+    assert found.items  # (the search finds something to compare)
+    await client.close()
