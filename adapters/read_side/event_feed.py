@@ -79,7 +79,7 @@ class EventFeed(LogFollower):
         self.published_up_to = 0  # the last position the stream is known to hold
         self.stream_sequence: int | None = None  # the stream's last sequence, when known (publish)
         self.tracked: int | None = None  # the position this instance last tracked
-        self.resent = 0  # batches sent again with an acknowledgement per message
+        self.resent = 0  # batches the stream took only part of (the rest sent again after its end)
         self._names: dict[str, tuple[str, str, str, str]] = {}  # names_of, by topic (a few dozen topics)
 
     async def resume(self, conn: psycopg.AsyncConnection) -> None:
