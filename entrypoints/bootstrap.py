@@ -22,7 +22,6 @@ import multiprocessing
 import os
 import signal
 import threading
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -50,6 +49,7 @@ from adapters.messaging.jetstream import JetStreams, remove_stream
 from adapters.messaging.nats_service import NatsService
 from adapters.messaging.usage_sync import UsageSync
 from adapters.metrics import Metrics
+from adapters.randomness import uuid4
 from adapters.read_side.positions import ProjectionPositions
 from adapters.read_side.queries import PostgresQueries, query_pool
 from adapters.read_side.relay import relay_channels
@@ -143,7 +143,7 @@ class Overrides:
     """What a test or a script may put in place of what settings would build."""
 
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
-    new_id: Callable[[], UUID] = uuid.uuid4
+    new_id: Callable[[], UUID] = uuid4
     authority: TokenAuthority | None = None
     generator: Generator | None = None
     agent: Agent | None = None
