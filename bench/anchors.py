@@ -8,7 +8,9 @@ Then, from one client connection with 100 requests in flight, drives add_message
 for the same `--duration`, `--rounds` times with each target first in turn. Before that, the
 NATS round trip (one request at a time to the bare responder) and Chronicle's conversations.get
 (100 messages), list and search one at a time, their p95 reported as multiples of the round
-trip's p50. Prints the table with the machine's load average at the start and the end.
+trip's p50. Prints the table with the machine's load average at the start and the end, the
+CPU per add_message by process, and Chronicle's group commits during its rounds (from its
+metrics endpoint: commands in one, ms each, the share of the time its writer spent in them).
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ import orjson
 from chronicle_client.connection import ChronicleClient
 from nats.aio.client import Client as NATS
 
+from adapters.embedded import free_port
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.budget import sampled, shares
 from bench.cpu import CpuMeter, milliseconds_each
 from bench.load import Samples, sequential, sustained
 from bench.report import RESULTS_DIR, Report, over, percentile, under
 from bench.servers import bench_servers
-from bench.service import ServiceProcess
+from bench.service import ServiceProcess, metric_values
 
 PROFILE = RESULTS_DIR / "anchors-service.pyspy"  # the profiled round's stacks, py-spy's raw (folded) format
 TARGETS = ("bare responder", "card stack, plainly", "chronicle")
@@ -47,6 +50,10 @@ IN_FLIGHT = 100
 CONVERSATIONS = 100
 READ_MESSAGES = 100
 CONTENT = "a message of the anchors bench"
+# The service's group-commit instruments (adapters/metrics.py), read before and after each
+# of its rounds: how many commands a group held, how long one took, how busy the writer was.
+GROUP_COMMITS = ("chronicle_group_commit_commands_count", "chronicle_group_commit_commands_sum",
+                 "chronicle_group_commit_seconds_sum")
 READ_WORD = "lighthouse"
 
 
@@ -115,9 +122,11 @@ class Measured:
     rates: dict[str, list[float]] = field(default_factory=dict)
     cpu_ms: list[dict[str, float]] = field(default_factory=list)  # per Chronicle round: CPU ms per message
     service_shares: dict[str, float] = field(default_factory=dict)  # the profiled round's service samples
+    # per Chronicle round: (seconds, group commits, commands in them, seconds the writer spent on them)
+    group_commits: list[tuple[float, float, float, float]] = field(default_factory=list)
 
 
-async def measure(nats_url: str, service: ServiceProcess, subjects: dict[str, str], rounds: int,
+async def measure(nats_url: str, service: ServiceProcess, metrics_port: int, subjects: dict[str, str], rounds: int,
                   duration: float, samples: int, profile: Path | None) -> Measured:
     nc = await nats.connect(nats_url, pending_size=64 * 1024 * 1024)
     token = service.token("anchors-bench")
@@ -155,10 +164,14 @@ async def measure(nats_url: str, service: ServiceProcess, subjects: dict[str, st
             for target in TARGETS[n % 3:] + TARGETS[:n % 3]:
                 print(f"round {n + 1}/{rounds}: add_message against the {target}", flush=True)
                 meter.start()
+                before = await asyncio.to_thread(metric_values, metrics_port, GROUP_COMMITS)
                 done = await load(target)
                 if target == "chronicle":
                     cores = meter.stop()
                     measured.cpu_ms.append(milliseconds_each(cores, done.seconds, len(done.latencies_ms)))
+                    after = await asyncio.to_thread(metric_values, metrics_port, GROUP_COMMITS)
+                    count, commands, busy = (after[n] - before[n] for n in GROUP_COMMITS)
+                    measured.group_commits.append((done.seconds, count, commands, busy))
                 measured.rates[target].append(done.throughput)
         if profile is not None:  # one more round against Chronicle, sampled (not counted in the rates)
             print("profiled round: add_message against the chronicle", flush=True)
@@ -179,7 +192,9 @@ def run(rounds: int, duration: float, samples: int, database_url: str | None, pr
           servers.fresh_database(False) as card_url,
           servers.fresh_database(False) as chronicle_url):
         migrate(PostgresTarget(chronicle_url))
-        service = ServiceProcess.fresh(chronicle_url, servers.nats_url, Path(workdir))
+        metrics_port = free_port()
+        service = ServiceProcess.fresh(chronicle_url, servers.nats_url, Path(workdir),
+                                       settings={"CHRONICLE_METRICS_PORT": str(metrics_port)})
         subjects = {"bare responder": f"anchors.{secrets.token_hex(4)}.bare",
                     "card stack, plainly": f"anchors.{secrets.token_hex(4)}.card"}
         with (anchor("bare", servers.nats_url, subjects["bare responder"]),
@@ -187,8 +202,8 @@ def run(rounds: int, duration: float, samples: int, database_url: str | None, pr
             service.start()
             with service.stopped_afterwards():
                 PROFILE.parent.mkdir(parents=True, exist_ok=True)
-                measured = asyncio.run(measure(servers.nats_url, service, subjects, rounds, duration, samples,
-                                               PROFILE if profile else None))
+                measured = asyncio.run(measure(servers.nats_url, service, metrics_port, subjects, rounds, duration,
+                                               samples, PROFILE if profile else None))
     load_after = os.getloadavg()
     round_trip, reads, rates = measured.round_trip, measured.reads, measured.rates
     rtt = percentile(round_trip, 50)
@@ -209,11 +224,25 @@ def run(rounds: int, duration: float, samples: int, database_url: str | None, pr
                    note=f"rounds {spread}")
     report.add("chronicle / card stack", medians["chronicle"] / medians["card stack, plainly"], "x", over(10))
     report.add("chronicle / bare responder", medians["chronicle"] / medians["bare responder"] * 100, "%", over(50))
+    add_group_commits(report, measured)
     add_budget(report, measured)
     report.details.update(rates=rates, cpu_ms=measured.cpu_ms, service_shares=measured.service_shares,
+                          group_commits=measured.group_commits,
                           load_before=load_before, load_after=load_after)
     print(f"load average: {load_before[0]:.2f} at the start, {load_after[0]:.2f} at the end")
     return report, report.save()
+
+
+def add_group_commits(report: Report, measured: Measured) -> None:
+    """Chronicle's group commits over its add_message rounds (the sums of its rounds): the
+    commands one held, how long one took, and the share of the time the writer spent in
+    them (the rest it waited for commands: docs/performance.md, "Writes")."""
+    seconds, count, commands, busy = (sum(r[n] for r in measured.group_commits) for n in range(4))
+    if not count:
+        return
+    report.add("group commits during add_message: commands in one", commands / count, "",
+               note=f"{count / seconds:,.0f} a second, {busy / count * 1000:.2f} ms each")
+    report.add("group commits during add_message: the writer's share of the time", busy / seconds * 100, "%")
 
 
 def add_budget(report: Report, measured: Measured) -> None:

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,6 +189,20 @@ class ServiceProcess:
 async def unreported(error: Exception) -> None:
     """A bench client's NATS connection errors, not printed: a server killed, refused or
     down on purpose (nats-py prints each one otherwise). What fails a request still fails it."""
+
+
+def metric_values(port: int, names: tuple[str, ...]) -> dict[str, float]:
+    """The values of unlabelled series (e.g. `chronicle_group_commit_seconds_sum`) scraped
+    from a service's metrics endpoint on `port` (its CHRONICLE_METRICS_PORT); 0 for one not
+    there yet."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        lines = reply.read().decode().splitlines()
+    values = dict.fromkeys(names, 0.0)
+    for line in lines:
+        name, _, value = line.partition(" ")
+        if name in values:
+            values[name] = float(value)
+    return values
 
 
 def positions(target: PostgresTarget) -> tuple[int, dict[str, int]]:
