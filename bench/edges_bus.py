@@ -22,7 +22,6 @@ import random
 import signal
 import sys
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -36,7 +35,7 @@ from adapters.embedded import BusSecrets, EmbeddedNats, free_port
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.report import Report
 from bench.servers import BenchServers
-from bench.service import ServiceProcess, unreported
+from bench.service import ServiceProcess, metric_values, unreported
 
 PARETO_TRIALS, PARETO_OBJECTIVES = 2_000, 16
 PARETO_IN_FLIGHT = 8  # the attacker's Pareto queries at once
@@ -135,14 +134,9 @@ async def pareto_attack(service: ServiceProcess, url: str, victim: ChronicleClie
 
 def service_seconds(port: int, subject: str) -> tuple[float, float]:
     """The count and sum of a subject's chronicle_request_seconds, scraped from the service."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-        text = reply.read().decode()
-    found = {}
-    for line in text.splitlines():
-        for part in ("count", "sum"):
-            if line.startswith(f'chronicle_request_seconds_{part}{{subject="{subject}"}}'):
-                found[part] = float(line.rsplit(" ", 1)[1])
-    return found["count"], found["sum"]
+    count, total = (f'chronicle_request_seconds_{part}{{subject="{subject}"}}' for part in ("count", "sum"))
+    found = metric_values(port, (count, total))
+    return found[count], found[total]
 
 
 def forged(token: str) -> str:

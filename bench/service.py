@@ -192,9 +192,9 @@ async def unreported(error: Exception) -> None:
 
 
 def metric_values(port: int, names: tuple[str, ...]) -> dict[str, float]:
-    """The values of unlabelled series (e.g. `chronicle_group_commit_seconds_sum`) scraped
-    from a service's metrics endpoint on `port` (its CHRONICLE_METRICS_PORT); 0 for one not
-    there yet."""
+    """The values of series (e.g. `chronicle_group_commit_seconds_sum`; a labelled one named
+    with its labels as the endpoint prints them) scraped from a service's metrics endpoint on
+    `port` (its CHRONICLE_METRICS_PORT); 0 for one not there yet."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
         lines = reply.read().decode().splitlines()
     values = dict.fromkeys(names, 0.0)
