@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Collection
 from typing import Any, cast
 from uuid import UUID
 
@@ -45,6 +46,21 @@ def stays_clear(field: str) -> bool:
     return field in ("timestamp", "originator_topic", "owner", CLASS_VERSION) or field.endswith("_id")
 
 
+def clear_fields(event_class: type[DomainEvent]) -> frozenset[str]:
+    """The fields of an event class that stay clear, worked out once per class: asking
+    `stays_clear` of each field of each event was ~9 of the ~30 µs that sealing one
+    message took on the writer thread."""
+    clear = _clear_fields.get(event_class)
+    if clear is None:
+        clear = _clear_fields[event_class] = (
+            frozenset(name for name in event_class.model_fields if stays_clear(name)) | {CLASS_VERSION}
+        )
+    return clear
+
+
+_clear_fields: dict[type[DomainEvent], frozenset[str]] = {}
+
+
 def associated_data(originator_id: UUID, version: int) -> bytes:
     # Binds a sealed content to its event: it cannot be moved onto another one.
     return originator_id.bytes + version.to_bytes(8, "big")
@@ -76,7 +92,9 @@ class PydanticMapper(Mapper[UUID], EventMapper):
         if class_version > 1:
             state[CLASS_VERSION] = class_version
         if self.keys is not None and owner is not None:
-            state = self._sealed(state, owner, domain_event.originator_id, domain_event.originator_version)
+            state = self._sealed(
+                state, owner, domain_event.originator_id, domain_event.originator_version, clear_fields(type(domain_event))
+            )
         stored_state = self.transcoder.encode(state)
         if self.compressor:
             stored_state = self.compressor.compress(stored_state)
@@ -89,11 +107,20 @@ class PydanticMapper(Mapper[UUID], EventMapper):
             state=stored_state,
         )
 
-    def _sealed(self, state: dict[str, Any], owner: str, originator_id: UUID, version: int) -> dict[str, Any]:
-        content = orjson.dumps({k: v for k, v in state.items() if not stays_clear(k)})
-        sealed = self.seal(content, owner, associated_data(originator_id, version))
-        clear = {k: v for k, v in state.items() if stays_clear(k)}
-        return {**clear, OWNER_FIELD: owner, SEALED_FIELD: sealed}
+    def _sealed(
+        self, state: dict[str, Any], owner: str, originator_id: UUID, version: int, clear: Collection[str] | None = None
+    ) -> dict[str, Any]:
+        """`state` as stored for its owner: the clear fields (`clear`, else each asked of
+        `stays_clear`) in their order, then the owner and the rest sealed."""
+        if clear is None:
+            clear = {k for k in state if stays_clear(k)}
+        kept: dict[str, Any] = {}
+        content: dict[str, Any] = {}
+        for name, value in state.items():
+            (kept if name in clear else content)[name] = value
+        kept[OWNER_FIELD] = owner
+        kept[SEALED_FIELD] = self.seal(orjson.dumps(content), owner, associated_data(originator_id, version))
+        return kept
 
     def seal(self, content: bytes, owner: str, aad: bytes) -> str:
         """`content` sealed with the owner's key (UserErased once erased): base64(nonce || ciphertext)."""
