@@ -109,7 +109,7 @@ async def measure(
         write_path = f"/api/conversations/{written}/messages"
 
         async def nats_get() -> None:
-            reply, _ = await client._send(f"query.{get.action}", {"conversation_id": str(conversation)})
+            reply, _ = await client._send(f"query.{get.action}", orjson.dumps({"conversation_id": str(conversation)}))
             orjson.loads(reply)
 
         async def http_get() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import nats.errors
 import orjson
-from chronicle_contract import request_ids
+from chronicle_contract import frames, request_ids
 from chronicle_contract.base import MAX_JSON_BYTES, idempotency_key
 from chronicle_contract.bus import INBOX, inbox_prefix
 from chronicle_contract.errors import ChronicleError
@@ -66,6 +66,13 @@ def parse(model: type[BaseModel], data: bytes, context: dict[str, Any] | None = 
         return model.model_validate_json(data if data.strip() else b"{}", strict=True, context=context)
     except ValidationError as error:
         raise translate(error) from None
+
+
+async def respond(nc: NATS, request: Request, body: bytes, rid: str) -> None:
+    """The reply, on the request's reply subject, naming the request's id: Request.respond
+    with its header framed by chronicle_contract.frames."""
+    reply = request._msg.reply  # (nats.micro keeps the reply subject private)
+    await frames.publish(nc, reply, body, frames.header_section(frames.header_line(request_ids.HEADER, rid)))
 
 
 def check_reply(route: Route, data: Any) -> None:
@@ -219,7 +226,7 @@ class NatsService:
     async def _refuse(self, route: Route, request: Request, error: ChronicleError) -> None:
         """Answer a request refused before it was handled (counted, not timed)."""
         try:
-            await request.respond(envelope_error(error), headers={request_ids.HEADER: request_id(request.headers)})
+            await respond(self.nc, request, envelope_error(error), request_id(request.headers))
         except Exception as failure:
             log.warning("reply not sent", extra={"subject": route.subject, "error_type": type(failure).__name__})
         if self.metrics is not None:
@@ -244,7 +251,7 @@ class NatsService:
             if self.fair_share is not None:
                 self.fair_share.leave(user, action)
         try:
-            await request.respond(body, headers={request_ids.HEADER: rid})
+            await respond(self.nc, request, body, rid)
         except Exception as error:
             log.warning("reply not sent", extra={"subject": route.subject, "error_type": type(error).__name__})
         seconds = time.perf_counter() - started

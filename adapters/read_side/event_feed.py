@@ -20,6 +20,7 @@ from uuid import UUID
 
 import orjson
 import psycopg
+from chronicle_contract import frames
 from chronicle_contract.events import POSITION_HEADER, event_subject, events_stream, feed_names
 from eventsourcing.utils import resolve_topic
 from nats.aio.client import Client as NATS
@@ -76,6 +77,7 @@ class EventFeed(LogFollower):
         self.js = js
         self.prefix = prefix
         self.stream = events_stream(prefix)
+        self._expected_stream = frames.header_line(EXPECTED_STREAM, self.stream)
         self.published_up_to = 0  # the last position the stream is known to hold
         self.stream_sequence: int | None = None  # the stream's last sequence, when known (publish)
         self.tracked: int | None = None  # the position this instance last tracked
@@ -153,11 +155,11 @@ class EventFeed(LogFollower):
         self.stream_sequence = None  # (unknown until this batch is known stored)
         *first, last = outgoing
         for offset, (subject, message, position) in enumerate(first):
-            await self.nc.publish(subject, message, headers=self.headers(position, before + offset))
+            await self.send(subject, message, self.headers(position, before + offset))
         subject, message, position = last
         try:
             ack = await self.js.publish(
-                subject, message, timeout=ACK_TIMEOUT, headers=self.headers(position, before + len(first))
+                subject, message, timeout=ACK_TIMEOUT, headers=frames.headers_of(self.headers(position, before + len(first)))
             )
         except APIError:  # (wrong last sequence: a message before it was not stored)
             ack = None
@@ -167,9 +169,18 @@ class EventFeed(LogFollower):
         self.stream_sequence = ack.seq
         return True
 
-    def headers(self, position: int, after_sequence: int) -> dict[str, str]:
-        # (No Nats-Msg-Id: a message the stream holds is refused again by its sequence.)
-        return {POSITION_HEADER: str(position), EXPECTED_STREAM: self.stream, EXPECTED_LAST_SEQUENCE: str(after_sequence)}
+    async def send(self, subject: str, message: bytes, headers: bytes) -> None:
+        """One message of a batch, without asking for an acknowledgement."""
+        await frames.publish(self.nc, subject, message, headers)
+
+    def headers(self, position: int, after_sequence: int) -> bytes:
+        """A feed message's header section (chronicle_contract.frames: the stream's line
+        framed once). No Nats-Msg-Id: a message the stream holds is refused again by its sequence."""
+        return frames.header_section(
+            frames.header_line(POSITION_HEADER, str(position)),
+            self._expected_stream,
+            frames.header_line(EXPECTED_LAST_SEQUENCE, str(after_sequence)),
+        )
 
     async def message(
         self, conn: psycopg.AsyncConnection, position: int, originator_id: UUID, version: int, topic: str, state: bytes

@@ -12,6 +12,7 @@ import nats
 import nats.errors
 import pytest
 from chronicle_client.transport import Transport, replies_of
+from chronicle_contract.frames import header_section
 from nats.aio.msg import Msg
 
 from tests.servers import TestServers
@@ -36,7 +37,7 @@ async def test_concurrent_requests_each_get_their_own_reply_and_leave_nothing_wa
     try:
         replies = replies_of(nc)
         answers = await asyncio.gather(*(
-            replies.request(nc, subject, str(n).encode(), timeout=5, headers={}) for n in range(200)
+            replies.request(nc, subject, str(n).encode(), timeout=5, headers=header_section()) for n in range(200)
         ))
         assert [a.data for a in answers] == [str(n).encode() for n in range(200)]
         assert replies.waiting == {}
@@ -55,9 +56,9 @@ async def test_nobody_serving_and_nobody_answering_fail_as_nats_says(servers: Te
     try:
         replies = replies_of(nc)
         with pytest.raises(nats.errors.NoRespondersError):
-            await replies.request(nc, f"nobody-{uuid.uuid4().hex}", b"{}", timeout=5, headers={})
+            await replies.request(nc, f"nobody-{uuid.uuid4().hex}", b"{}", timeout=5, headers=header_section())
         with pytest.raises(nats.errors.TimeoutError):
-            await replies.request(nc, silent, b"{}", timeout=0.2, headers={})
+            await replies.request(nc, silent, b"{}", timeout=0.2, headers=header_section())
         assert replies.waiting == {}
     finally:
         await nc.close()

@@ -14,6 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from chronicle_client.connection import ChronicleClient
+from chronicle_contract import frames
 from chronicle_contract.events import POSITION_HEADER, FeedEvent, events_stream
 
 from adapters.auth import TokenAuthority
@@ -192,7 +193,7 @@ async def test_events_another_instance_published_before_it_died_are_held_once(
         )
         originator_id, version, topic, state = await cur.fetchone()  # type: ignore[misc]
         subject, message = await other.message(conn, logged[-3], originator_id, version, topic, bytes(state))
-        await chronicle.core.js.publish(subject, message, headers=other.headers(logged[-3], last))
+        await chronicle.core.js.publish(subject, message, headers=frames.headers_of(other.headers(logged[-3], last)))
         assert feed.stream_sequence == last  # (what this instance still believes)
         await feed.relay_batch(conn)
 
@@ -246,21 +247,21 @@ async def test_a_message_the_stream_did_not_take_leaves_no_hole(
         await user.conversations.add_message(started.conversation_id, "user", f"m{n}")
     logged = await log_positions(chronicle)
     lost_once: list[int] = []
-    publish = feed.nc.publish
+    send = feed.send
 
-    async def lost_on_its_way(subject: str, payload: bytes = b"", reply: str = "", headers: dict | None = None) -> None:
-        position = int((headers or {}).get(POSITION_HEADER, 0))
+    async def lost_on_its_way(subject: str, message: bytes, headers: bytes) -> None:
+        position = int(frames.headers_of(headers).get(POSITION_HEADER, 0))
         if position == logged[-2] and not lost_once:
             lost_once.append(position)
             return
-        await publish(subject, payload, reply, headers)
+        await send(subject, message, headers)
 
-    feed.nc.publish = lost_on_its_way  # type: ignore[method-assign]
+    feed.send = lost_on_its_way  # type: ignore[method-assign]
     try:
         async with await psycopg.AsyncConnection.connect(feed.url, autocommit=True) as conn:
             await feed.relay_batch(conn)
     finally:
-        feed.nc.publish = publish  # type: ignore[method-assign]
+        feed.send = send  # type: ignore[method-assign]
 
     events = follower.events.follow(0)
     seen = await take(events, len(logged))

@@ -14,7 +14,7 @@ from typing import Any, Generic, Self, TypeVar, cast
 import nats
 import nats.errors
 import orjson
-from chronicle_contract import request_ids
+from chronicle_contract import frames, request_ids
 from chronicle_contract.base import Command, Query, Reply
 from chronicle_contract.bus import inbox_prefix, server_urls
 from chronicle_contract.errors import ChronicleError, invalid_from_validation
@@ -111,11 +111,10 @@ class Replies:
         self._subscribed = False
         self._subscribing = asyncio.Lock()
 
-    async def request(
-        self, nc: NATS, subject: str, payload: bytes, *, timeout: float, headers: dict[str, str]
-    ) -> Msg:
-        """The reply to one request on `nc`, the connection these are for; raises
-        nats.errors.TimeoutError or NoRespondersError as nats-py's own request does."""
+    async def request(self, nc: NATS, subject: str, payload: bytes, *, timeout: float, headers: bytes) -> Msg:
+        """The reply to one request on `nc`, the connection these are for, with `headers`
+        (a section chronicle_contract.frames framed); raises nats.errors.TimeoutError or
+        NoRespondersError as nats-py's own request does."""
         if not self._subscribed:
             async with self._subscribing:
                 if not self._subscribed:  # (sent before the first request: the server sees it first)
@@ -127,7 +126,7 @@ class Replies:
         self.waiting[token] = reply
         timer = loop.call_later(timeout, _timed_out, reply)
         try:
-            await nc.publish(subject, payload, reply=f"{self.base}.{token}", headers=headers)
+            await frames.publish(nc, subject, payload, headers, reply=f"{self.base}.{token}")
             msg = await reply
         finally:
             timer.cancel()
@@ -176,6 +175,7 @@ class Transport:
         self.timeout = timeout
         self.last_position: int | None = None
         self._owns_connection = False
+        self._authorization = (token, frames.header_line("Authorization", f"Bearer {token}"))  # (framed once)
 
     @property
     def user(self) -> str | None:
@@ -206,18 +206,19 @@ class Transport:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _send(
-        self, subject: str, payload: dict[str, Any], idempotency_key: str | None = None
-    ) -> tuple[bytes, str]:
+    async def _send(self, subject: str, body: bytes, idempotency_key: str | None = None) -> tuple[bytes, str]:
         """The reply's bytes and the request's id. A request carries a `Request-Id`: the one
         set for the caller's context (`request_ids.current`, e.g. a gateway's own request),
         else a new one; the service logs under it, and a ChronicleError from it names it."""
         rid = request_ids.current.get() or request_ids.request_id(None)
-        headers = {"Authorization": f"Bearer {self.token}", request_ids.HEADER: rid}
+        if self._authorization[0] is not self.token:  # (a token set since)
+            self._authorization = (self.token, frames.header_line("Authorization", f"Bearer {self.token}"))
+        lines = [self._authorization[1], frames.header_line(request_ids.HEADER, rid)]
         if idempotency_key:
-            headers["Idempotency-Key"] = idempotency_key
+            lines.append(frames.header_line("Idempotency-Key", idempotency_key))
+        headers = frames.header_section(*lines)
         msg = await replies_of(self.nc).request(
-            self.nc, f"{self.prefix}.{subject}", orjson.dumps(payload), timeout=self.timeout, headers=headers
+            self.nc, f"{self.prefix}.{subject}", body, timeout=self.timeout, headers=headers
         )
         return msg.data, rid
 
@@ -225,24 +226,32 @@ class Transport:
         self, subject: str, payload: dict[str, Any], *, idempotency_key: str | None = None
     ) -> Any:
         """Send one request; return the reply's data or raise ChronicleError."""
-        data, rid = await self._send(subject, payload, idempotency_key)
+        data, rid = await self._send(subject, orjson.dumps(payload), idempotency_key)
         reply = orjson.loads(data)
         if not reply.get("ok"):
             raise failure(reply.get("error") or {}, rid)
         return reply["data"]
 
     async def command(self, request: Command[R], idempotency_key: str | None = None) -> R:
-        """Send a command; its subject and reply model are the request type's own."""
-        payload = request.model_dump(mode="json", exclude_unset=True)
-        return await self.command_payload(type(request), payload, idempotency_key)
+        """Send a command; its subject and reply model are the request type's own. Written
+        and read as JSON by pydantic in one pass each (no dict in between: ~4 µs less a
+        command than dumping to a dict for orjson, and loading the reply for the model)."""
+        body = type(request).__pydantic_serializer__.to_json(request, exclude_unset=True)
+        return await self._command(type(request), body, idempotency_key)
 
     async def command_payload(
         self, request_type: type[Command[R]], payload: dict[str, Any], idempotency_key: str | None = None
     ) -> R:
         """A command whose payload is already validated and in its wire form."""
-        data = await self.request(f"cmd.{request_type.action}", payload, idempotency_key=idempotency_key)
-        self.observed(data.get("position"))
-        return cast(R, request_type.reply.model_validate(data))
+        return await self._command(request_type, orjson.dumps(payload), idempotency_key)
+
+    async def _command(self, request_type: type[Command[R]], body: bytes, idempotency_key: str | None) -> R:
+        data, rid = await self._send(f"cmd.{request_type.action}", body, idempotency_key)
+        envelope = Envelope[request_type.reply].model_validate_json(data)  # type: ignore[name-defined]
+        if not envelope.ok or envelope.data is None:
+            raise failure(envelope.error or {}, rid)
+        self.observed(getattr(envelope.data, "position", None))
+        return cast(R, envelope.data)
 
     def observed(self, position: int | None) -> None:
         """Reads from now on include this log position (a write's, or a signal's)."""
@@ -252,7 +261,7 @@ class Transport:
     async def query(self, request: Query[R]) -> R:
         # Validated straight from the reply's bytes (pydantic's JSON parser): a history page
         # of a thousand trials is parsed once, not by orjson and then again by pydantic.
-        data, rid = await self._send(f"query.{request.action}", self._query_payload(request))
+        data, rid = await self._send(f"query.{request.action}", orjson.dumps(self._query_payload(request)))
         with collector_paused(promote=len(data) >= PROMOTED_REPLY):
             envelope = Envelope[request.reply].model_validate_json(data)  # type: ignore[name-defined]
         if not envelope.ok or envelope.data is None:
@@ -262,7 +271,7 @@ class Transport:
     async def query_json(self, request: Query[Any]) -> dict[str, Any]:
         """A query's reply data as plain JSON values, for bulk replies that a caller reads as
         dicts (a history's rounds): parsed by orjson, without building a model per item."""
-        data, rid = await self._send(f"query.{request.action}", self._query_payload(request))
+        data, rid = await self._send(f"query.{request.action}", orjson.dumps(self._query_payload(request)))
         with collector_paused(promote=len(data) >= PROMOTED_REPLY):
             reply = orjson.loads(data)
         if not reply.get("ok") or reply.get("data") is None:
