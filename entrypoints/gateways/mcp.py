@@ -6,6 +6,7 @@ any method is answered (401 otherwise, `initialize` included). A failure is a to
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
@@ -41,6 +42,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import AnyHttpUrl, Field, ValidationError
+from pydantic.fields import FieldInfo
 from starlette.authentication import AuthenticationError
 
 from entrypoints.gateways.clients import UserClients, bearer_token, bounded_token, failure_of
@@ -342,11 +344,21 @@ SEED_TOOLS: tuple[tuple[str, type[Command[Any]] | type[Query[Any]], Run, str], .
 )
 
 
+def with_default(info: FieldInfo) -> FieldInfo:
+    """A field as a tool's parameter takes it: a default made by a factory (`empty_object`)
+    given as the value itself, since a parameter's default sits beside its annotation."""
+    if info.default_factory is None:
+        return info
+    plain = copy.copy(info)
+    plain.default, plain.default_factory = info.get_default(call_default_factory=True), None
+    return plain
+
+
 def request_tool(
     tools: Tools, request_type: type[Command[Any]] | type[Query[Any]], run: Run | None = None,
 ) -> Callable[..., Awaitable[Reply]]:
     """A tool whose parameters are the request model's own fields (its JSON schema)."""
-    fields = {name: info for name, info in request_type.model_fields.items() if name != "min_position"}
+    fields = {name: with_default(info) for name, info in request_type.model_fields.items() if name != "min_position"}
 
     async def call(ctx: Context, **arguments: Any) -> Reply:
         return await tools.send(ctx, request_type, run, **arguments)

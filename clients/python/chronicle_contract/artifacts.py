@@ -22,6 +22,7 @@ from chronicle_contract.base import (
     Text,
     Written,
     check_json_values,
+    empty_list,
 )
 from chronicle_contract.values import (
     MAX_DRAFT,
@@ -73,8 +74,8 @@ class Provenance(Request):
     """What any new artifact may carry: where it goes, what it descends from, what influenced it."""
 
     session_id: UUID | None = Field(default=None, description="default: the caller's current session")
-    tags: Tags = []
-    rag_examples: list[RagExampleIn] = Field(default=[], max_length=100)
+    tags: Tags = empty_list()
+    rag_examples: list[RagExampleIn] = empty_list(max_length=100)
 
 
 class VariationOutcome(Request):
@@ -435,7 +436,7 @@ class GetArtifact(Query[ArtifactView], action="artifacts.get"):
 class ListArtifacts(Query[Page[ArtifactSummaryView]], action="artifacts.list"):
     session_id: UUID | None = None
     parent_id: UUID | None = None
-    tags: Tags = Field(default=[], description="only artifacts carrying every one of these tags")
+    tags: Tags = empty_list(description="only artifacts carrying every one of these tags")
     limit: int = Field(default=50, ge=1, le=100)
     offset: Offset = 0
     cursor: PageCursor = None

@@ -108,6 +108,18 @@ def check_json_size(value: Any, info: ValidationInfo) -> Any:
 JsonObject = Annotated[dict[str, Any], AfterValidator(check_json_values), AfterValidator(check_json_size)]
 
 
+def empty_object(**field: Any) -> Any:
+    """A request field that defaults to `{}`, made afresh for each request: a `{}` default
+    is deep-copied by pydantic on every validation (~2 µs of an add_message's parse). The
+    published schema still says `"default": {}`."""
+    return Field(default_factory=dict, json_schema_extra={"default": {}}, **field)
+
+
+def empty_list(**field: Any) -> Any:
+    """As `empty_object`, for a field that defaults to `[]`."""
+    return Field(default_factory=list, json_schema_extra={"default": []}, **field)
+
+
 class Reply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -151,8 +163,22 @@ def generic_arguments(model: type) -> tuple[Any, ...]:
 
 class Command(Request[ReplyT], Generic[ReplyT]):
     def aggregate_ids(self) -> list[UUID]:
-        """Aggregates the handler will load, so a batch can fetch them in one query."""
-        return [v for k, v in self if isinstance(v, UUID) and k.endswith("_id")]
+        """Aggregates the handler will load, so a batch can fetch them in one query: the
+        ids its `..._id` fields hold."""
+        named = self.__dict__
+        return [v for v in map(named.get, id_fields(type(self))) if isinstance(v, UUID)]
+
+
+def id_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    """A model's fields named `..._id`, worked out once per model (every command asks, in
+    every group commit)."""
+    found = _id_fields.get(model)
+    if found is None:
+        found = _id_fields[model] = tuple(name for name in model.model_fields if name.endswith("_id"))
+    return found
+
+
+_id_fields: dict[type[BaseModel], tuple[str, ...]] = {}
 
 
 MAX_IDEMPOTENCY_KEY = 200  # characters

@@ -22,6 +22,8 @@ from chronicle_contract.base import (
     Text,
     Title,
     Written,
+    empty_list,
+    empty_object,
 )
 from chronicle_contract.values import MAX_MESSAGE_TYPE
 
@@ -108,7 +110,7 @@ EmbeddingProvider = Literal["llama", "gemini", "grok"]
 
 class StartConversation(Command[ConversationStarted], action="conversation.start"):
     title: Title | None = None
-    tags: Tags = []
+    tags: Tags = empty_list()
     session_id: UUID | None = None
     document_context: JsonObject | None = None
     embedding_provider: EmbeddingProvider | None = None
@@ -118,7 +120,7 @@ class AddMessage(Command[MessageAdded], action="conversation.add_message"):
     conversation_id: UUID
     role: Role
     content: Content
-    metadata: JsonObject = {}
+    metadata: JsonObject = empty_object()
     pinned: bool = False
     message_type: Annotated[str, Text(MAX_MESSAGE_TYPE)] = "text"
 
@@ -137,7 +139,7 @@ class ListConversations(Query[Page[ConversationSummaryView]], action="conversati
     limit: int = Field(default=50, ge=1, le=100)
     offset: Offset = 0
     cursor: PageCursor = None
-    tags: Tags = Field(default=[], description="only conversations carrying every one of these tags")
+    tags: Tags = empty_list(description="only conversations carrying every one of these tags")
     session_id: UUID | None = None
     sort_by: Literal["created_at", "updated_at", "title"] = "created_at"  # (seed 001's default)
     order: Literal["asc", "desc"] = "desc"

@@ -18,6 +18,7 @@ from chronicle_contract.base import (
     Reply,
     Text,
     Written,
+    empty_object,
 )
 from chronicle_contract.conversations import MessageView
 from chronicle_contract.values import MAX_CHECKPOINT_TYPE, MAX_PROMPT, MAX_STEP, HistoryWindow
@@ -136,7 +137,7 @@ class PauseRun(Command[RunPaused], action="hitl.pause"):
     step: Annotated[str, Text(MAX_STEP)]
     checkpoint_type: Annotated[str, Text(MAX_CHECKPOINT_TYPE)] = "approval"
     prompt: Annotated[str, Text(MAX_PROMPT)]
-    data: JsonObject = {}
+    data: JsonObject = empty_object()
     conversation_mode: bool = False
     expires_in: float | None = Field(default=None, gt=0, le=MAX_EXPIRES_IN, description="seconds")
     history: SignalHistory | None = Field(default=None, description="what the signals carry; default all")
@@ -145,7 +146,7 @@ class PauseRun(Command[RunPaused], action="hitl.pause"):
 class ResumeRun(Command[RunResumed], action="hitl.resume"):
     run_id: RunId
     approved: bool
-    edits: JsonObject = {}
+    edits: JsonObject = empty_object()
     feedback: Annotated[str, Text(MAX_PROMPT)] | None = None
 
 

@@ -8,7 +8,20 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from chronicle_contract.base import Command, JsonObject, Offset, Page, PageCursor, Position, Query, Reply, Text, Written
+from chronicle_contract.base import (
+    Command,
+    JsonObject,
+    Offset,
+    Page,
+    PageCursor,
+    Position,
+    Query,
+    Reply,
+    Text,
+    Written,
+    empty_list,
+    empty_object,
+)
 from chronicle_contract.values import MAX_JOB_CONTENT, MAX_JOB_REASON, MAX_WORKER, Chunk, JobStatus
 
 ArtifactType = Literal["quiz", "summary", "layout"]
@@ -44,7 +57,7 @@ class JobPhase(Written):
     phase: str | None = None
     attempt: int | None = None
     spec: dict[str, Any] | None = None
-    snapshot: list[dict[str, Any]] = []
+    snapshot: list[dict[str, Any]] = empty_list()
     plan: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     artifact_id: UUID | None = None
@@ -110,11 +123,11 @@ class RequestJob(Command[JobRequested], action="job.request"):
     content: Annotated[str, Text(MAX_JOB_CONTENT)]
     artifact_type: ArtifactType
     session_id: UUID | None = Field(default=None, description="default: the caller's current session")
-    source_ids: list[SourceId] = Field(
-        default=[], max_length=100, description="conversations or artifacts to retrieve from; default: all the caller's"
+    source_ids: list[SourceId] = empty_list(
+        max_length=100, description="conversations or artifacts to retrieve from; default: all the caller's"
     )
-    options: JsonObject = Field(
-        default={}, description="by artifact type: quiz num_questions, difficulty, choices; summary key_points; "
+    options: JsonObject = empty_object(
+        description="by artifact type: quiz num_questions, difficulty, choices; summary key_points; "
         "layout sections; any: chunks (OPTIONS below; checked by the service, each option named when refused)"
     )
     min_position: Position | None = Field(

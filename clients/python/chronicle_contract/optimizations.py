@@ -23,6 +23,8 @@ from chronicle_contract.base import (
     Written,
     check_json_size,
     check_json_values,
+    empty_list,
+    empty_object,
 )
 from chronicle_contract.values import (
     MAX_CANDIDATE_ID,
@@ -54,9 +56,9 @@ class TrialFields(Request):
         default=None, description="stable id; default: the candidate's own `id`, else a digest of it"
     )
     score: FiniteFloat | None = None
-    metrics: JsonObject = {}
+    metrics: JsonObject = empty_object()
     dataset: Label | None = None
-    extras: JsonObject = Field(default={}, description="parents, origin and ops here feed candidate lineage")
+    extras: JsonObject = empty_object(description="parents, origin and ops here feed candidate lineage")
 
 
 def normalized_round(row: dict[str, Any], direction: Direction) -> dict[str, Any]:
@@ -277,14 +279,14 @@ class StartOptimization(Command[OptimizationStarted], action="optimization.start
     project: Label | None = None
     dataset: Label | None = None
     description: Annotated[str, Text(MAX_SESSION_DESCRIPTION, may_be_blank=True)] = ""
-    tags: Tags = []
-    metadata: JsonObject = {}
+    tags: Tags = empty_list()
+    metadata: JsonObject = empty_object()
 
 
 class StartRound(Command[RoundStarted], action="round.start"):
     optimization_id: UUID
     round_index: int | None = Field(default=None, ge=0, le=MAX_INDEX, description="the next index when absent")
-    extras: JsonObject = {}
+    extras: JsonObject = empty_object()
 
 
 class RecordTrial(TrialFields, Command[TrialRecorded], action="trial.record"):
@@ -304,7 +306,7 @@ class EndRound(Command[RoundEnded], action="round.end"):
     best_candidate: JsonValue = Field(default=None, description="default: the round's best trial's candidate")
     stop_reason: StopReason | None = Field(default=None, description="also stops the optimization")
     candidates: list[JsonValue] | None = Field(default=None, max_length=10_000)
-    extras: JsonObject = Field(default={}, description="e.g. pareto_front, selection_meta")
+    extras: JsonObject = empty_object(description="e.g. pareto_front, selection_meta")
 
 
 class InvalidateTrial(Command[TrialValidity], action="trial.invalidate"):
@@ -358,7 +360,7 @@ class ParetoQuery(Query[ParetoFront], action="optimizations.pareto"):
     objectives: list[Label] | None = Field(
         default=None, min_length=1, max_length=16, description="`score` or metric names; default: the score"
     )
-    directions: dict[str, Direction] = Field(default={}, description="per objective, naming only objectives asked for (else invalid); default the optimization's")
+    directions: dict[str, Direction] = empty_object(description="per objective, naming only objectives asked for (else invalid); default the optimization's")
 
     @field_validator("directions")
     @classmethod

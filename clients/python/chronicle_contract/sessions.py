@@ -19,6 +19,8 @@ from chronicle_contract.base import (
     Tags,
     Text,
     Written,
+    empty_list,
+    empty_object,
 )
 from chronicle_contract.values import MAX_SESSION_DESCRIPTION, MAX_SESSION_NAME, SessionKind
 
@@ -45,8 +47,8 @@ class CreateSession(Command[SessionCreated], action="session.create"):
     name: Annotated[str, Text(MAX_SESSION_NAME)]
     description: Annotated[str, Text(MAX_SESSION_DESCRIPTION, may_be_blank=True)] = ""
     kind: SessionKind = "general"
-    tags: Tags = []
-    metadata: JsonObject = {}
+    tags: Tags = empty_list()
+    metadata: JsonObject = empty_object()
 
 
 class UpdateSession(Command[Written], action="session.update"):
