@@ -155,7 +155,7 @@ class CommandBus:
         self._others_seen_at = -OTHERS_WINDOW  # when another writer's events or a conflict were last seen
         self.batches = 0
         self.commit_listeners: list[CommitListener] = []
-        self._queue: queue.Queue[Submission | None] = queue.Queue()
+        self._queue: queue.SimpleQueue[Submission | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="chronicle-writer", daemon=True)
         if metrics is not None:  # read when scraped
             metrics.watch_queue(self._queue.qsize)
@@ -515,7 +515,8 @@ class CommandBus:
         replies, events_so_far = [], 0
         for s in decided:
             if not s.client_key and s.events:  # (until heard committed: _answer_unheard)
-                s.tried, s.tried_reply = stored[events_so_far:events_so_far + len(s.events)], dict(s.reply or {})
+                # (the reply itself, not a copy: only a heard commit adds its position to it)
+                s.tried, s.tried_reply = stored[events_so_far:events_so_far + len(s.events)], s.reply
             events_so_far += len(s.events)
             if s.sealed_reply is not None:
                 last_event = events_so_far - 1 if s.events else None

@@ -71,3 +71,17 @@ def test_a_value_type_of_the_wire_is_the_domains(wire: type[BaseModel], domain_m
 @pytest.mark.parametrize(("score", "best"), [(None, None), (1.0, None), (None, 1.0), (1.0, 2.0), (2.0, 1.0), (1.0, 1.0)])
 def test_improves_agrees(direction: str, score: float | None, best: float | None) -> None:
     assert values.improves(direction, score, best) == optimization.improves(direction, score, best)  # type: ignore[arg-type]
+
+
+def test_a_commands_aggregate_ids_are_the_uuids_its_id_fields_hold() -> None:
+    from uuid import uuid4
+
+    from chronicle_contract.conversations import AddMessage
+    from chronicle_contract.hitl import PauseRun
+
+    conversation_id = uuid4()
+    added = AddMessage(conversation_id=conversation_id, role="user", content="hi", metadata={"other_id": str(uuid4())})
+    assert added.aggregate_ids() == [conversation_id]
+    for run_id in (None, "run-1"):  # (none given, or a run's own name: no aggregate to load by it)
+        paused = PauseRun(conversation_id=conversation_id, run_id=run_id, step="s", prompt="p")
+        assert paused.aggregate_ids() == [conversation_id]
