@@ -40,6 +40,16 @@ def test_requests_are_counted_by_subject_and_code_and_timed_by_subject() -> None
     assert value(metrics, "chronicle_request_seconds_count", **listing) == 0
 
 
+def test_a_time_on_a_bound_falls_in_that_bucket_and_one_past_every_bound_only_in_the_last() -> None:
+    metrics = Metrics()
+    metrics.answered("s", "ok", 0.001)
+    metrics.answered("s", "ok", 20.0)
+    assert value(metrics, "chronicle_request_seconds_bucket", subject="s", le="0.0005") == 0
+    assert value(metrics, "chronicle_request_seconds_bucket", subject="s", le="0.001") == 1  # (a bound is inclusive)
+    assert value(metrics, "chronicle_request_seconds_bucket", subject="s", le="10.0") == 1
+    assert value(metrics, "chronicle_request_seconds_bucket", subject="s", le="+Inf") == 2
+
+
 def test_each_process_has_its_own_registry() -> None:
     first, second = Metrics(), Metrics()
     first.answered("s", "ok", 0.001)
