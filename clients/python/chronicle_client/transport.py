@@ -62,6 +62,18 @@ class Envelope(BaseModel, Generic[R]):
     error: dict[str, Any] | None = None
 
 
+def envelope_of(reply: type[R]) -> type[Envelope[R]]:
+    """The envelope of one reply model, made once (`Envelope[reply]` looks its
+    parametrization up through typing's generics on every use: ~3.5 µs a request)."""
+    envelope = _envelopes.get(reply)
+    if envelope is None:
+        envelope = _envelopes[reply] = Envelope[reply]  # type: ignore[valid-type]  # (a model given at run time)
+    return envelope
+
+
+_envelopes: dict[type[Reply], type[Envelope[Any]]] = {}
+
+
 @contextlib.contextmanager
 def collector_paused(*, promote: bool = True) -> Iterator[None]:
     """No cyclic garbage collection meanwhile, and what the block made goes straight to the
@@ -247,7 +259,7 @@ class Transport:
 
     async def _command(self, request_type: type[Command[R]], body: bytes, idempotency_key: str | None) -> R:
         data, rid = await self._send(f"cmd.{request_type.action}", body, idempotency_key)
-        envelope = Envelope[request_type.reply].model_validate_json(data)  # type: ignore[name-defined]
+        envelope = envelope_of(request_type.reply).model_validate_json(data)
         if not envelope.ok or envelope.data is None:
             raise failure(envelope.error or {}, rid)
         self.observed(getattr(envelope.data, "position", None))
@@ -263,7 +275,7 @@ class Transport:
         # of a thousand trials is parsed once, not by orjson and then again by pydantic.
         data, rid = await self._send(f"query.{request.action}", orjson.dumps(self._query_payload(request)))
         with collector_paused(promote=len(data) >= PROMOTED_REPLY):
-            envelope = Envelope[request.reply].model_validate_json(data)  # type: ignore[name-defined]
+            envelope = envelope_of(request.reply).model_validate_json(data)
         if not envelope.ok or envelope.data is None:
             raise failure(envelope.error or {}, rid)
         return cast(R, envelope.data)
