@@ -182,12 +182,21 @@ class Transport:
 
     def __init__(self, nc: NATS, token: str, *, prefix: str = "chronicle", timeout: float = 10.0):
         self.nc = nc
-        self.token = token
+        self.token = token  # (its Authorization line framed once: the setter below)
         self.prefix = prefix
         self.timeout = timeout
         self.last_position: int | None = None
         self._owns_connection = False
-        self._authorization = (token, frames.header_line("Authorization", f"Bearer {token}"))  # (framed once)
+
+    @property
+    def token(self) -> str:
+        """The bearer token every request carries."""
+        return self._token
+
+    @token.setter
+    def token(self, token: str) -> None:
+        self._token = token
+        self._authorization = frames.header_line("Authorization", f"Bearer {token}")  # (on every request: framed once)
 
     @property
     def user(self) -> str | None:
@@ -223,9 +232,7 @@ class Transport:
         set for the caller's context (`request_ids.current`, e.g. a gateway's own request),
         else a new one; the service logs under it, and a ChronicleError from it names it."""
         rid = request_ids.current.get() or request_ids.request_id(None)
-        if self._authorization[0] is not self.token:  # (a token set since)
-            self._authorization = (self.token, frames.header_line("Authorization", f"Bearer {self.token}"))
-        lines = [self._authorization[1], frames.header_line(request_ids.HEADER, rid)]
+        lines = [self._authorization, frames.header_line(request_ids.HEADER, rid)]
         if idempotency_key:
             lines.append(frames.header_line("Idempotency-Key", idempotency_key))
         headers = frames.header_section(*lines)
@@ -246,8 +253,8 @@ class Transport:
 
     async def command(self, request: Command[R], idempotency_key: str | None = None) -> R:
         """Send a command; its subject and reply model are the request type's own. Written
-        and read as JSON by pydantic in one pass each (no dict in between: ~4 µs less a
-        command than dumping to a dict for orjson, and loading the reply for the model)."""
+        and read as JSON by pydantic in one pass each (no dict in between: ~2 µs less an
+        add_message than dumping to a dict for orjson, and loading the reply for the model)."""
         body = type(request).__pydantic_serializer__.to_json(request, exclude_unset=True)
         return await self._command(type(request), body, idempotency_key)
 
