@@ -4,6 +4,7 @@ enforce the same rules."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
@@ -169,16 +170,11 @@ class Command(Request[ReplyT], Generic[ReplyT]):
         return [v for v in map(named.get, id_fields(type(self))) if isinstance(v, UUID)]
 
 
+@functools.cache
 def id_fields(model: type[BaseModel]) -> tuple[str, ...]:
     """A model's fields named `..._id`, worked out once per model (every command asks, in
     every group commit)."""
-    found = _id_fields.get(model)
-    if found is None:
-        found = _id_fields[model] = tuple(name for name in model.model_fields if name.endswith("_id"))
-    return found
-
-
-_id_fields: dict[type[BaseModel], tuple[str, ...]] = {}
+    return tuple(name for name in model.model_fields if name.endswith("_id"))
 
 
 MAX_IDEMPOTENCY_KEY = 200  # characters
