@@ -42,7 +42,7 @@ from bench.cpu import CpuMeter, milliseconds_each
 from bench.load import Samples, sequential, sustained
 from bench.report import RESULTS_DIR, Report, over, percentile, under
 from bench.servers import bench_servers
-from bench.service import ServiceProcess, metric_values
+from bench.service import ServiceProcess, add_service_setting_option, metric_values, service_settings
 
 PROFILE = RESULTS_DIR / "anchors-service.pyspy"  # the profiled round's stacks, py-spy's raw (folded) format
 TARGETS = ("bare responder", "card stack, plainly", "chronicle")
@@ -135,9 +135,10 @@ async def measure(nats_url: str, service: ServiceProcess, metrics_port: int, sub
     rng = random.Random(7)
     try:
         bare = raw_add_message(nc, subjects["bare responder"], [str(uuid.uuid4())], rng)
-        round_trip = (await sequential("round trip", bare, count=samples * 5, time_limit=60)).latencies_ms
+        round_trip = (await sequential("round trip", bare, count=(samples or 200) * 5, time_limit=60)).latencies_ms
         meter = CpuMeter(service.pid, str(PostgresTarget(service.database_url).params["dbname"]))
-        reads, read_cpu = await read_figures(client, reader, samples, meter)
+        # (no reads for a service without read models: --samples 0)
+        reads, read_cpu = await read_figures(client, reader, samples, meter) if samples else ({}, {})
         conversations = [(await client.conversations.start(title="anchors bench")).conversation_id
                          for _ in range(CONVERSATIONS)]
 
@@ -185,9 +186,12 @@ async def measure(nats_url: str, service: ServiceProcess, metrics_port: int, sub
         await nc.drain()
 
 
-def run(rounds: int, duration: float, samples: int, database_url: str | None, profile: bool) -> tuple[Report, Path]:
+def run(rounds: int, duration: float, samples: int, database_url: str | None, profile: bool,
+        settings: dict[str, str] | None = None) -> tuple[Report, Path]:
+    """`settings`: more CHRONICLE_* variables for the service under test."""
     load_before = os.getloadavg()
-    report = Report({"suite": "anchors", "rounds": rounds, "duration": duration, "in_flight": IN_FLIGHT})
+    report = Report({"suite": "anchors", "rounds": rounds, "duration": duration, "in_flight": IN_FLIGHT,
+                     "service_settings": settings or {}})
     with (bench_servers(database_url, None) as servers,
           tempfile.TemporaryDirectory(prefix="chronicle-bench-anchors-") as workdir,
           servers.fresh_database(False) as card_url,
@@ -195,7 +199,7 @@ def run(rounds: int, duration: float, samples: int, database_url: str | None, pr
         migrate(PostgresTarget(chronicle_url))
         metrics_port = free_port()
         service = ServiceProcess.fresh(chronicle_url, servers.nats_url, Path(workdir),
-                                       settings={"CHRONICLE_METRICS_PORT": str(metrics_port)})
+                                       settings={**(settings or {}), "CHRONICLE_METRICS_PORT": str(metrics_port)})
         subjects = {"bare responder": f"anchors.{secrets.token_hex(4)}.bare",
                     "card stack, plainly": f"anchors.{secrets.token_hex(4)}.card"}
         with (anchor("bare", servers.nats_url, subjects["bare responder"]),
@@ -263,13 +267,17 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench anchors", description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=2, help="rounds of the three targets, each first in turn (default 2)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of add_message per target and round (default 10)")
-    p.add_argument("--samples", type=int, default=200, help="reads of each kind, one at a time (default 200)")
+    p.add_argument("--samples", type=int, default=200,
+                   help="reads of each kind, one at a time (default 200; 0: none, for a service run without read "
+                        "models, e.g. --service-setting run_projections=false)")
     p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
     p.add_argument("--profile", action="store_true",
                    help="one more Chronicle round sampled with py-spy: the service's CPU split by component "
                         f"(its stacks kept in {PROFILE.relative_to(RESULTS_DIR.parent.parent)})")
+    add_service_setting_option(p)
     args = p.parse_args(argv)
-    report, path = run(args.rounds, args.duration, args.samples, args.database_url, args.profile)
+    report, path = run(args.rounds, args.duration, args.samples, args.database_url, args.profile,
+                       service_settings(args.service_setting))
     print(report.table())
     print(f"\nsaved {path}")
 
