@@ -36,7 +36,7 @@ from entrypoints.gateways.casing import camel_path, casing, to_camel, to_snake, 
 from entrypoints.gateways.clients import UserClients, bearer_token, failure_of
 from entrypoints.gateways.cors import CorsForBrowsers
 from entrypoints.gateways.job_events import JobFollower, job_stream
-from entrypoints.gateways.nul_free import JSON_VALUE_SCHEMA, nul_free
+from entrypoints.gateways.nul_free import JSON_VALUE_SCHEMA, NOT_BLANK, nul_free
 from entrypoints.gateways.request_metrics import RequestMetrics, RequestRecorder
 from entrypoints.gateways.rest_routes import ROUTES, Body, HttpRoute, with_timestamps
 
@@ -495,8 +495,9 @@ def openapi_document(routes: Iterable[HttpRoute]) -> dict[str, Any]:
 
 
 LAYOUT_NODE = {  # what domain/layout.py takes as a node (its size and depth bounds aside)
+    # (a type is not blank as str.strip sees it, as Text's rule has it: "\x1e" is blank there)
     "type": "object", "required": ["type"], "additionalProperties": True,
-    "properties": {"type": {"type": "string", "pattern": "\\S"}, "id": {"type": "string"}, "label": {"type": "string"},
+    "properties": {"type": {"type": "string", "pattern": NOT_BLANK}, "id": {"type": "string"}, "label": {"type": "string"},
                    "children": {"type": "array", "items": {"$ref": REF.format(model="LayoutNode")}}},
 }
 ERROR_RESPONSES = {str(status): {"description": code, "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}}}

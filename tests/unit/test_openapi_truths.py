@@ -1,15 +1,19 @@
 """What the OpenAPI document states so that a tester needs no telling: strings without NUL,
-the pareto query's objectives each carrying its direction."""
+the pareto query's objectives each carrying its direction, a layout node's type as the domain
+takes it."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+import jsonschema_rs
 import pytest
 from chronicle_contract.optimizations import ParetoQuery
 from pydantic import ValidationError
 
+from domain.errors import InvalidCommand
+from domain.layout import check_layout
 from entrypoints.gateways.nul_free import JSON_VALUE, NO_NUL, NOT_BLANK_NO_NUL, nul_free
 from entrypoints.gateways.rest import openapi_document
 from entrypoints.gateways.rest_routes import OBJECTIVE, ROUTES, pareto_fields
@@ -47,6 +51,19 @@ def test_text_stays_not_blank_and_free_json_is_nul_free_at_any_depth() -> None:
     assert nul_free({"description": "any value"})["allOf"] == [{"$ref": JSON_VALUE}]
     closed = nul_free({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False})
     assert "propertyNames" not in closed
+
+
+@pytest.mark.parametrize("node_type", ["page", " a ", "", " ", "\t\n", "\x1e", "\x1c\x1f", "\x85", "\u00a0", "\u3000", "\x1ea"])
+def test_a_layout_nodes_type_pattern_takes_what_the_domain_takes(node_type: str) -> None:
+    # Read as a tester reads it (ECMA regular expressions, whose \s is not Python's): schemathesis
+    # once sent "\x1e", which the pattern "\S" took and str.strip calls blank.
+    schema = openapi_document(ROUTES)["components"]["schemas"]["LayoutNode"]["properties"]["type"]
+    try:
+        check_layout({"type": node_type})
+        taken = True
+    except InvalidCommand:
+        taken = False
+    assert jsonschema_rs.validator_for(schema).is_valid(node_type) is taken
 
 
 @pytest.mark.parametrize(("given", "objectives", "directions"), [
