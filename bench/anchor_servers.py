@@ -1,4 +1,4 @@
-"""The two anchors `./dev bench anchors` starts beside Chronicle, each a process of its own.
+"""The anchors the benchmarks start beside Chronicle, each a process of its own.
 
 `python -m bench.anchor_servers bare NATS_URL SUBJECT`: a bare nats-py responder that answers
 every request with a small JSON (the ceiling for a Python service on this bus).
@@ -6,7 +6,12 @@ every request with a small JSON (the ceiling for a Python service on this bus).
 plainly: an eventsourcing Application on its Postgres recorder, one aggregate created and saved
 per request (one event, one save, one transaction), answering over NATS; saves run in a
 thread pool so that requests in flight overlap as far as the recorder lets them.
-Each prints `ready` on stdout once subscribed and stops on SIGTERM.
+`python -m bench.anchor_servers gateway NATS_URL SUBJECT PORT` (`./dev bench gateway`): a bare
+HTTP gateway, uvicorn (httptools, uvloop, as `chronicle http`) with a plain ASGI function that
+forwards `POST /api/conversations/{id}/messages` to SUBJECT as one NATS request, the caller's
+Authorization passed on, and answers 201 with the reply's data: no routing table, middleware,
+validation or casing (the ceiling for a Python gateway process on this bus).
+Each prints `ready` on stdout once subscribed (or listening) and stops on SIGTERM.
 """
 
 from __future__ import annotations
@@ -16,8 +21,12 @@ import concurrent.futures
 import json
 import signal
 import sys
+from typing import Any
 
 import nats
+import orjson
+import uvicorn
+import uvloop
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 from nats.aio.msg import Msg
@@ -91,9 +100,44 @@ async def serve(nats_url: str, subject: str, database_url: str | None) -> None:
     await nc.drain()
 
 
+async def gateway(nats_url: str, subject: str, port: int) -> None:
+    nc = await nats.connect(nats_url)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        fields = orjson.loads(body)
+        fields["conversation_id"] = scope["path"].split("/")[3]
+        authorization = next(value for name, value in scope["headers"] if name == b"authorization").decode()
+        reply = await nc.request(subject, orjson.dumps(fields), timeout=10, headers={"Authorization": authorization})
+        answer = orjson.dumps({"success": True, **orjson.loads(reply.data)["data"]})
+        await send({"type": "http.response.start", "status": 201,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(answer))]})
+        await send({"type": "http.response.body", "body": answer})
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,
+                                           lifespan="on", http="httptools"))
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    print("ready", flush=True)
+    await serving  # (uvicorn stops on SIGTERM by itself)
+    await nc.drain()
+
+
 def main(argv: list[str]) -> None:
     kind, nats_url, subject, *rest = argv
-    asyncio.run(serve(nats_url, subject, rest[0] if kind == "card" else None))
+    if kind == "gateway":
+        uvloop.run(gateway(nats_url, subject, int(rest[0])))
+    else:
+        asyncio.run(serve(nats_url, subject, rest[0] if kind == "card" else None))
 
 
 if __name__ == "__main__":

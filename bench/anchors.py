@@ -42,7 +42,7 @@ from bench.cpu import CpuMeter, milliseconds_each
 from bench.load import Samples, sequential, sustained
 from bench.report import RESULTS_DIR, Report, over, percentile, under
 from bench.servers import bench_servers
-from bench.service import ServiceProcess, add_service_setting_option, metric_values, service_settings
+from bench.service import GROUP_COMMITS, ServiceProcess, add_service_setting_option, metric_values, service_settings
 
 PROFILE = RESULTS_DIR / "anchors-service.pyspy"  # the profiled round's stacks, py-spy's raw (folded) format
 TARGETS = ("bare responder", "card stack, plainly", "chronicle")
@@ -50,23 +50,19 @@ IN_FLIGHT = 100
 CONVERSATIONS = 100
 READ_MESSAGES = 100
 CONTENT = "a message of the anchors bench"
-# The service's group-commit instruments (adapters/metrics.py), read before and after each
-# of its rounds: how many commands a group held, how long one took, how busy the writer was.
-GROUP_COMMITS = ("chronicle_group_commit_commands_count", "chronicle_group_commit_commands_sum",
-                 "chronicle_group_commit_seconds_sum")
 READ_WORD = "lighthouse"
 
 
 @contextlib.contextmanager
-def anchor(kind: str, nats_url: str, subject: str, *more: str) -> Iterator[None]:
-    """One anchor process (bench/anchor_servers.py), stopped on exit."""
+def anchor(kind: str, nats_url: str, subject: str, *more: str) -> Iterator[int]:
+    """One anchor process (bench/anchor_servers.py), stopped on exit; yields its pid."""
     process = subprocess.Popen([sys.executable, "-m", "bench.anchor_servers", kind, nats_url, subject, *more],
                                stdout=subprocess.PIPE)
     try:
         assert process.stdout is not None
         if process.stdout.readline().strip() != b"ready":
             raise RuntimeError(f"anchor {kind} did not start (exit {process.poll()})")
-        yield
+        yield process.pid
     finally:
         process.terminate()
         try:

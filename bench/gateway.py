@@ -7,6 +7,10 @@ each in turn) and rounds of writes over NATS (the typed client's connection, rep
 as the NATS client's): `GET /api/conversations/:id` vs `conversations.get` p50/p95, and
 `POST /api/conversations/:id/messages` vs `conversation.add_message` throughput with a
 fixed number in flight. The aim (issue #19): the gateway adds less than 1 ms at p50.
+
+The writes also go through a bare gateway (bench/anchor_servers.py: uvicorn and one plain
+ASGI function forwarding to the same service), the ceiling for a Python gateway process on
+this machine; each path's group commits are read from the service's metrics endpoint.
 """
 
 from __future__ import annotations
@@ -25,10 +29,13 @@ from chronicle_contract.conversations import AddMessage, GetConversation
 
 from adapters.embedded import free_port
 from adapters.store.postgres import PostgresTarget, migrate
+from bench.anchors import anchor
 from bench.cpu import process_cpu_seconds
 from bench.report import Report, over, percentile, under
 from bench.servers import bench_servers
-from bench.service import ServiceProcess
+from bench.service import GROUP_COMMITS, ServiceProcess, metric_values
+
+BARE = "bare gateway"
 
 
 class RawHttp:
@@ -94,11 +101,15 @@ async def throughput(send_one: object, in_flight: int, seconds: float) -> float:
 
 
 async def measure(
-    nats_url: str, service: ServiceProcess, gateway_pid: int, port: int, args: argparse.Namespace, report: Report
+    nats_url: str, service: ServiceProcess, metrics_port: int, gateways: dict[str, tuple[int, int]],
+    args: argparse.Namespace, report: Report,
 ) -> None:
+    """`gateways`: the pid and port of `chronicle http` ("http") and of the bare gateway."""
     token = service.token("reader")
     client = await ChronicleClient.connect(nats_url, token, prefix=service.subject_prefix)
+    (gateway_pid, port), (bare_pid, bare_port) = gateways["http"], gateways[BARE]
     https = [await RawHttp.open(port, token) for _ in range(args.in_flight)]
+    bares = [await RawHttp.open(bare_port, token) for _ in range(args.in_flight)]
     try:
         conversation = (await client.conversations.start(title="gateway bench")).conversation_id
         for n in range(100):
@@ -125,33 +136,41 @@ async def measure(
             return add
 
         post_body = orjson.dumps({"role": "user", "content": "hello"})
-        pool: asyncio.Queue[RawHttp] = asyncio.Queue()  # each write takes a connection of its own
-        for connection in https:
-            pool.put_nowait(connection)
 
-        async def http_add() -> None:
-            connection = await pool.get()
-            try:
-                status, body = await connection.send("POST", write_path, post_body)
-                assert status == 201, (status, body)
-            finally:
+        def http_add(connections: list[RawHttp]) -> object:
+            pool: asyncio.Queue[RawHttp] = asyncio.Queue()  # each write takes a connection of its own
+            for connection in connections:
                 pool.put_nowait(connection)
+
+            async def add() -> None:
+                connection = await pool.get()
+                try:
+                    status, body = await connection.send("POST", write_path, post_body)
+                    assert status == 201, (status, body)
+                finally:
+                    pool.put_nowait(connection)
+            return add
 
         await timed_reads(nats_get, 50)  # warm up both paths (the gateway's user connection, statements)
         await timed_reads(http_get, 50)
         reads: dict[str, list[float]] = {"nats": [], "http": []}
         gateway_cpu = 0.0
-        writes: dict[str, list[float]] = {"nats": [], "http": []}
+        writes: dict[str, list[float]] = {"nats": [], "http": [], BARE: []}
         # CPU per write of each process, by path, one figure a round
-        pids = {"service": service.pid, "gateway": gateway_pid}
+        pids = {"service": service.pid, "gateway": gateway_pid, BARE: bare_pid}
         cpu: dict[str, dict[str, list[float]]] = {path: {name: [] for name in pids} for path in writes}
+        commits: dict[str, list[float]] = {path: [0.0, 0.0] for path in writes}  # group commits, commands in them
 
         async def write_round(path: str, send_one: object) -> None:
+            scraped = await asyncio.to_thread(metric_values, metrics_port, GROUP_COMMITS)  # (outside the CPU window)
             before, started = {name: process_cpu_seconds(pid) for name, pid in pids.items()}, time.perf_counter()
             writes[path].append(await throughput(send_one, args.in_flight, args.seconds))
             count = max(writes[path][-1] * (time.perf_counter() - started), 1.0)
             for name, pid in pids.items():
                 cpu[path][name].append((process_cpu_seconds(pid) - before[name]) * 1e6 / count)
+            after = await asyncio.to_thread(metric_values, metrics_port, GROUP_COMMITS)
+            commits[path][0] += after[GROUP_COMMITS[0]] - scraped[GROUP_COMMITS[0]]
+            commits[path][1] += after[GROUP_COMMITS[1]] - scraped[GROUP_COMMITS[1]]
 
         for _ in range(args.rounds):
             before = process_cpu_seconds(gateway_pid)
@@ -160,9 +179,10 @@ async def measure(
                 reads["http"] += await timed_reads(http_get, 1)
             gateway_cpu += process_cpu_seconds(gateway_pid) - before
             await write_round("nats", nats_add(written))
-            await write_round("http", http_add)
+            await write_round("http", http_add(https))
+            await write_round(BARE, http_add(bares))
     finally:
-        for connection in https:
+        for connection in https + bares:
             await connection.close()
         await client.close()
     report.add_percentiles("conversations.get (100 messages) over NATS", reads["nats"])
@@ -176,8 +196,15 @@ async def measure(
     report.add("POST as a share of add_message over NATS",
                100 * statistics.median(writes["http"]) / statistics.median(writes["nats"]), "%", over(80.0))
     report.add("the gateway's CPU per POST", statistics.median(cpu["http"]["gateway"]), "µs", note="median of the rounds")
-    report.add("the service's CPU per add_message over NATS", statistics.median(cpu["nats"]["service"]), "µs")
-    report.add("the service's CPU per add_message from a POST", statistics.median(cpu["http"]["service"]), "µs")
+    report.add("POST through the bare gateway", statistics.median(writes[BARE]), "msg/s",
+               note=f"{100 * statistics.median(writes[BARE]) / statistics.median(writes['nats']):.1f}% of NATS's: "
+                    "the ceiling of a Python gateway process here")
+    report.add("the bare gateway's CPU per POST", statistics.median(cpu[BARE][BARE]), "µs")
+    report.add("POST: the gateway's rate over the bare gateway's",
+               100 * statistics.median(writes["http"]) / statistics.median(writes[BARE]), "%")
+    for path, name in (("nats", "add_message over NATS"), ("http", "a POST"), (BARE, "a POST to the bare gateway")):
+        report.add(f"the service's CPU per add_message from {name}", statistics.median(cpu[path]["service"]), "µs",
+                   note=f"{commits[path][1] / max(commits[path][0], 1):.1f} commands a group commit")
 
 
 def run(args: argparse.Namespace) -> tuple[Report, Path]:
@@ -185,17 +212,22 @@ def run(args: argparse.Namespace) -> tuple[Report, Path]:
     with bench_servers(args.database_url, args.nats_url) as servers, servers.fresh_database(False) as url, \
             tempfile.TemporaryDirectory(prefix="chronicle-bench-gateway-") as workdir:
         migrate(PostgresTarget(url))
-        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir) / "service")
+        metrics_port = free_port()
+        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir) / "service",
+                                       settings={"CHRONICLE_METRICS_PORT": str(metrics_port)})
         (Path(workdir) / "service").mkdir()
         service.start()
         with service.stopped_afterwards():
-            port = free_port()
+            port, bare_port = free_port(), free_port()
             gateway = ServiceProcess(url, servers.nats_url, service.subject_prefix, service.jwt_secret,
                                      Path(workdir) / "gateway", settings={"CHRONICLE_HTTP_PORT": str(port)})
             gateway.workdir.mkdir()
             gateway.start(command="http")
+            add_message = f"{service.subject_prefix}.cmd.conversation.add_message"
             try:
-                asyncio.run(measure(servers.nats_url, service, gateway.pid, port, args, report))
+                with anchor("gateway", servers.nats_url, add_message, str(bare_port)) as bare_pid:
+                    gateways = {"http": (gateway.pid, port), BARE: (bare_pid, bare_port)}
+                    asyncio.run(measure(servers.nats_url, service, metrics_port, gateways, args, report))
             finally:
                 if gateway.process is not None:
                     gateway.process.terminate()

@@ -191,6 +191,12 @@ async def unreported(error: Exception) -> None:
     down on purpose (nats-py prints each one otherwise). What fails a request still fails it."""
 
 
+# The service's group-commit instruments (adapters/metrics.py), read before and after a round:
+# how many commands a group held, how long one took, how busy the writer was.
+GROUP_COMMITS = ("chronicle_group_commit_commands_count", "chronicle_group_commit_commands_sum",
+                 "chronicle_group_commit_seconds_sum")
+
+
 def metric_values(port: int, names: tuple[str, ...]) -> dict[str, float]:
     """The values of series (e.g. `chronicle_group_commit_seconds_sum`; a labelled one named
     with its labels as the endpoint prints them) scraped from a service's metrics endpoint on
