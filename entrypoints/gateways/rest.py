@@ -35,6 +35,7 @@ from starlette.staticfiles import StaticFiles
 from entrypoints.gateways.casing import camel_path, casing, to_camel, to_snake, web_schema
 from entrypoints.gateways.clients import UserClients, bearer_token, failure_of
 from entrypoints.gateways.cors import CorsForBrowsers
+from entrypoints.gateways.direct_routes import DirectRoutes
 from entrypoints.gateways.job_events import JobFollower, job_stream
 from entrypoints.gateways.nul_free import JSON_VALUE_SCHEMA, NOT_BLANK, nul_free
 from entrypoints.gateways.request_metrics import RequestMetrics, RequestRecorder
@@ -331,7 +332,9 @@ def build_app(
     """The ASGI app; `cors_origins` ["*"] by default (bearer tokens, no cookies). Plain
     Starlette routes: each endpoint reads its own request (FastAPI's per-request dependency
     machinery measured at about a third of the gateway's CPU per request and did nothing
-    here); the OpenAPI document is generated from the models, the docs pages are FastAPI's."""
+    here), and the API's requests are answered in front of the router and its middleware
+    (direct_routes.py); the OpenAPI document is generated from the models, the docs pages
+    are FastAPI's."""
     gateway = Gateway(clients, routes)
     document: dict[str, Any] = {}
 
@@ -384,6 +387,7 @@ def build_app(
     cors = Middleware(CorsForBrowsers, allow_origins=cors_origins or ["*"], allow_methods=["*"],
                       allow_headers=["Authorization", "Content-Type", "Idempotency-Key"], expose_headers=EXPOSED)
     counted = [Middleware(RequestMetrics, metrics=metrics)] if metrics is not None else []
+    direct = Middleware(DirectRoutes, routes=gateway.routes, handle=gateway.handle, metrics=metrics)
     async def no_route(request: Request, error: Exception) -> Response:
         status = getattr(error, "status_code", 404)
         code, message = ("not_found", "no such route") if status == 404 else ("invalid", "method not allowed here")
@@ -391,7 +395,7 @@ def build_app(
         return json_response({"success": False, "error": {"code": code, "message": message, "details": []}}, status,
                              dict(headers) if headers else None)
 
-    return Starlette(routes=served, middleware=[*counted, cors], lifespan=lifespan,
+    return Starlette(routes=served, middleware=[direct, *counted, cors], lifespan=lifespan,
                      exception_handlers={404: no_route, 405: no_route})
 
 
