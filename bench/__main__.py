@@ -42,7 +42,8 @@ def parser() -> argparse.ArgumentParser:
         "`python -m bench scale --help`: 1, 2 and 3 service instances on a loopback NATS cluster; "
         "`python -m bench rebuild --help`: rebuilding every read model in one pass with a helper process, against one process and a pass each; "
         "`python -m bench console --help`: the web console's bundle size, inbox time to interactive and pause-to-shown latency; "
-        "`python -m bench anchors --help`: Chronicle beside a bare NATS responder and the card's stack used plainly.",
+        "`python -m bench anchors --help`: Chronicle beside a bare NATS responder and the card's stack used plainly; "
+        "`python -m bench groups --help`: the service's CPU per command and per group commit.",
     )
     scale = p.add_argument_group("scale")
     scale.add_argument("--quick", action="store_true",
@@ -123,6 +124,7 @@ SUITES = {
     "rebuild": "bench.rebuild",  # rebuild all read models: with a helper process, in one, a pass each; then verify
     "console": "bench.console",  # the web console: bundle size, inbox time to interactive, pause -> shown p50/p99
     "anchors": "bench.anchors",  # add_message and reads beside a bare NATS responder and the card's stack used plainly
+    "groups": "bench.groups",  # the service's CPU per command and per group commit, from 1 to 100 in flight
 }
 
 

@@ -1,0 +1,116 @@
+"""`./dev bench groups`: what a group commit costs the service beside what each command in it costs.
+
+Starts `chronicle serve` (limits off) and drives add_message from one connection with 1, 4,
+12, 32 and 100 requests in flight, each level in turn for a few seconds, twice: a group
+commit holds at most what is in flight, so the levels give groups of those sizes. For each it
+prints the rate, the service's CPU per message and the group commits (read from its metrics
+endpoint), and then fits CPU per message = per command + per group / commands in a group by
+least squares over the levels: the per-group part is what traffic in small groups (independent
+callers, the REST gateway's ~12) pays on top of a benchmark's cohort of 100.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from chronicle_client.connection import ChronicleClient
+from chronicle_contract.conversations import AddMessage
+
+from adapters.embedded import free_port
+from adapters.store.postgres import PostgresTarget, migrate
+from bench.cpu import process_cpu_seconds
+from bench.gateway import throughput
+from bench.report import Report
+from bench.servers import bench_servers
+from bench.service import GROUP_COMMITS, ServiceProcess, add_service_setting_option, metric_values, service_settings
+
+LEVELS = (1, 4, 12, 32, 100)
+CONVERSATIONS = 100
+
+
+async def measure(nats_url: str, service: ServiceProcess, metrics_port: int, args: argparse.Namespace
+                  ) -> dict[int, list[tuple[float, float, float, float]]]:
+    """Per level: (msg/s, service CPU µs a message, commands a group, ms a group) of each round."""
+    client = await ChronicleClient.connect(nats_url, service.token("groups-bench"), prefix=service.subject_prefix)
+    try:
+        conversations = [(await client.conversations.start(title="groups bench")).conversation_id
+                         for _ in range(CONVERSATIONS)]
+        payloads = itertools.cycle([AddMessage(conversation_id=c, role="user", content="a message").model_dump(mode="json")
+                                    for c in conversations])
+
+        async def add() -> None:
+            await client.request("cmd.conversation.add_message", next(payloads))
+
+        await throughput(add, 32, 1.0)  # (warm: statements prepared, aggregates cached)
+        figures: dict[int, list[tuple[float, float, float, float]]] = {level: [] for level in args.levels}
+        for round_ in range(args.rounds):
+            for level in args.levels if round_ % 2 == 0 else reversed(args.levels):
+                print(f"round {round_ + 1}/{args.rounds}: {level} in flight", flush=True)
+                before = await asyncio.to_thread(metric_values, metrics_port, GROUP_COMMITS)
+                cpu, started = process_cpu_seconds(service.pid), time.perf_counter()
+                rate = await throughput(add, level, args.seconds)
+                messages = max(rate * (time.perf_counter() - started), 1.0)
+                cpu = (process_cpu_seconds(service.pid) - cpu) * 1e6 / messages
+                after = await asyncio.to_thread(metric_values, metrics_port, GROUP_COMMITS)
+                groups, commands, busy = (after[name] - before[name] for name in GROUP_COMMITS)
+                figures[level].append((rate, cpu, commands / max(groups, 1), busy * 1000 / max(groups, 1)))
+        return figures
+    finally:
+        await client.close()
+
+
+def fitted(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(per command, per group) in µs from (commands a group, µs a message) points, least squares
+    of µs a message = per command + per group × (1 / commands a group)."""
+    xs, ys = [1 / size for size, _ in points], [cpu for _, cpu in points]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum((x - mean_x) ** 2 for x in xs)
+    return mean_y - slope * mean_x, slope
+
+
+def run(args: argparse.Namespace) -> tuple[Report, Path]:
+    report = Report({"suite": "groups", "levels": list(args.levels), "rounds": args.rounds, "seconds": args.seconds})
+    settings = service_settings(args.service_setting)
+    with bench_servers(args.database_url, args.nats_url) as servers, servers.fresh_database(False) as url, \
+            tempfile.TemporaryDirectory(prefix="chronicle-bench-groups-") as workdir:
+        migrate(PostgresTarget(url))
+        metrics_port = free_port()
+        service = ServiceProcess.fresh(url, servers.nats_url, Path(workdir),
+                                       settings={**settings, "CHRONICLE_METRICS_PORT": str(metrics_port)})
+        service.start()
+        with service.stopped_afterwards():
+            figures = asyncio.run(measure(servers.nats_url, service, metrics_port, args))
+    for level, rounds in figures.items():
+        rate, cpu, size, ms = (statistics.median(r[n] for r in rounds) for n in range(4))
+        report.add(f"add_message, {level} in flight", rate, "msg/s",
+                   note=f"service CPU {cpu:.0f} µs a message; {size:.1f} commands a group commit, {ms:.2f} ms each")
+    per_command, per_group = fitted([(r[2], r[1]) for rounds in figures.values() for r in rounds])
+    report.add("the service's CPU per command (fitted)", per_command, "µs")
+    report.add("the service's CPU per group commit (fitted)", per_group, "µs",
+               note="paid once a group: at 12 commands a group it adds " f"{per_group / 12:.0f} µs a message")
+    return report, report.save()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench groups", description=__doc__.splitlines()[0])
+    p.add_argument("--levels", type=lambda text: tuple(int(n) for n in text.split(",")), default=LEVELS,
+                   help="requests in flight, comma-separated (default 1,4,12,32,100)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds over the levels, alternating their order (default 2)")
+    p.add_argument("--seconds", type=float, default=5.0, help="seconds at each level a round (default 5)")
+    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    add_service_setting_option(p)
+    args = p.parse_args(argv)
+    report, path = run(args)
+    print(report.table())
+    print(f"\nsaved {path}")
+
+
+if __name__ == "__main__":
+    main()
