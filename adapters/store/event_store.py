@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 from uuid import UUID
 
@@ -19,10 +19,13 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from psycopg import Connection
 from psycopg.errors import UniqueViolation
 from psycopg.sql import SQL
 
 from adapters.errors import WRITER_ERASED, constraint_of, sqlstate_of, statement_failed
+from adapters.store import arrays
+from adapters.store.arrays import Byteas, Int4s, Int8s, Texts, Uuids
 from adapters.store.keys import KeyRing
 from adapters.store.mapper import PydanticMapper
 from adapters.store.postgres import PostgresTarget
@@ -139,29 +142,30 @@ class ChronicleRecorder(PostgresApplicationRecorder, port.Recorder):
         writers: list[str], erased: list[str],
     ) -> list[int]:
         reply_columns = (
-            [r.owner for r in replies],
-            [r.key for r in replies],
-            [r.fingerprint for r in replies],
-            [r.reply for r in replies],
-            [None if r.last_event is None else r.last_event + 1 for r in replies],
+            Texts(r.owner for r in replies),
+            Texts(r.key for r in replies),
+            Texts(r.fingerprint for r in replies),
+            Byteas(r.reply for r in replies),
+            Int4s(None if r.last_event is None else r.last_event + 1 for r in replies),
         )
+        writers_column, erased_column = Texts(writers), Texts(erased)
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             if not stored_events:
                 # Commands that changed nothing still keep their replies (if they have any).
                 if replies:
-                    curs.execute(self.insert_replies, (*reply_columns, [], writers, erased), prepare=True)
+                    curs.execute(self.insert_replies, (*reply_columns, Texts(), writers_column, erased_column), prepare=True)
                 return []
             relays = {self.channel_of_topic[e.topic] for e in stored_events if e.topic in self.channel_of_topic}
             curs.execute(
                 self.append,
                 (
-                    [e.originator_id for e in stored_events],
-                    [e.originator_version for e in stored_events],
-                    [e.topic for e in stored_events],
-                    [e.state for e in stored_events],
-                    [EVENTS_CHANNEL, *sorted(relays)],
-                    writers,
-                    erased,
+                    Uuids(e.originator_id for e in stored_events),
+                    Int8s(e.originator_version for e in stored_events),
+                    Texts(e.topic for e in stored_events),
+                    Byteas(e.state for e in stored_events),
+                    Texts([EVENTS_CHANNEL, *sorted(relays)]),
+                    writers_column,
+                    erased_column,
                     *reply_columns,
                 ),
                 prepare=True,
@@ -230,6 +234,16 @@ class GuardedDatastore(PostgresDatastore):
     def get_connection(self) -> Iterator[Any]:
         with super().get_connection() as conn, self.reachability.guarding(conn):
             yield conn
+
+    def after_connect_func(self) -> Callable[[Connection[Any]], None]:
+        """The library's set-up of each new connection, and our typed arrays' dumpers."""
+        configure = super().after_connect_func()
+
+        def after_connect(conn: Connection[Any]) -> None:  # (no reference to self: see the library's)
+            configure(conn)
+            arrays.register(conn)
+
+        return after_connect
 
     def register_type_adapters(self) -> None:
         """Nothing to register: the library reads the composite type its database functions
