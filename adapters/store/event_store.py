@@ -176,7 +176,7 @@ class ChronicleRecorder(PostgresApplicationRecorder, port.Recorder):
     def streams(self, after: Mapping[UUID, int]) -> list[StoredEvent]:
         """The events of each stream after the version given for it (0: the whole stream)."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self.select_streams, (list(after), list(after.values())), prepare=True)
+            curs.execute(self.select_streams, (Uuids(after), Int8s(after.values())), prepare=True)
             return [
                 StoredEvent(
                     originator_id=row["originator_id"],
@@ -193,7 +193,7 @@ class ChronicleRecorder(PostgresApplicationRecorder, port.Recorder):
         if not seen:
             return set()
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self.select_changed, (list(seen), list(seen.values())), prepare=True)
+            curs.execute(self.select_changed, (Uuids(seen), Int8s(seen.values())), prepare=True)
             return {row["id"] for row in curs.fetchall()}
 
     @while_reachable
@@ -202,9 +202,9 @@ class ChronicleRecorder(PostgresApplicationRecorder, port.Recorder):
             return {}
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self.select_positions, (
-                [e.originator_id for e in stored_events],
-                [e.originator_version for e in stored_events],
-                [e.state for e in stored_events],
+                Uuids(e.originator_id for e in stored_events),
+                Int8s(e.originator_version for e in stored_events),
+                Byteas(e.state for e in stored_events),
             ))
             return {(r["originator_id"], r["originator_version"]): r["notification_id"] for r in curs.fetchall()}
 
@@ -214,7 +214,7 @@ class ChronicleRecorder(PostgresApplicationRecorder, port.Recorder):
         if not keys:
             return {}
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self.select_idempotency, ([k[0] for k in keys], [k[1] for k in keys]))
+            curs.execute(self.select_idempotency, (Texts(k[0] for k in keys), Texts(k[1] for k in keys)))
             return {
                 (r["owner"], r["key"]): StoredReply(r["fingerprint"], bytes(r["reply"]), r["position"])
                 for r in curs.fetchall()

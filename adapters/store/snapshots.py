@@ -23,6 +23,7 @@ from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.utils import get_topic, resolve_topic
 from psycopg.sql import SQL
 
+from adapters.store.arrays import Uuids
 from adapters.store.reachability import Reachability, while_reachable
 from domain.base import SYSTEM_OWNER, Aggregate
 from domain.snapshot import Unsnapshottable, capture, restore, schema_of, state_model
@@ -162,7 +163,7 @@ class SnapshotRecorder:
         snapshots: dict[UUID, StoredSnapshot] = {}
         events: list[StoredEvent] = []
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self.select_latest_and_after, {"ids": list(originator_ids)}, prepare=True)
+            curs.execute(self.select_latest_and_after, {"ids": Uuids(originator_ids)}, prepare=True)
             for row in curs.fetchall():
                 if row["snapshot"]:
                     snapshots[row["originator_id"]] = stored_snapshot(row)
@@ -182,7 +183,7 @@ class SnapshotRecorder:
                 [(s.originator_id, s.originator_version, s.topic, s.state, s.modified_on) for s in snapshots],
             )
             if keep > 0:
-                curs.execute(self.prune, (list({s.originator_id for s in snapshots}), keep - 1))
+                curs.execute(self.prune, (Uuids({s.originator_id for s in snapshots}), keep - 1))
 
 
 def stored_snapshot(row: dict[str, Any]) -> StoredSnapshot:
