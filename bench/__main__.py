@@ -6,6 +6,7 @@ import argparse
 import importlib
 import sys
 
+from bench.report import show
 from bench.run import Plan, run
 from bench.seed import Scale
 from bench.service import add_service_setting_option, service_settings
@@ -139,9 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         plan.scale.check()
     except ValueError as error:
         sys.exit(f"bad scale: {error}")
-    report, path = run(plan)
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(plan))
 
 
 if __name__ == "__main__":

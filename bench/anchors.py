@@ -40,8 +40,8 @@ from adapters.store.postgres import PostgresTarget, migrate
 from bench.budget import sampled, shares
 from bench.cpu import CpuMeter, milliseconds_each
 from bench.load import Samples, sequential, sustained
-from bench.report import RESULTS_DIR, Report, over, percentile, under
-from bench.servers import bench_servers
+from bench.report import RESULTS_DIR, Report, over, percentile, show, under
+from bench.servers import add_server_options, bench_servers
 from bench.service import GROUP_COMMITS, ServiceProcess, add_service_setting_option, metric_values, service_settings
 
 PROFILE = RESULTS_DIR / "anchors-service.pyspy"  # the profiled round's stacks, py-spy's raw (folded) format
@@ -266,16 +266,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--samples", type=int, default=200,
                    help="reads of each kind, one at a time (default 200; 0: none, for a service run without read "
                         "models, e.g. --service-setting run_projections=false)")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    add_server_options(p, nats=False)
     p.add_argument("--profile", action="store_true",
                    help="one more Chronicle round sampled with py-spy: the service's CPU split by component "
                         f"(its stacks kept in {PROFILE.relative_to(RESULTS_DIR.parent.parent)})")
     add_service_setting_option(p)
     args = p.parse_args(argv)
-    report, path = run(args.rounds, args.duration, args.samples, args.database_url, args.profile,
-                       service_settings(args.service_setting))
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(args.rounds, args.duration, args.samples, args.database_url, args.profile,
+              service_settings(args.service_setting)))
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from bench.load import SEARCH_KINDS, Samples, connect, search_words, sequential
 from bench.report import Report, over, percentile, under
 from bench.run import READ_MODELS, Every, build_read_models, say
 from bench.seed import EPOCH, HISTORY_SPAN, RARE_WORDS_KEPT, insert_all, random_uuid
-from bench.servers import bench_servers
+from bench.servers import add_server_options, bench_servers
 from bench.service import ServiceProcess, add_service_setting_option, service_settings
 from domain.artifact import Artifact, GenerationStats, RagExample
 from domain.layout import shape_of
@@ -521,8 +521,7 @@ def main(argv: list[str] | None = None) -> None:
                         f"a transaction also closes at {MAX_INSERT_BYTES // 2**20} MiB")
     p.add_argument("--build-timeout", type=float, default=defaults.build_timeout,
                    help=f"seconds to wait for the read models' initial build (default {defaults.build_timeout:,.0f})")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
-    p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    add_server_options(p)
     p.add_argument("--embedded-postgres", action="store_true",
                    help="an embedded Postgres even where one answers locally: it has pgvector, so search is "
                         "hybrid and the misspelt-query phase runs")

@@ -18,9 +18,9 @@ from adapters.store.export import ExportScope, export_events
 from adapters.store.hash_chains import verify_chains
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget, migrate
-from bench.report import Report, over
+from bench.report import Report, over, show
 from bench.seed import Scale, seed
-from bench.servers import bench_servers
+from bench.servers import add_server_options, bench_servers
 
 RATE_AIM = 50_000.0
 
@@ -59,9 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench audit", description=__doc__.splitlines()[0])
     p.add_argument("--events", type=int, default=1_000_000, help="events to seed (default 1,000,000)")
     p.add_argument("--quick", action="store_true", help="100,000 events")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    add_server_options(p, nats=False)
     p.add_argument("--keep", action="store_true", help="keep the bench database afterwards")
     args = p.parse_args(argv)
-    report, path = run(100_000 if args.quick else args.events, args.database_url, args.keep)
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(100_000 if args.quick else args.events, args.database_url, args.keep))

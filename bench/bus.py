@@ -26,8 +26,8 @@ from adapters.embedded import BusSecrets, EmbeddedNats
 from adapters.store.postgres import PostgresTarget, migrate
 from bench import hitl
 from bench.load import sustained
-from bench.report import Report, percentile
-from bench.servers import BenchServers, bench_servers
+from bench.report import Report, percentile, show
+from bench.servers import BenchServers, add_server_options, bench_servers
 from bench.service import ServiceProcess
 
 USERS = 8
@@ -128,11 +128,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=3, help="open/closed rounds, alternating (default 3)")
     p.add_argument("--runs", type=int, default=400, help="HITL pause/resume round trips per round (default 400)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of add_message load per round (default 10)")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    add_server_options(p, nats=False)
     args = p.parse_args(argv)
-    report, path = run(args.rounds, args.runs, args.duration, args.database_url)
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(args.rounds, args.runs, args.duration, args.database_url))
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ from playwright.async_api import Page, async_playwright
 
 from adapters.embedded import free_port
 from adapters.store.postgres import PostgresTarget, migrate
-from bench.report import Report, under
-from bench.servers import bench_servers
+from bench.report import Report, show, under
+from bench.servers import add_server_options, bench_servers
 from bench.service import ServiceProcess
 from entrypoints.gateways.console_manifest import DIST, built_files
 
@@ -118,12 +118,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--loads", type=int, default=20, help="inbox loads timed (default 20)")
     p.add_argument("--pauses", type=int, default=100, help="pauses timed to their checkpoint's appearance (default 100)")
     p.add_argument("--chromium", default=CHROMIUM, help=f"the Chromium to drive (default {CHROMIUM})")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
-    p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    add_server_options(p)
     args = p.parse_args(argv)
-    report, path = run(args)
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(args))
 
 
 if __name__ == "__main__":

@@ -28,8 +28,8 @@ from adapters.auth import TokenAuthority
 from adapters.embedded import free_port
 from adapters.store.postgres import PostgresTarget, migrate
 from bench import edges_bus
-from bench.report import Report
-from bench.servers import BenchServers, bench_servers
+from bench.report import Report, show
+from bench.servers import BenchServers, add_server_options, bench_servers
 from bench.service import ServiceProcess
 
 HALF_SENT = b"GET /api/conversations HTTP/1.1\r\nHost: x\r\n"
@@ -181,12 +181,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tokens", type=int, default=1000, help="one user's tokens waiting at once (default 1,000)")
     p.add_argument("--settle", type=float, default=3.0, help="seconds an attack runs before measuring (default 3)")
     edges_bus.add_arguments(p)
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
-    p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    add_server_options(p)
     args = p.parse_args(argv)
-    report, path = run(args)
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(args))
 
 
 if __name__ == "__main__":

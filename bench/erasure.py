@@ -19,9 +19,9 @@ from pathlib import Path
 from adapters.store.kek_rotation import PostgresKeyRotation
 from adapters.store.postgres import PostgresTarget, migrate
 from adapters.store.user_data import PostgresUserData
-from bench.report import Report
+from bench.report import Report, show
 from bench.seed import Scale, seed
-from bench.servers import bench_servers
+from bench.servers import add_server_options, bench_servers
 from entrypoints.bootstrap import Stage, build
 from entrypoints.settings import Settings
 from services.users.erasure import erase_user
@@ -59,9 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench erasure", description=__doc__.splitlines()[0])
     p.add_argument("--events", type=int, default=10_000, help="events to seed (default 10,000)")
     p.add_argument("--users", type=int, default=100, help="users owning them, each with a data key (default 100)")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    add_server_options(p, nats=False)
     p.add_argument("--keep", action="store_true", help="keep the bench database afterwards")
     args = p.parse_args(argv)
-    report, path = run(args.events, args.users, args.database_url, args.keep)
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(args.events, args.users, args.database_url, args.keep))

@@ -23,8 +23,8 @@ from pathlib import Path
 from chronicle_client import ChronicleClient, ChronicleError
 
 from adapters.store.postgres import PostgresTarget, migrate
-from bench.report import Report, percentile, under
-from bench.servers import bench_servers
+from bench.report import Report, percentile, show, under
+from bench.servers import add_server_options, bench_servers
 from bench.service import ServiceProcess, add_service_setting_option, service_settings
 
 NORMAL_PER_SECOND = 1.0
@@ -136,14 +136,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--users", type=int, default=20, help="steady users (default 20)")
     p.add_argument("--seconds", type=float, default=20.0, help="seconds of each phase (default 20)")
     p.add_argument("--instances", type=int, default=1, help="services sharing the queue group (default 1)")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
-    p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    add_server_options(p)
     add_service_setting_option(p)
     args = p.parse_args(argv)
-    report, path = run(args.users, args.seconds, args.database_url, args.nats_url, args.instances,
-                       service_settings(args.service_setting))
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(args.users, args.seconds, args.database_url, args.nats_url, args.instances,
+              service_settings(args.service_setting)))
 
 
 if __name__ == "__main__":

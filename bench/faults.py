@@ -47,7 +47,7 @@ from adapters.embedded import EmbeddedNats, EmbeddedPostgres
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.cluster import NatsCluster
 from bench.report import Report
-from bench.servers import BenchServers, bench_servers
+from bench.servers import BenchServers, add_server_options, bench_servers
 from bench.service import ServiceProcess, chronicle_command, positions, unreported
 
 SCENARIOS = ("nats-node", "instance", "projection-child", "postgres-restart", "nats-restart")
@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO", help=f"which to run: {', '.join(SCENARIOS)} (default: all)")
     p.add_argument("--users", type=int, default=8, help="users writing back to back (default 8)")
     p.add_argument("--seconds", type=float, default=10.0, help="seconds of load, the kill half-way (default 10)")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    add_server_options(p, nats=False)
     p.add_argument("--nats-url", help="NATS URL for the instance scenario (default: local or embedded)")
     p.add_argument("--keep", type=Path, metavar="DIR",
                    help="keep the processes' logs and stores in DIR/SCENARIO (a new directory) afterwards")

@@ -35,8 +35,8 @@ from adapters.read_side.tracking import ADD_TRACKING
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.bus import add_message_rate
 from bench.cpu import CpuMeter
-from bench.report import Report, percentile
-from bench.servers import BenchServers, bench_servers
+from bench.report import Report, percentile, show
+from bench.servers import BenchServers, add_server_options, bench_servers
 from bench.service import ServiceProcess, add_service_setting_option, service_settings
 
 KINDS = ("off", "on", "followed", "on in the service's loop")
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench feed", description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=3, help="rounds of off, on, followed and on in the service's loop (CHRONICLE_FEED_PROCESS=false), rotating (default 3; 0 with --catch-up: that alone)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of add_message load per round (default 10)")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    add_server_options(p, nats=False)
     p.add_argument("--catch-up", type=float, default=0.0, metavar="SECONDS",
                    help="first, SECONDS of add_message with the feed off, then the feed run in this process over "
                         "that log: its events/s and CPU per event at full batches (default 0: skipped)")
@@ -186,10 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     kinds = tuple(kind.strip() for kind in args.kinds.split(","))
     if unknown := [kind for kind in kinds if kind not in KINDS]:
         p.error(f"--kinds: unknown {unknown}; known: {', '.join(KINDS)}")
-    report, path = run(args.rounds, args.duration, args.database_url, args.catch_up, kinds,
-                       service_settings(args.service_setting))
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(args.rounds, args.duration, args.database_url, args.catch_up, kinds,
+              service_settings(args.service_setting)))
 
 
 if __name__ == "__main__":

@@ -31,8 +31,8 @@ from adapters.embedded import free_port
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.anchors import anchor
 from bench.cpu import process_cpu_seconds
-from bench.report import Report, over, percentile, under
-from bench.servers import bench_servers
+from bench.report import Report, over, percentile, show, under
+from bench.servers import add_server_options, bench_servers
 from bench.service import GROUP_COMMITS, ServiceProcess, metric_values
 
 BARE = "bare gateway"
@@ -241,12 +241,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     p.add_argument("--seconds", type=float, default=5.0, help="seconds of each write round (default 5)")
     p.add_argument("--in-flight", type=int, default=32, help="writes in flight (default 32)")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
-    p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    add_server_options(p)
     args = p.parse_args(argv)
-    report, path = run(args)
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(args))
 
 
 if __name__ == "__main__":

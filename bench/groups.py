@@ -33,8 +33,8 @@ from adapters.store import arrays
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.cpu import process_cpu_seconds
 from bench.gateway import throughput
-from bench.report import Report
-from bench.servers import bench_servers
+from bench.report import Report, show
+from bench.servers import add_server_options, bench_servers
 from bench.service import GROUP_COMMITS, ServiceProcess, add_service_setting_option, metric_values, service_settings
 
 LEVELS = (1, 4, 12, 32, 100)
@@ -137,13 +137,10 @@ def main(argv: list[str] | None = None) -> None:
                    help="requests in flight, comma-separated (default 1,4,12,32,100; the fit needs two or more)")
     p.add_argument("--rounds", type=int, default=2, help="rounds over the levels, alternating their order (default 2)")
     p.add_argument("--seconds", type=float, default=5.0, help="seconds at each level a round (default 5)")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
-    p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    add_server_options(p)
     add_service_setting_option(p)
     args = p.parse_args(argv)
-    report, path = run(args)
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(args))
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ from nats.aio.msg import Msg
 
 from adapters.store.postgres import PostgresTarget, migrate
 from bench import floor
-from bench.report import Report, under
-from bench.servers import bench_servers
+from bench.report import Report, show, under
+from bench.servers import add_server_options, bench_servers
 from bench.service import ServiceProcess, add_service_setting_option, service_settings
 
 SIGNAL_AIM_MS = 5.0
@@ -132,10 +132,7 @@ def run(runs: int, database_url: str | None, nats_url: str | None,
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench hitl", description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=1000, help="pause/resume round trips (default 1,000)")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
-    p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    add_server_options(p)
     add_service_setting_option(p)
     args = p.parse_args(argv)
-    report, path = run(args.runs, args.database_url, args.nats_url, service_settings(args.service_setting))
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(args.runs, args.database_url, args.nats_url, service_settings(args.service_setting)))

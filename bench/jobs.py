@@ -46,7 +46,7 @@ from bench.cpu import CpuMeter, milliseconds_each
 from bench.load import connect
 from bench.report import Report, percentile, under
 from bench.run import say
-from bench.servers import BenchServers, bench_servers
+from bench.servers import BenchServers, add_server_options, bench_servers
 from bench.service import ServiceProcess
 from domain.job_results import ARTIFACT_TYPES
 from services.ports.agent import JobSpec
@@ -399,8 +399,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--timeout", type=float, default=defaults.timeout,
                    help=f"seconds a phase's jobs have to end (default {defaults.timeout:.0f})")
     p.add_argument("--seed", type=int, default=defaults.seed, help="random seed of the jobs' text")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
-    p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    add_server_options(p)
     p.add_argument("--keep", action="store_true",
                    help="keep the bench databases and the services' streams afterwards; they are printed")
     args = p.parse_args(argv)

@@ -36,8 +36,8 @@ from chronicle_contract.optimizations import OptimizationHistory
 
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.cpu import CpuMeter, milliseconds_each
-from bench.report import Report, over, timed_async, under
-from bench.servers import bench_servers
+from bench.report import Report, over, show, timed_async, under
+from bench.servers import add_server_options, bench_servers
 from bench.service import ServiceProcess, add_service_setting_option, positions, service_settings, wait_for_read_models
 
 TRIALS_PER_SECOND_AIM = 1_000.0
@@ -365,8 +365,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, help=f"rounds of the history read (default {defaults.rounds})")
     p.add_argument("--trials-per-round", type=int, help=f"trials per round of it (default {defaults.trials_per_round})")
     p.add_argument("--history-runs", type=int, help=f"timed history reads (default {defaults.history_runs})")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
-    p.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
+    add_server_options(p)
     p.add_argument("--keep", action="store_true",
                    help="keep the bench database afterwards (for EXPLAIN ANALYZE); its URL is printed")
     add_service_setting_option(p)
@@ -374,6 +373,4 @@ def main(argv: list[str] | None = None) -> None:
     chosen = {**(QUICK if args.quick else {}), **{
         name: value for name, value in vars(args).items() if name in asdict(defaults) and value is not None
     }, "service_settings": service_settings(args.service_setting)}
-    report, path = run(Plan(**chosen))
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(Plan(**chosen)))

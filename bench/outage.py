@@ -24,7 +24,7 @@ from chronicle_client import ChronicleClient, ChronicleError
 
 from adapters.embedded import EmbeddedPostgres
 from adapters.store.postgres import PostgresTarget, migrate
-from bench.report import Report, percentile, under
+from bench.report import Report, percentile, show, under
 from bench.servers import bench_servers
 from bench.service import ServiceProcess
 
@@ -155,9 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--silent", action="store_true",
                    help="freeze Postgres (SIGSTOP) instead of stopping it: connections hang unanswered, as behind a dropped route")
     args = p.parse_args(argv)
-    report, path = run(args.outage, args.silent)
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(args.outage, args.silent))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.report import Report, over
 from bench.seed import Scale, seed
-from bench.servers import bench_servers
+from bench.servers import add_server_options, bench_servers
 from bench.service import positions
 from entrypoints.read_models import PROJECTIONS, postgres_read_model, postgres_read_models
 from entrypoints.rebuild_helper import rebuild_helper
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--conversations", type=int, default=4_000, help="conversations seeded (default 4,000)")
     p.add_argument("--users", type=int, default=20, help="users owning them (default 20)")
     p.add_argument("--rounds", type=int, default=2, help="rounds of every way, in turn (default 2)")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    add_server_options(p, nats=False)
     args = p.parse_args(argv)
     report = run(Scale(users=args.users, conversations=args.conversations, messages=args.messages),
                  args.rounds, args.database_url)

@@ -134,3 +134,9 @@ class Report:
         path = directory / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
         path.write_bytes(orjson.dumps(self.as_json(), option=orjson.OPT_INDENT_2))
         return path
+
+
+def show(report: Report, path: Path) -> None:
+    """A suite's result on the terminal: its table, and where its JSON was saved."""
+    print(report.table())
+    print(f"\nsaved {path}")

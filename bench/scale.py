@@ -28,7 +28,7 @@ from bench.cluster import NatsCluster
 from bench.faults import until_ok
 from bench.load import sustained
 from bench.report import Report, percentile
-from bench.servers import bench_servers
+from bench.servers import add_server_options, bench_servers
 from bench.service import ServiceProcess, unreported
 
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--users", type=int, default=8, help="writing users, each on its own connection (default 8)")
     p.add_argument("--in-flight", type=int, default=64, help="add_message requests in flight (default 64)")
     p.add_argument("--seconds", type=float, default=15.0, help="seconds of load per count (default 15)")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    add_server_options(p, nats=False)
     args = p.parse_args(argv)
     report = run(args.instances, args.users, args.in_flight, args.seconds, args.database_url)
     print(report.table())

@@ -3,6 +3,7 @@ and a fresh database of its own, dropped afterwards unless kept."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import tempfile
 from collections.abc import Iterator
@@ -33,6 +34,13 @@ class BenchServers:
     def fresh_database(self, keep: bool) -> contextlib.AbstractContextManager[str]:
         """A new database `chronicle_bench_<random>`; dropped on exit unless `keep`."""
         return scratch_database(self.admin_url, "chronicle_bench", keep=keep)
+
+
+def add_server_options(parser: argparse.ArgumentParser, *, nats: bool = True) -> None:
+    """--database-url (and --nats-url), the servers `bench_servers` takes."""
+    parser.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    if nats:
+        parser.add_argument("--nats-url", help="NATS URL (default: local or embedded)")
 
 
 @contextlib.contextmanager

@@ -25,9 +25,9 @@ from adapters.store.audit_decoder import Decoder
 from adapters.store.event_store import EventStore
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget, migrate
-from bench.report import Report, percentile, timed, timed_async, under
+from bench.report import Report, percentile, show, timed, timed_async, under
 from bench.seed import key_ring
-from bench.servers import bench_servers
+from bench.servers import add_server_options, bench_servers
 from domain.conversation import Conversation
 from entrypoints.settings import Settings
 from services.audit.queries import Audit
@@ -107,8 +107,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--keep", type=int, default=Settings.model_fields["snapshot_keep"].default,
                    help="latest snapshots kept (default: the service's, 3); 0 keeps all")
     p.add_argument("--runs", type=int, default=20, help="timed runs per measurement (default 20)")
-    p.add_argument("--database-url", help="PostgreSQL URL to CREATE DATABASE from (default: local or embedded)")
+    add_server_options(p, nats=False)
     args = p.parse_args(argv)
-    report, path = run(args.events, args.every, args.keep, args.runs, args.database_url)
-    print(report.table())
-    print(f"\nsaved {path}")
+    show(*run(args.events, args.every, args.keep, args.runs, args.database_url))
