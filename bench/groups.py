@@ -75,10 +75,8 @@ async def measure(nats_url: str, service: ServiceProcess, metrics_port: int, arg
 def fitted(points: list[tuple[float, float]]) -> tuple[float, float]:
     """(per command, per group) in µs from (commands a group, µs a message) points, least squares
     of µs a message = per command + per group × (1 / commands a group)."""
-    xs, ys = [1 / size for size, _ in points], [cpu for _, cpu in points]
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum((x - mean_x) ** 2 for x in xs)
-    return mean_y - slope * mean_x, slope
+    per_group, per_command = statistics.linear_regression([1 / size for size, _ in points], [cpu for _, cpu in points])
+    return per_command, per_group
 
 
 def statement_parameters(report: Report, events: int) -> None:
@@ -87,8 +85,10 @@ def statement_parameters(report: Report, events: int) -> None:
     which works out each list's element type, and as the typed arrays the store passes."""
     typed_context = AdaptersMap(postgres.adapters)
     arrays.register(typed_context)
-    columns: tuple[list[Any], ...] = ([uuid.uuid4() for _ in range(events)], list(range(1, events + 1)), ["conversation.MessageAdded"] * events,
-               [bytes(300)] * events, ["chronicle_events"], [], [], [], [], [], [], [])
+    columns: tuple[list[Any], ...] = (
+        [uuid.uuid4() for _ in range(events)], list(range(1, events + 1)), ["conversation.MessageAdded"] * events,
+        [bytes(300)] * events, ["chronicle_events"], [], [], [], [], [], [], [],
+    )
     kinds = (arrays.Uuids, arrays.Int8s, arrays.Texts, arrays.Byteas, *[arrays.Texts] * 6, arrays.Byteas, arrays.Int4s)
     typed = [kind(column) for kind, column in zip(kinds, columns, strict=True)]
     formats = [PyFormat.BINARY] * len(columns)
