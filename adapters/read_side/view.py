@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 
 import psycopg
 from psycopg import Cursor
+from psycopg.pq import Format
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier
 from psycopg.types.json import Jsonb
 
@@ -71,11 +73,26 @@ class PostgresView(View):
         return _compose(text, self.schema, tuple(sorted(names.items())))
 
     def copier(self, table: str, columns: str) -> Callable[[Cursor[Any], list[Any]], None]:
-        """A Rows writer that COPYs a batch's rows into `table` ("{schema}.name")."""
+        """A Rows writer that COPYs a batch's rows into `table` ("{schema}.name"): in
+        binary, each column dumped as the type the table gives it (read from the catalog at
+        the first batch), which costs the projection and its Postgres backend a third of
+        what text does (sealed bytes are not written and parsed as hex); in text when a
+        column's type has no binary dumper here."""
+        names = [name.strip() for name in columns.split(",")]
         statement = f"COPY {table} ({columns}) FROM STDIN"
+        types: list[int] | None = None  # the columns' type oids once read; [] for text
 
         def copy_rows(cursor: Cursor[Any], rows: list[Any]) -> None:
-            with cursor.copy(self.sql(statement)) as copy:
+            nonlocal types
+            if types is None:
+                types = binary_types(cursor, self.sql(table), names)
+            if not types:
+                with cursor.copy(self.sql(statement)) as copy:
+                    for row in rows:
+                        copy.write_row(row)
+                return
+            with cursor.copy(self.sql(statement + " (FORMAT BINARY)")) as copy:
+                copy.set_types(types)
                 for row in rows:
                     copy.write_row(row)
 
@@ -94,6 +111,30 @@ class PostgresView(View):
         return "USING gin" in statement and not any(
             f"{{schema}}.{table} USING gin" in statement for table in self.merged_while_loading
         )
+
+
+COLUMN_TYPES = SQL(
+    "SELECT c.name, CASE WHEN t.typbasetype = 0 THEN t.oid ELSE t.typbasetype END"
+    " FROM unnest(%s::text[]) WITH ORDINALITY AS c(name, n)"
+    " JOIN pg_attribute a ON a.attrelid = %s::regclass AND a.attname = c.name"
+    " JOIN pg_type t ON t.oid = a.atttypid ORDER BY c.n"
+)
+
+
+def binary_types(cursor: Cursor[Any], table: Composed, names: list[str]) -> list[int]:
+    """The type oids of `table`'s columns `names` (a domain's: its base type's), or [] when
+    one has no binary dumper on this connection (a pgvector column, say)."""
+    name = table.as_string(cursor)
+    with cursor.connection.cursor(row_factory=tuple_row) as catalog:
+        found: dict[str, int] = dict(catalog.execute(COLUMN_TYPES, (names, name)).fetchall())
+    if missing := [column for column in names if column not in found]:
+        raise psycopg.ProgrammingError(f"{name} lacks the column {', '.join(missing)}")
+    for oid in found.values():
+        try:
+            cursor.adapters.get_dumper_by_oid(oid, Format.BINARY)
+        except psycopg.ProgrammingError:
+            return []
+    return [found[column] for column in names]
 
 
 def with_json(row: tuple[Any, ...], positions: tuple[int, ...]) -> tuple[Any, ...]:
