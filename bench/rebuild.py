@@ -7,7 +7,8 @@ each event read and decoded once for all read models but the heaviest, which the
 loads meanwhile in a pass of its own), in one pass in one process (before the helper), and
 side by side with a thread and a pass of its own per read model (before the one pass).
 Then `projections verify` of every read model (each rebuilt aside on its own and compared
-with the live tables). Prints events/s of the log for each way.
+with the live tables). Prints events/s of the log for each way, and what a read model's
+COPY of a batch and its read of the log cost a row in text (as before) and in binary (as now).
 """
 
 from __future__ import annotations
@@ -18,11 +19,16 @@ import functools
 import os
 import statistics
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import psycopg
+from psycopg.sql import SQL
+
 from adapters.read_side.rebuild import rebuild, rebuild_all, side_by_side
 from adapters.read_side.verify import verify
+from adapters.read_side.view import binary_types
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget, migrate
 from bench.report import Report, over
@@ -101,6 +107,64 @@ WAYS: dict[str, Callable[[PostgresTarget, Settings], float]] = {
 }
 
 
+def cpu_per_row(conn: psycopg.Connection, rows: int, work: Callable[[], None]) -> tuple[float, float | None]:
+    """µs of CPU a row that `work()` costs this thread and the connection's Postgres backend
+    (None when the backend's /proc is not readable: a server on another host)."""
+
+    def backend_ticks() -> int | None:
+        try:
+            fields = open(f"/proc/{conn.info.backend_pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return int(fields[11]) + int(fields[12])  # utime + stime
+
+    ticks, started = backend_ticks(), time.thread_time()
+    work()
+    python = (time.thread_time() - started) * 1e6 / rows
+    after = backend_ticks()
+    backend = None if ticks is None or after is None else (after - ticks) / os.sysconf("SC_CLK_TCK") * 1e6 / rows
+    return python, backend
+
+
+def shown(figure: tuple[float, float | None]) -> str:
+    return f"{figure[0]:.1f} µs" + ("" if figure[1] is None else f" + Postgres {figure[1]:.1f} µs")
+
+
+def formats(report: Report, url: str, rows: int = 100, batches: int = 300) -> None:
+    """What a read model pays a row, in text as before and in binary as it does now: COPYing
+    `rows` sealed messages (the history's messages table: uuid, bigint, ~400 bytes sealed),
+    and reading `rows` events of the log (each event's state comes as it is, not as hex)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TEMP TABLE copied (conversation_id uuid, seq bigint, message bytea)")
+        types = binary_types(conn.cursor(), SQL("copied").format(), ["conversation_id", "seq", "message"])
+        values = [(uuid.uuid4(), seq, os.urandom(400)) for seq in range(rows)]
+
+        def copy(binary: bool) -> None:
+            for _ in range(batches):
+                with conn.cursor() as cur, cur.copy(
+                    "COPY copied (conversation_id, seq, message) FROM STDIN" + (" (FORMAT BINARY)" if binary else "")
+                ) as copy:
+                    if binary:
+                        copy.set_types(types)
+                    for row in values:
+                        copy.write_row(row)
+
+        def read(binary: bool) -> None:
+            for batch in range(batches):
+                conn.execute(READ_EVENTS, (batch * rows, rows), prepare=True, binary=binary).fetchall()
+
+        for name, work in (("COPY of sealed messages", copy), ("read of the log's events", read)):
+            text, binary = (cpu_per_row(conn, rows * batches, functools.partial(work, b)) for b in (False, True))
+            report.add(f"a read model's {name}, {rows} at a time, per row", binary[0], "µs",
+                       note=f"binary: {shown(binary)}; text: {shown(text)}")
+
+
+READ_EVENTS = (
+    "SELECT notification_id, originator_id, originator_version, topic, state FROM chronicle.events"
+    " WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+)
+
+
 def run(scale: Scale, rounds: int, database_url: str | None) -> Report:
     load_before = os.getloadavg()
     report = Report({"suite": "rebuild", "scale": vars(scale), "rounds": rounds})
@@ -116,6 +180,7 @@ def run(scale: Scale, rounds: int, database_url: str | None) -> Report:
             for way in (list(WAYS) if n % 2 == 0 else list(WAYS)[::-1]):
                 print(f"round {n + 1}/{rounds}: rebuild all, {way}", flush=True)
                 seconds[way].append(WAYS[way](target, settings))
+        formats(report, url)
         rebuild_together(target, settings)  # the live tables verified below are the one pass's
         results = [verify(target, postgres_read_model(settings, p), batch_size=settings.projection_batch_size)
                    for p in PROJECTIONS]

@@ -44,6 +44,7 @@ class Batcher:
                 NEXT_EVENTS,
                 {"name": self.tracking_name, "up_to": up_to, "topics": self.topics, "limit": limit},
                 prepare=True,
+                binary=True,
             ).fetchall()
             assert found, f"no tracking row for {self.tracking_name}"
             position, head = found[0][0], found[0][1]

@@ -104,7 +104,8 @@ class EventFeed(LogFollower):
     async def relay_batch(self, conn: psycopg.AsyncConnection) -> int:
         async with conn.transaction():
             cur = await conn.execute(
-                NEXT_EVENTS, {"name": self.name, "up_to": None, "topics": None, "limit": FEED_BATCH}, prepare=True
+                NEXT_EVENTS, {"name": self.name, "up_to": None, "topics": None, "limit": FEED_BATCH}, prepare=True,
+                binary=True,
             )
             found = await cur.fetchall()
             position, head = found[0][0], found[0][1]

@@ -136,7 +136,8 @@ class EventRelay(LogFollower):
         # the tracking update.
         async with conn.transaction():
             cur = await conn.execute(
-                NEXT_EVENTS, {"name": self.name, "up_to": None, "topics": self.topics, "limit": BATCH}, prepare=True
+                NEXT_EVENTS, {"name": self.name, "up_to": None, "topics": self.topics, "limit": BATCH}, prepare=True,
+                binary=True,
             )
             found = await cur.fetchall()
             position, head = found[0][0], found[0][1]

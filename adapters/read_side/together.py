@@ -27,6 +27,7 @@ def apply_together(
             NEXT_EVENTS_OF_ALL,
             {"names": names, "topics": sorted(set().union(*topics.values())), "limit": batch_size, "up_to": up_to},
             prepare=True,
+            binary=True,  # (each event's state as it is: not written out and parsed again as hex)
         ).fetchall()
         tracked, positions, head = found[0][0] or [], found[0][1] or [], found[0][2]
         position = dict(zip(tracked, positions, strict=True))
