@@ -9,6 +9,7 @@ moves the tracking position in the same transaction.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -102,7 +103,7 @@ class PostgresView(View):
         """The DDL; `deferred=False` leaves out the bulk (GIN) indexes, `True` gives only
         those, so a rebuild can build them once after loading instead of row by row (all but
         those of `merged_while_loading`)."""
-        statements = [s for s in self.tables.split(";") if s.strip()]
+        statements = [s for s in without_comments(self.tables).split(";") if s.strip()]
         if deferred is not None:
             statements = [s for s in statements if self._bulk(s) == deferred]
         return [self.sql(statement) for statement in statements]
@@ -111,6 +112,12 @@ class PostgresView(View):
         return "USING gin" in statement and not any(
             f"{{schema}}.{table} USING gin" in statement for table in self.merged_while_loading
         )
+
+
+def without_comments(ddl: str) -> str:
+    """The DDL without its `--` comments, which may hold a ";" the statements are split at
+    (the views' DDL quotes no "--")."""
+    return re.sub(r"--[^\n]*", "", ddl)
 
 
 COLUMN_TYPES = SQL(

@@ -27,3 +27,15 @@ def test_a_view_without_indexes_merged_while_loading_defers_every_gin_index() ->
     view = PostgresHistoryView("rm_scratch")
     assert gin_tables([s.as_string(None) for s in view.create_statements(deferred=False)]) == []
     assert gin_tables([s.as_string(None) for s in view.create_statements(deferred=True)]) == ["conversations"]
+
+
+def test_a_semicolon_in_a_comment_of_the_ddl_splits_no_statement() -> None:
+    class Commented(PostgresHistoryView):
+        tables = """
+        CREATE TABLE {schema}.a (id int); -- one; two
+        -- a comment; with semicolons; between statements
+        CREATE TABLE {schema}.b (id int)  -- trailing; comment
+        """
+
+    statements = [s.as_string(None) for s in Commented("rm_scratch").create_statements()]
+    assert [s.split("(")[0].strip() for s in statements] == ['CREATE TABLE "rm_scratch".a', 'CREATE TABLE "rm_scratch".b']

@@ -57,9 +57,8 @@ class PostgresHistoryView(PostgresView, HistoryView):
     ) WITH (fillfactor = 80);
     -- Every message moves its conversation's message_count and updated_at: no index holds
     -- either, and a fifth of each page is left free, so those updates are HOT (no new
-    -- entry in any index, a page's old versions pruned as it is read). An updated-order
-    -- list sorts the caller's rows, which its total counts anyway. (No semicolon in these
-    -- comments: the statements are split at each one.)
+    -- entry in any index; a page's old versions pruned as it is read). An updated-order
+    -- list sorts the caller's rows, which its total counts anyway.
     ALTER TABLE {schema}.conversations ALTER COLUMN title SET STATISTICS 0, ALTER COLUMN tags SET STATISTICS 0,
         ALTER COLUMN tag_terms SET STATISTICS 0, ALTER COLUMN document_context SET STATISTICS 0,
         ALTER COLUMN first_message SET STATISTICS 0;
