@@ -31,6 +31,7 @@ from adapters.read_side.verify import verify
 from adapters.read_side.view import binary_types
 from adapters.store.keys import KeyRing
 from adapters.store.postgres import PostgresTarget, migrate
+from bench.cpu import process_cpu_seconds, stat_fields
 from bench.report import Report, over
 from bench.seed import Scale, seed
 from bench.servers import add_server_options, bench_servers
@@ -110,19 +111,12 @@ WAYS: dict[str, Callable[[PostgresTarget, Settings], float]] = {
 def cpu_per_row(conn: psycopg.Connection, rows: int, work: Callable[[], None]) -> tuple[float, float | None]:
     """µs of CPU a row that `work()` costs this thread and the connection's Postgres backend
     (None when the backend's /proc is not readable: a server on another host)."""
-
-    def backend_ticks() -> int | None:
-        try:
-            fields = open(f"/proc/{conn.info.backend_pid}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        return int(fields[11]) + int(fields[12])  # utime + stime
-
-    ticks, started = backend_ticks(), time.thread_time()
+    backend_pid = conn.info.backend_pid
+    local = bool(stat_fields(backend_pid))
+    before, started = process_cpu_seconds(backend_pid), time.thread_time()
     work()
     python = (time.thread_time() - started) * 1e6 / rows
-    after = backend_ticks()
-    backend = None if ticks is None or after is None else (after - ticks) / os.sysconf("SC_CLK_TCK") * 1e6 / rows
+    backend = (process_cpu_seconds(backend_pid) - before) * 1e6 / rows if local else None
     return python, backend
 
 

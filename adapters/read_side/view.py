@@ -87,13 +87,9 @@ class PostgresView(View):
             nonlocal types
             if types is None:
                 types = binary_types(cursor, self.sql(table), names)
-            if not types:
-                with cursor.copy(self.sql(statement)) as copy:
-                    for row in rows:
-                        copy.write_row(row)
-                return
-            with cursor.copy(self.sql(statement + " (FORMAT BINARY)")) as copy:
-                copy.set_types(types)
+            with cursor.copy(self.sql(statement + (" (FORMAT BINARY)" if types else ""))) as copy:
+                if types:
+                    copy.set_types(types)
                 for row in rows:
                     copy.write_row(row)
 
