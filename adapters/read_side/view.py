@@ -117,10 +117,9 @@ def without_comments(ddl: str) -> str:
 
 
 COLUMN_TYPES = SQL(
-    "SELECT c.name, CASE WHEN t.typbasetype = 0 THEN t.oid ELSE t.typbasetype END"
-    " FROM unnest(%s::text[]) WITH ORDINALITY AS c(name, n)"
-    " JOIN pg_attribute a ON a.attrelid = %s::regclass AND a.attname = c.name"
-    " JOIN pg_type t ON t.oid = a.atttypid ORDER BY c.n"
+    "SELECT a.attname, CASE WHEN t.typbasetype = 0 THEN t.oid ELSE t.typbasetype END"
+    " FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid"
+    " WHERE a.attname = ANY(%s::text[]) AND a.attrelid = %s::regclass"
 )
 
 
