@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import orjson
 import psycopg
 from chronicle_contract.errors import ChronicleError
-from psycopg.rows import dict_row, tuple_row
+from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -110,19 +110,6 @@ class PostgresQueries(Queries):
             return [await cur.fetchall()]
 
         return (await self._reading(one))[0]
-
-    async def fetch_together(self, statements: list[tuple[Any, Any]], *, binary: bool = False) -> list[list[tuple[Any, ...]]]:
-        """In one pipeline: one round trip to Postgres for all of them, one pooled connection."""
-        async def together(conn: psycopg.AsyncConnection[Any]) -> list[list[tuple[Any, ...]]]:
-            cursors = []
-            async with conn.pipeline():
-                for query, params in statements:
-                    cur = conn.cursor(row_factory=tuple_row)
-                    await cur.execute(query, params, prepare=True, binary=binary)
-                    cursors.append(cur)
-            return [await cur.fetchall() for cur in cursors]
-
-        return await self._reading(together)
 
     async def _reading(self, read: Callable[[psycopg.AsyncConnection[Any]], Awaitable[Rows]]) -> Rows:
         # Pooled connections are not pinged before use (a round trip per query); a read

@@ -29,6 +29,7 @@ from services.ports import sealing as port
 from services.ports.keys import KeyRing
 
 NONCE_BYTES = 12
+TAG_BYTES = 16  # AES-GCM's tag, after the ciphertext
 TERM_BYTES = 8
 MAX_CACHED_TERMS = 100_000  # per user seal: a projection meets the same words again and again
 MAX_SEALS = 10_000
@@ -86,6 +87,9 @@ class UserSeal(port.UserSeal):
 
     def open_bytes(self, sealed: bytes | None) -> bytes | None:
         return None if sealed is None else self._opened(sealed)
+
+    def opened_size(self, sealed: bytes | None) -> int:
+        return len(sealed) - NONCE_BYTES - TAG_BYTES if sealed is not None else 0
 
     def open_json(self, sealed: bytes | None) -> Any:
         return None if sealed is None else orjson.loads(self._opened(sealed))

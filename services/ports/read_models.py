@@ -70,10 +70,3 @@ class Queries(ABC):
     async def fetch_one(self, query: Any, params: Any) -> dict[str, Any] | None:
         rows = await self.fetch_all(query, params)
         return rows[0] if rows else None
-
-    async def fetch_together(self, statements: list[tuple[Any, Any]], *, binary: bool = False) -> list[list[tuple[Any, ...]]]:
-        """Each statement's rows as tuples (its columns in order), for statements that do not
-        depend on each other's (the Postgres reader sends them in one round trip and builds
-        no dict per row; this default, one after another)."""
-        return [[tuple(row.values()) for row in await self.fetch_all(query, params, binary=binary)]
-                for query, params in statements]

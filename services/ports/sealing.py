@@ -29,6 +29,11 @@ class UserSeal(ABC):
         """The bytes sealed (None stays None)."""
 
     @abstractmethod
+    def opened_size(self, sealed: bytes | None) -> int:
+        """The size of the bytes `sealed` opens to, without opening it (None: 0), so that a
+        reader bounds what it opens before it pays for it."""
+
+    @abstractmethod
     def terms(self, words: Iterable[str]) -> list[str]:
         """Each word (a lexeme, a tag) as its blind index term: keyed by this user's key, so
         equal words of one user meet and nobody without the key learns the word."""

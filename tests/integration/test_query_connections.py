@@ -26,7 +26,7 @@ async def test_replies_tell_times_in_utc_on_a_server_set_to_another_zone(servers
         async with query_pool(url) as pool:
             queries = PostgresQueries(pool, cursors=CursorSeal.of_this_process(), sealing=Seals(InMemoryKeyRing()))
             row = await queries.fetch_one("SELECT '2026-01-01 12:00+00'::timestamptz AS at", ())
-            [[together]] = await queries.fetch_together([("SELECT '2026-01-01 12:00+00'::timestamptz", ())], binary=True)
+            [binary] = await queries.fetch_all("SELECT '2026-01-01 12:00+00'::timestamptz AS at", (), binary=True)
         assert row is not None
-        for at in (row["at"], together[0]):
+        for at in (row["at"], binary["at"]):
             assert at.tzinfo is UTC and at.hour == 12

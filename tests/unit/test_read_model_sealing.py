@@ -28,6 +28,7 @@ def test_sealing_is_deterministic_per_row_and_opens_only_under_its_owners_key() 
     assert alice.seal("message:1:content", "a secret") == sealed  # (a rebuild writes the same bytes)
     assert alice.seal("message:2:content", "a secret") != sealed  # (equal texts of two rows differ)
     assert alice.open(sealed) == "a secret" and alice.open(None) is None
+    assert alice.opened_size(sealed) == len(b"a secret") and alice.opened_size(None) == 0  # (known before opening)
     assert alice.open_json(alice.seal_json("conversation:1:tags", ["a", "b"])) == ["a", "b"]
     with pytest.raises(InvalidTag):
         bob.open(sealed)
