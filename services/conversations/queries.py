@@ -196,7 +196,7 @@ def _opened_whole(seal: UserSeal, columns: list[list[Any]], decoded: bool) -> tu
     `decoded`); only those the page holds are opened. A message whose owner was erased
     before it was written (None) counts, and is left out."""
     sealed = columns[0]
-    counted = fitting([seal.opened_size(message) for message in sealed])
+    counted = fitting(list(map(seal.opened_size, sealed)))
     opened = filter(None, map(seal.open_bytes, sealed[:counted]))
     return list(map(orjson.loads if decoded else orjson.Fragment, opened)), counted
 
@@ -204,7 +204,7 @@ def _opened_whole(seal: UserSeal, columns: list[list[Any]], decoded: bool) -> tu
 def _opened_together(seal: UserSeal, columns: list[list[Any]], decoded: bool) -> tuple[list[Any], int]:
     """Version 3: content and metadata sealed together (JSON [content, metadata]) beside
     the message's other columns."""
-    counted = fitting([seal.opened_size(body) for body in columns[2]])
+    counted = fitting(list(map(seal.opened_size, columns[2])))
     messages = []
     for message_id, role, body, pinned, message_type, created_at in list(zip(*columns, strict=True))[:counted]:
         opened = seal.open_bytes(body)
