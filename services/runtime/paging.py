@@ -50,7 +50,7 @@ async def page_of(
     """One page of `user`'s list (see the module's docstring), as the contract's Page."""
     after_key, after_id = opened(queries, user, order, cursor) if cursor is not None else (None, None)
     values = {**params, "after_key": after_key, "after_id": after_id, "limit": limit, "offset": offset}
-    rows = await queries.fetch_all(paged(order, inner), values)
+    rows = await queries.fetch_all(paged(order, inner), values, binary=True)  # (sealed columns as bytes, not hex)
     if rows:
         total = rows[0]["total"]
     else:  # past the end: nothing to read the total from
