@@ -233,7 +233,7 @@ def conversation_with_page(message_columns: str, newest: bool) -> str:
     """The caller's conversation and one page of its messages in one row, each message
     column an array in page order (`m0`, `m1` ..., then `seqs`; an ARRAY of a subquery
     keeps its ORDER BY), read only once the conversation is the user's: one statement,
-    whose one row costs the service two thirds of the CPU of two statements' rows (the
+    whose one row costs the service about half the CPU of two statements' rows (the
     conversation, then a row per message) in one pipeline, and Postgres about the same.
     Parameters: `after` (the seq the page starts after), `limit`, `id`, `user`."""
     page = (" FROM rm_history.messages WHERE conversation_id = c.id"
