@@ -1,5 +1,6 @@
 """The client's own request/reply over a real NATS: one subscription per connection, a
-future and a timer per request (clients/python/chronicle_client/transport.py Replies)."""
+future per request, one timer for their deadlines (clients/python/chronicle_client/transport.py
+Replies)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,34 @@ async def test_nobody_serving_and_nobody_answering_fail_as_nats_says(servers: Te
         with pytest.raises(nats.errors.TimeoutError):
             await replies.request(nc, silent, b"{}", timeout=0.2, headers=header_section())
         assert replies.waiting == {}
+    finally:
+        await nc.close()
+
+
+async def test_a_short_timeout_fails_on_its_own_time_while_longer_ones_wait(servers: TestServers) -> None:
+    nc = await nats.connect(servers.nats_url)
+    silent = f"silent-{uuid.uuid4().hex}"
+
+    async def ignore(msg: Msg) -> None:
+        pass
+
+    await nc.subscribe(silent, cb=ignore)
+    try:
+        replies = replies_of(nc)
+        patient = asyncio.create_task(replies.request(nc, silent, b"1", timeout=60, headers=header_section()))
+        await asyncio.sleep(0)  # (its deadline set first: the timer is for it)
+        for _ in range(2):  # the shorter deadline moves the timer; the second comes after the first expired
+            with pytest.raises(nats.errors.TimeoutError):
+                await asyncio.wait_for(
+                    replies.request(nc, silent, b"2", timeout=0.1, headers=header_section()), timeout=10
+                )
+        assert not patient.done()  # (still waiting for its own deadline)
+        assert list(replies.waiting) == list(replies._deadlines)
+        assert len(replies.waiting) == 1
+        patient.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await patient
+        assert replies.waiting == {} and replies._deadlines == {}
     finally:
         await nc.close()
 

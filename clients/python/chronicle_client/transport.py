@@ -107,14 +107,20 @@ NO_RESPONDERS = "503"  # the status of the server's answer to a request nobody s
 class Replies:
     """Every request's reply on one NATS connection, through one subscription of its own
     under the connection's inbox prefix (a bus that scopes inboxes lets it through), each
-    awaited on a future with a plain timer. nats-py's `request` makes a fresh id, a done
-    callback and an `asyncio.wait_for` for every call: against a bare responder with 100
-    requests in flight, 47 µs of the client's CPU a request, against 31 with these."""
+    awaited on a future. nats-py's `request` makes a fresh id, a done callback and an
+    `asyncio.wait_for` for every call: against a bare responder with 100 requests in
+    flight, 47 µs of the client's CPU a request, against 31 with these.
+
+    Deadlines share one timer, set for the earliest: a timer per request is a heap entry
+    whose every push and pop compares handles in Python, several times a request."""
 
     def __init__(self, base: str):
         self.base = base  # <the connection's inbox prefix>.<a unique id>; (no reference to the
         # connection itself: it keys these in a weak dictionary, see replies_of)
         self.waiting: dict[str, asyncio.Future[Msg]] = {}
+        self._deadlines: dict[str, float] = {}  # token -> the loop's time its request gives up
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = float("inf")  # when that timer fires
         self._tokens = itertools.count()
         self._subscribed = False
         self._subscribing = asyncio.Lock()
@@ -132,26 +138,41 @@ class Replies:
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[Msg] = loop.create_future()
         self.waiting[token] = reply
-        timer = loop.call_later(timeout, _timed_out, reply)
+        deadline = self._deadlines[token] = loop.time() + timeout
+        if deadline < self._timer_at:  # (rarely: only a shorter timeout than those waiting)
+            self._set_timer(loop, deadline)
         try:
             await frames.publish(nc, subject, payload, headers, reply=f"{self.base}.{token}")
             msg = await reply
         finally:
-            timer.cancel()
-            del self.waiting[token]
+            del self.waiting[token], self._deadlines[token]
         if msg.headers and msg.headers.get("Status") == NO_RESPONDERS:
             raise nats.errors.NoRespondersError
         return msg
+
+    def _set_timer(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = loop.call_at(at, self._expire, loop), at
+
+    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Fail every request past its deadline; the timer again for the earliest left."""
+        self._timer, self._timer_at = None, float("inf")
+        now = loop.time()
+        for token, deadline in list(self._deadlines.items()):
+            reply = self.waiting[token]
+            if deadline <= now:
+                if not reply.done():
+                    reply.set_exception(nats.errors.TimeoutError)
+            elif deadline < self._timer_at:
+                self._timer_at = deadline
+        if self._timer_at != float("inf"):
+            self._timer = loop.call_at(self._timer_at, self._expire, loop)
 
     async def _arrived(self, msg: Msg) -> None:
         reply = self.waiting.get(msg.subject[len(self.base) + 1:])
         if reply is not None and not reply.done():
             reply.set_result(msg)
-
-
-def _timed_out(reply: asyncio.Future[Msg]) -> None:
-    if not reply.done():
-        reply.set_exception(nats.errors.TimeoutError)
 
 
 _replies: weakref.WeakKeyDictionary[NATS, Replies] = weakref.WeakKeyDictionary()
