@@ -44,7 +44,8 @@ def parser() -> argparse.ArgumentParser:
         "`python -m bench rebuild --help`: rebuilding every read model in one pass with a helper process, against one process and a pass each; "
         "`python -m bench console --help`: the web console's bundle size, inbox time to interactive and pause-to-shown latency; "
         "`python -m bench anchors --help`: Chronicle beside a bare NATS responder and the card's stack used plainly; "
-        "`python -m bench groups --help`: the service's CPU per command and per group commit.",
+        "`python -m bench groups --help`: the service's CPU per command and per group commit; "
+        "`python -m bench pair --help`: this tree beside another commit's, side by side in alternating turns.",
     )
     scale = p.add_argument_group("scale")
     scale.add_argument("--quick", action="store_true",
@@ -126,6 +127,7 @@ SUITES = {
     "console": "bench.console",  # the web console: bundle size, inbox time to interactive, pause -> shown p50/p99
     "anchors": "bench.anchors",  # add_message and reads beside a bare NATS responder and the card's stack used plainly
     "groups": "bench.groups",  # the service's CPU per command and per group commit, from 1 to 100 in flight
+    "pair": "bench.pair",  # this tree beside another commit's: writes, reads and CPU in alternating turns
 }
 
 
