@@ -6,6 +6,7 @@ dispatch.py binds it to what serves it. Nothing here lists a subject by hand.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -83,8 +84,12 @@ def routes(
 
         return run_command
 
+    def submit(user: str, request: Any, key: str | None) -> asyncio.Future[dict[str, Any]]:
+        return bus.submit(request, str(user), key)
+
     return [
-        Route(subject(prefix, entry.request), entry.request, entry.request.reply, action(entry))
+        Route(subject(prefix, entry.request), entry.request, entry.request.reply, action(entry),
+              submit if isinstance(entry, Decide) else None)
         for table in tables
         for entry in table
     ]

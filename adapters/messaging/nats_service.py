@@ -1,14 +1,18 @@
 """The NATS edge: one micro-service endpoint per command and query subject.
 
-nats-py runs a subscription's callback one message at a time, so each request is handed
-to its own task (bounded by max_in_flight); that is what lets commands that arrive
-together reach the group commit together.
+nats-py runs a subscription's callback one message at a time, so no request is awaited
+there (bounded by max_in_flight): a command the bus decides alone is queued to it from the
+callback and answered from its future's callback, every other request is handed to a task
+of its own. That is what lets commands that arrive together reach the group commit
+together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -39,6 +43,7 @@ log = logging.getLogger(__name__)
 
 QUEUE_GROUP = "chronicle"
 Action = Callable[[str, Any, str | None], Awaitable[dict[str, Any]]]
+Submit = Callable[[str, Any, str | None], asyncio.Future[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,10 @@ class Route:
     model: type[BaseModel]
     reply: type[BaseModel]  # what `action`'s data must validate as (checked when check_replies is on)
     action: Action  # (user_id, request, idempotency_key) -> reply data
+    # The same as `action` without awaiting, for a command queued to the bus as it comes:
+    # its reply is sent from its future's callback, with no task per request (a task, its
+    # coroutines and their resumption cost the service ~5 µs of an add_message's ~80).
+    submit: Submit | None = None
 
 
 def envelope_ok(data: Any) -> bytes:
@@ -72,7 +81,11 @@ async def respond(nc: NATS, request: Request, body: bytes, rid: str) -> None:
     """The reply, on the request's reply subject, naming the request's id: Request.respond
     with its header framed by chronicle_contract.frames."""
     reply = request._msg.reply  # (nats.micro keeps the reply subject private)
-    await frames.publish(nc, reply, body, frames.header_section(frames.header_line(request_ids.HEADER, rid)))
+    await frames.publish(nc, reply, body, reply_header(rid))
+
+
+def reply_header(rid: str) -> bytes:
+    return frames.header_section(frames.header_line(request_ids.HEADER, rid))
 
 
 def check_reply(route: Route, data: Any) -> None:
@@ -118,7 +131,7 @@ class NatsService:
         self.scoped_inboxes = scoped_inboxes
         self.fair_share = fair_share
         self.flood_brake = flood_brake  # told of each refusal of a known caller
-        self.in_flight: set[asyncio.Task[None]] = set()
+        self.in_flight: set[asyncio.Future[Any]] = set()  # handling tasks, and commands' futures
         self.unanswered = 0  # requests whose reply subject was not their caller's inbox
         self.service: Service | None = None
         self.metrics = metrics
@@ -191,11 +204,56 @@ class NatsService:
                     self.flood_brake.refused(user)
                 await self._refuse(route, request, translate(error))
                 return
+            if route.submit is not None:
+                self._submit(route, action, request, user, payload)
+                return
             task = asyncio.create_task(self._handle(route, action, request, user, payload))
             self.in_flight.add(task)
             task.add_done_callback(self.in_flight.discard)
 
         return dispatch
+
+    def _submit(self, route: Route, action: str, request: Request, user: Caller, payload: BaseModel) -> None:
+        """A command queued to the bus; `_answer` replies once its future is settled."""
+        assert route.submit is not None
+        started = time.perf_counter()
+        rid = request_id(request.headers)
+        context = contextvars.copy_context()  # (the answer's log lines carry the request's id)
+        context.run(request_ids.current.set, rid)
+        try:
+            key = idempotency_key((request.headers or {}).get("Idempotency-Key"))
+            reply = route.submit(user, payload, key)
+        except Exception as error:  # (refused before it was queued: answered as it would be after)
+            reply = asyncio.get_running_loop().create_future()
+            reply.set_exception(error)
+        self.in_flight.add(reply)
+        reply.add_done_callback(
+            functools.partial(self._answer, route, action, request, user, rid, started), context=context
+        )
+
+    def _answer(
+        self, route: Route, action: str, request: Request, user: Caller, rid: str, started: float,
+        reply: asyncio.Future[dict[str, Any]],
+    ) -> None:
+        self.in_flight.discard(reply)
+        code = "ok"
+        try:
+            data = reply.result()
+            if self.check_replies:
+                check_reply(route, data)
+            body = envelope_ok(data)
+        except BaseException as error:  # every failure leaves as one envelope (a cancelled bus too)
+            failure = translate(error) if isinstance(error, Exception) else ChronicleError("unavailable", "stopping")
+            code = failure.code
+            body = envelope_error(failure)
+        finally:
+            if self.fair_share is not None:
+                self.fair_share.leave(user, action)
+        try:
+            frames.publish_nowait(self.nc, request._msg.reply, body, reply_header(rid))
+        except Exception as error:
+            log.warning("reply not sent", extra={"subject": route.subject, "error_type": type(error).__name__})
+        self._answered(route, code, started)
 
     def _addressee(self, route: Route, action: str, request: Request) -> Caller | ChronicleError | None:
         """Who asked (or why they cannot be served), or None: no reply may be sent at all.
@@ -254,6 +312,9 @@ class NatsService:
             await respond(self.nc, request, body, rid)
         except Exception as error:
             log.warning("reply not sent", extra={"subject": route.subject, "error_type": type(error).__name__})
+        self._answered(route, code, started)
+
+    def _answered(self, route: Route, code: str, started: float) -> None:
         seconds = time.perf_counter() - started
         if self.metrics is not None:
             self.metrics.answered(route.subject, code, seconds)

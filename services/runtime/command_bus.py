@@ -183,6 +183,18 @@ class CommandBus:
     ) -> Wire[ReplyT]:
         """Decide and save one command; `request_fingerprint` names the caller's own request
         when a service turned it into this command (a retry must match that, not this)."""
+        return Wire(await self.submit(payload, user_id, idempotency_key, request_fingerprint=request_fingerprint))
+
+    def submit(
+        self,
+        payload: Command[Any],
+        user_id: str,
+        idempotency_key: str | None = None,
+        *,
+        request_fingerprint: str | None = None,
+    ) -> asyncio.Future[dict[str, Any]]:
+        """`execute` without awaiting: the command is queued, and the future (of the running
+        event loop) gets its reply, or its error, once its group commit is over."""
         loop = asyncio.get_running_loop()
         name = payload.action
         submission = Submission(
@@ -197,7 +209,7 @@ class CommandBus:
             loop=loop,
         )
         self._queue.put(submission)
-        return Wire(await submission.future)
+        return submission.future
 
     async def execute_prepared(
         self,

@@ -13,7 +13,7 @@ import nats
 import nats.errors
 import pytest
 from chronicle_client.transport import Transport, replies_of
-from chronicle_contract.frames import header_section
+from chronicle_contract.frames import header_line, header_section, publish_nowait
 from nats.aio.msg import Msg
 
 from tests.servers import TestServers
@@ -89,6 +89,23 @@ async def test_a_short_timeout_fails_on_its_own_time_while_longer_ones_wait(serv
         with pytest.raises(asyncio.CancelledError):
             await patient
         assert replies.waiting == {} and replies._deadlines == {}
+    finally:
+        await nc.close()
+
+
+async def test_a_message_published_from_a_plain_callback_is_flushed_to_the_server(servers: TestServers) -> None:
+    subject = f"nowait-{uuid.uuid4().hex}"
+    nc = await nats.connect(servers.nats_url)
+    try:
+        sub = await nc.subscribe(subject)
+        await nc.flush()
+        done = asyncio.get_running_loop().create_future()
+        section = header_section(header_line("Request-Id", "r-9"))
+        # (from a callback, as the service answers a command: nothing awaits the publish)
+        done.add_done_callback(lambda _: publish_nowait(nc, subject, b"answered", section))
+        done.set_result(None)
+        msg = await sub.next_msg(timeout=10)
+        assert (msg.data, msg.headers) == (b"answered", {"Request-Id": "r-9"})
     finally:
         await nc.close()
 

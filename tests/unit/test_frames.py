@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -32,8 +33,17 @@ async def test_a_framed_section_is_what_nats_py_sends_for_the_same_headers(heade
     framed = await sent(lambda nc: frames.publish(nc, "chronicle.cmd.x", b'{"a": 1}', section, reply="_INBOX.a.1"))
     theirs = await sent(lambda nc: nc.publish("chronicle.cmd.x", b'{"a": 1}', reply="_INBOX.a.1", headers=headers))
     assert framed == theirs
+    assert await sent(nowait(lambda nc: frames.publish_nowait(nc, "chronicle.cmd.x", b'{"a": 1}', section,
+                                                              reply="_INBOX.a.1"))) == theirs
     assert frames.headers_of(section) == {name: value.strip().replace("\r", " ").replace("\n", " ")
                                           for name, value in headers.items()}
+
+
+def nowait(publish: Any) -> Any:
+    async def published(nc: Client) -> None:
+        publish(nc)
+
+    return published
 
 
 async def test_a_name_that_is_not_a_token_and_a_subject_with_a_space_are_refused() -> None:
@@ -43,6 +53,8 @@ async def test_a_name_that_is_not_a_token_and_a_subject_with_a_space_are_refused
         await sent(lambda nc: frames.publish(nc, "a subject", b"", frames.header_section()))
     with pytest.raises(errors.BadSubjectError):
         await sent(lambda nc: frames.publish(nc, "x", b"", frames.header_section(), reply="_INBOX.a\r\nPUB y 0"))
+    with pytest.raises(errors.BadSubjectError):
+        await sent(nowait(lambda nc: frames.publish_nowait(nc, "x", b"", frames.header_section(), reply="a b")))
 
 
 async def test_a_payload_over_the_servers_limit_is_refused_as_nats_py_refuses_it() -> None:
@@ -50,6 +62,8 @@ async def test_a_payload_over_the_servers_limit_is_refused_as_nats_py_refuses_it
     nc._max_pending_size, nc._max_payload = 1024, 10
     with pytest.raises(errors.MaxPayloadError):
         await frames.publish(nc, "x", b"x" * 11, frames.header_section())
+    with pytest.raises(errors.MaxPayloadError):
+        frames.publish_nowait(nc, "x", b"x" * 11, frames.header_section())
     assert nc._pending == []
 
 
@@ -73,3 +87,6 @@ async def test_a_client_it_cannot_reach_into_gets_the_headers_as_a_dict() -> Non
     section = frames.header_section(frames.header_line("Request-Id", "r-2"), frames.header_line("K", "v"))
     await frames.publish(other, "x", b"{}", section, reply="_INBOX.b.2")
     assert other.published == [("x", b"{}", "_INBOX.b.2", {"Request-Id": "r-2", "K": "v"})]
+    frames.publish_nowait(other, "y", b"[]", section)  # (its publish, awaited by a task of its own)
+    await asyncio.sleep(0)
+    assert other.published[1:] == [("y", b"[]", "", {"Request-Id": "r-2", "K": "v"})]

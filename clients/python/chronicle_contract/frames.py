@@ -12,8 +12,10 @@ tests/unit/test_frames.py holds it to nats-py's own framing, byte for byte.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
+from collections.abc import Coroutine
 from typing import Any
 
 from nats import errors
@@ -25,8 +27,8 @@ LINE_END = b"\r\n"
 NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a header name: an HTTP token, as nats-py checks it
 NOT_IN_A_SUBJECT = re.compile(r"[ \t\r\n]")
 # What publish reaches into: nats-py's own publish does the same with these (2.x).
-INTERNALS = ("_send_command", "_flush_pending", "_flush_queue", "_max_payload", "_max_pending_size",
-             "_pending_data_size", "stats")
+INTERNALS = ("_send_command", "_flush_pending", "_flush_queue", "_flusher_task", "_pending", "_max_payload",
+             "_max_pending_size", "_pending_data_size", "stats")
 
 
 def header_line(name: str, value: str) -> bytes:
@@ -81,6 +83,32 @@ async def publish(nc: Client, subject: str, payload: bytes, section: bytes, *, r
     if not reachable(nc):
         await nc.publish(subject, payload, reply=reply, headers=headers_of(section))
         return
+    await nc._send_command(_framed(nc, subject, payload, section, reply))
+    if nc._flush_queue is not None and nc._flush_queue.empty():
+        await nc._flush_pending()
+
+
+def publish_nowait(nc: Client, subject: str, payload: bytes, section: bytes, *, reply: str = "") -> None:
+    """`publish` from a plain callback, on the connection's event loop: the message joins
+    what the connection's flusher writes next, and the flusher is woken. Never waits: past
+    the connection's pending limit (where nats-py's publish would wait for the flush) the
+    message is kept all the same and the flush already asked for writes it."""
+    if not reachable(nc):
+        _unawaited(nc.publish(subject, payload, reply=reply, headers=headers_of(section)))
+        return
+    command = _framed(nc, subject, payload, section, reply)
+    nc._pending.append(command)
+    nc._pending_data_size += len(command)
+    flushes = nc._flush_queue
+    if flushes is not None and flushes.empty() and nc.is_connected:  # (reconnecting: sent once connected)
+        if nc._flusher_task is None or nc._flusher_task.done():
+            _unawaited(nc._flush_pending())  # (it writes inline then)
+        else:
+            flushes.put_nowait(asyncio.get_running_loop().create_future())  # (the flusher settles it)
+
+
+def _framed(nc: Client, subject: str, payload: bytes, section: bytes, reply: str) -> bytes:
+    """The HPUB command of one message, after nats-py's own checks (its stats counted)."""
     for name in (subject, reply) if reply else (subject,):
         if not name or NOT_IN_A_SUBJECT.search(name):
             raise errors.BadSubjectError
@@ -95,6 +123,13 @@ async def publish(nc: Client, subject: str, payload: bytes, section: bytes, *, r
         raise errors.MaxPayloadError
     nc.stats["out_msgs"] += 1
     nc.stats["out_bytes"] += size
-    await nc._send_command(hpub_cmd(subject, reply, section, payload))
-    if nc._flush_queue is not None and nc._flush_queue.empty():
-        await nc._flush_pending()
+    return hpub_cmd(subject, reply, section, payload)
+
+
+_unsettled: set[asyncio.Task[Any]] = set()  # (a task is kept until it is done)
+
+
+def _unawaited(publishing: Coroutine[Any, Any, Any]) -> None:
+    task = asyncio.get_running_loop().create_task(publishing)
+    _unsettled.add(task)
+    task.add_done_callback(_unsettled.discard)
