@@ -4,11 +4,13 @@ a fresh store needed a key-encryption key, and nothing ran them until they were 
 
 from __future__ import annotations
 
+import argparse
 import math
+from pathlib import Path
 
 import pytest
 
-from bench import jobs, snapshots
+from bench import jobs, pair, snapshots
 from bench.report import Report
 from tests.servers import TestServers
 
@@ -35,3 +37,16 @@ def test_the_snapshots_bench_loads_and_audits_its_conversations(servers: TestSer
 
     timed = [row for row in report.rows if not math.isnan(row.value)]
     assert len(timed) == len(report.rows) == 12  # load_many and two state_at, with and without snapshots, p50 and p95
+
+
+def test_the_pair_bench_measures_both_sides_in_turns(servers: TestServers) -> None:
+    tree = Path(pair.__file__).resolve().parent.parent  # (this tree against itself: no worktree made)
+    args = argparse.Namespace(base=str(tree), rounds=2, seconds=0.5, service_setting=[],
+                              database_url=servers.admin_url, nats_url=servers.nats_url)
+
+    report, _ = pair.run(args)
+
+    assert [row.metric for row in report.rows] == [name for name, _, _ in pair.FIGURES]
+    assert all(len(report.details[side][name]) == 2 for side in ("this", "base") for name, _, _ in pair.FIGURES)
+    assert value_of(report, "add_message/s, 100 in flight") > 0
+    assert value_of(report, "conversations.get (100 messages) p50") > 0
