@@ -550,9 +550,10 @@ def postgres_queries(
     )
 
 
-def shared_limits(settings: Settings, nc: NATS, metrics: Metrics) -> tuple[FairShare, UsageSync | None]:
-    """Each user's share of the service, and what shares it with the other instances when
-    rates are limited and settings ask for it."""
+def shared_limits(settings: Settings, nc: NATS, metrics: Metrics) -> tuple[FairShare | None, UsageSync | None]:
+    """Each user's share of the service (None when every limit is off, as for a bulk
+    pipeline: nothing to count per request), and what shares it with the other instances
+    when rates are limited and settings ask for it."""
     limits = Limits(
         per_minute={
             "requests": settings.limit_requests_per_minute, "search": settings.limit_search_per_minute,
@@ -562,6 +563,8 @@ def shared_limits(settings: Settings, nc: NATS, metrics: Metrics) -> tuple[FairS
         heavy_in_flight=settings.limit_heavy_in_flight_per_user,
         bulk_factor=settings.limit_bulk_factor,
     )
+    if not (limits.rates_limited or limits.in_flight > 0 or limits.heavy_in_flight > 0):
+        return None, None
     shared = limits.rates_limited and settings.limit_sync_interval > 0
     fair_share = FairShare(limits, report_every=settings.limit_sync_interval if shared else 0.0, metrics=metrics)
     usage = (

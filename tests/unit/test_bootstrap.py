@@ -108,3 +108,20 @@ async def test_an_in_memory_store_cannot_serve_the_read_side(tmp_path: Path) -> 
     chronicle = build(unreachable_settings(tmp_path), Overrides(store=InMemoryEventStore()))
     with pytest.raises(ValueError, match="through=Stage.BUS"):
         await chronicle.start()
+
+
+@pytest.mark.parametrize("limits, counted", [
+    ({}, True),  # the defaults
+    ({"limit_requests_per_minute": 0, "limit_search_per_minute": 0, "limit_export_per_minute": 0,
+      "limit_heavy_per_minute": 0, "limit_in_flight_per_user": 0, "limit_heavy_in_flight_per_user": 0}, False),
+    ({"limit_requests_per_minute": 0, "limit_search_per_minute": 0, "limit_export_per_minute": 0,
+      "limit_heavy_per_minute": 0, "limit_in_flight_per_user": 0, "limit_heavy_in_flight_per_user": 1}, True),
+])
+def test_requests_are_counted_per_user_unless_every_limit_is_off(
+    tmp_path: Path, limits: dict[str, int], counted: bool
+) -> None:
+    settings = unreachable_settings(tmp_path).model_copy(update=limits)
+
+    chronicle = build(settings)
+
+    assert (chronicle.service.fair_share is not None) is counted
