@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import statistics
 import subprocess
 import tempfile
@@ -99,10 +100,10 @@ class Side:
     async def turn(self, seconds: float) -> None:
         client, read_id = self.client, self.read_id
         assert client is not None and read_id is not None
-        turn = iter(range(10**12))
+        sent = itertools.count()
 
-        async def add() -> None:
-            await client.conversations.add_message(self.conversations[next(turn) % CONVERSATIONS], "user",
+        async def add() -> None:  # (the conversations in turn)
+            await client.conversations.add_message(self.conversations[next(sent) % CONVERSATIONS], "user",
                                                    "a message of the pair bench")
 
         self.meter.start()
