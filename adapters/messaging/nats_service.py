@@ -2,9 +2,9 @@
 
 nats-py runs a subscription's callback one message at a time, so no request is awaited
 there (bounded by max_in_flight): a command the bus decides alone is queued to it from the
-callback and answered from its future's callback, every other request is handed to a task
-of its own. That is what lets commands that arrive together reach the group commit
-together.
+callback, every other request is handed to a task of its own, and either is answered from
+its future's done callback. That is what lets commands that arrive together reach the
+group commit together.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import contextvars
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,7 @@ from adapters.metrics import Metrics
 log = logging.getLogger(__name__)
 
 QUEUE_GROUP = "chronicle"
-Action = Callable[[str, Any, str | None], Awaitable[dict[str, Any]]]
+Action = Callable[[str, Any, str | None], Coroutine[Any, Any, dict[str, Any]]]
 Submit = Callable[[str, Any, str | None], asyncio.Future[dict[str, Any]]]
 
 
@@ -204,26 +204,25 @@ class NatsService:
                     self.flood_brake.refused(user)
                 await self._refuse(route, request, translate(error))
                 return
-            if route.submit is not None:
-                self._submit(route, action, request, user, payload)
-                return
-            task = asyncio.create_task(self._handle(route, action, request, user, payload))
-            self.in_flight.add(task)
-            task.add_done_callback(self.in_flight.discard)
+            self._take(route, action, request, user, payload)
 
         return dispatch
 
-    def _submit(self, route: Route, action: str, request: Request, user: Caller, payload: BaseModel) -> None:
-        """A command queued to the bus; `_answer` replies once its future is settled."""
-        assert route.submit is not None
+    def _take(self, route: Route, action: str, request: Request, user: Caller, payload: BaseModel) -> None:
+        """An admitted request handed on: a command queued to the bus, any other request to a
+        task of its own; `_answer` replies once that future is settled."""
         started = time.perf_counter()
         rid = request_id(request.headers)
-        context = contextvars.copy_context()  # (the answer's log lines carry the request's id)
+        context = contextvars.copy_context()  # (the handler's and the answer's log lines carry the request's id)
         context.run(request_ids.current.set, rid)
+        reply: asyncio.Future[dict[str, Any]]
         try:
             key = idempotency_key((request.headers or {}).get("Idempotency-Key"))
-            reply = route.submit(user, payload, key)
-        except Exception as error:  # (refused before it was queued: answered as it would be after)
+            if route.submit is not None:
+                reply = route.submit(user, payload, key)
+            else:
+                reply = asyncio.create_task(route.action(user, payload, key), context=context)
+        except Exception as error:  # (refused before it was handed on: answered as it would be after)
             reply = asyncio.get_running_loop().create_future()
             reply.set_exception(error)
         self.in_flight.add(reply)
@@ -289,30 +288,6 @@ class NatsService:
             log.warning("reply not sent", extra={"subject": route.subject, "error_type": type(failure).__name__})
         if self.metrics is not None:
             self.metrics.answered(route.subject, error.code, None)
-
-    async def _handle(self, route: Route, action: str, request: Request, user: Caller, payload: BaseModel) -> None:
-        started = time.perf_counter()
-        code = "ok"
-        rid = request_id(request.headers)
-        request_ids.current.set(rid)  # (this task's context: its log lines carry it)
-        try:
-            key = idempotency_key((request.headers or {}).get("Idempotency-Key"))
-            data = await route.action(user, payload, key)
-            if self.check_replies:
-                check_reply(route, data)
-            body = envelope_ok(data)
-        except Exception as error:  # every failure leaves as one envelope
-            failure = translate(error)
-            code = failure.code
-            body = envelope_error(failure)
-        finally:
-            if self.fair_share is not None:
-                self.fair_share.leave(user, action)
-        try:
-            await respond(self.nc, request, body, rid)
-        except Exception as error:
-            log.warning("reply not sent", extra={"subject": route.subject, "error_type": type(error).__name__})
-        self._answered(route, code, started)
 
     def _answered(self, route: Route, code: str, started: float) -> None:
         seconds = time.perf_counter() - started
