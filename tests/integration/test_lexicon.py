@@ -11,6 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.read_side.lexicon import Lexemes, Lexicon, tsvector_text
+from adapters.read_side.sealing import Seals
+from adapters.read_side.views.search import PostgresSearchView
+from adapters.store.memory import InMemoryKeyRing
 
 PROPERTIES = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -99,3 +102,27 @@ def test_words_are_asked_once(database_url: str) -> None:
     assert lexicon.lexemes(cur, ["Gamma alpha", "BETA"]) == [["gamma", "alpha"], ["beta"]]
     with pytest.raises(psycopg.OperationalError):
         lexicon.lexemes(cur, ["delta"])
+
+
+@PROPERTIES
+@given(batch=st.lists(st.tuples(st.sampled_from(["alice", "bob", None]), texts), min_size=1, max_size=12))
+def test_the_search_view_blinds_a_text_as_postgres_parses_it(conn: psycopg.Connection,
+                                                             batch: list[tuple[str | None, str]]) -> None:
+    """Made here (lexemes from the lexicon, terms from each owner's seal) or by Postgres, a
+    text's blind tsvector is that of `to_tsvector` with each lexeme made its owner's term: on
+    a first batch, and again once every word and term is remembered (an erased owner's: empty)."""
+    ring = Seals(InMemoryKeyRing())
+    owners = {"alice": ring.for_writing("alice"), "bob": ring.for_writing("bob"), None: None}
+    view = PostgresSearchView("rm_search_lexicon_test")
+    seals, written = [owners[owner] for owner, _ in batch], [text for _, text in batch]
+    with conn.cursor() as cur:
+        for _ in range(2):
+            blind = view._blind_plain(cur, seals, written)
+            for seal, text, made in zip(seals, written, blind, strict=True):
+                if seal is None:
+                    assert made == ""
+                    continue
+                parsed = cur.execute("SELECT to_tsvector('english', %s)::text", (text,)).fetchone()
+                assert parsed is not None
+                row = cur.execute("SELECT %s::tsvector = %s::tsvector", (made, seal.blind_tsvector(parsed[0]))).fetchone()
+                assert row is not None and row[0], text
