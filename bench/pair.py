@@ -6,8 +6,9 @@ serve` (per-user limits off) side by side on one Postgres and one NATS, each on 
 database of its own: one runs this tree, the other REV's (a git worktree made for the run and
 removed after it, or a directory given as REV), and drives them in turns, A B then B A, a few
 seconds each, so both see the same machine. A turn is add_message at 100 in flight from one
-connection to 100 conversations, then conversations.get of another conversation, of 100
-messages, and conversations.list, one at a time. For each turn it reads from /proc the CPU of the service, of its child
+connection to 100 conversations (chat drawn from bench/corpus.py, the same texts in the same
+order for both, so the search read model does a real text's work), then conversations.get
+of another conversation, of 100 messages, and conversations.list, one at a time. For each turn it reads from /proc the CPU of the service, of its child
 processes (projections, the event feed) and of its database's Postgres backends, and prints
 the medians of both sides with the median of the turns' ratios (this tree over the base's,
 paired within a round).
@@ -19,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import random
 import statistics
 import subprocess
 import tempfile
@@ -30,6 +32,7 @@ from uuid import UUID
 from chronicle_client.connection import ChronicleClient
 
 from adapters.store.postgres import PostgresTarget
+from bench.corpus import Corpus
 from bench.cpu import CpuMeter
 from bench.gateway import throughput
 from bench.load import sequential
@@ -42,6 +45,13 @@ SIDES = ("this tree", "base")
 IN_FLIGHT = 100
 CONVERSATIONS = 100
 READ_MESSAGES = 100
+TEXTS = 20_000  # distinct messages, written in turn
+
+
+def chat(count: int = TEXTS, seed: int = 7) -> list[str]:
+    """The messages both sides write, user's and agent's alternately, in this order."""
+    corpus = Corpus(random.Random(seed))
+    return [corpus.message("user" if n % 2 == 0 else "agent")[0] for n in range(count)]
 # (figure, unit, lower is better)
 FIGURES = (
     ("add_message/s, 100 in flight", "msg/s", False),
@@ -77,8 +87,9 @@ def tree_of(base: str) -> Iterator[Path]:
 class Side:
     """One service under test, with its client, conversations and the one it reads."""
 
-    def __init__(self, service: ServiceProcess):
+    def __init__(self, service: ServiceProcess, texts: list[str]):
         self.service = service
+        self.texts = itertools.cycle(texts)
         self.meter = CpuMeter(service.pid, str(PostgresTarget(service.database_url).params["dbname"]))
         self.figures: dict[str, list[float]] = {name: [] for name, _, _ in FIGURES}
         self.client: ChronicleClient | None = None
@@ -104,7 +115,7 @@ class Side:
 
         async def add() -> None:  # (the conversations in turn)
             await client.conversations.add_message(self.conversations[next(sent) % CONVERSATIONS], "user",
-                                                   "a message of the pair bench")
+                                                   next(self.texts))
 
         self.meter.start()
         rate = await throughput(add, IN_FLIGHT, seconds)
@@ -164,7 +175,8 @@ def run(args: argparse.Namespace) -> tuple[Report, Path]:
             service.start()  # (each migrates its own database with its own tree)
             running.enter_context(service.stopped_afterwards())
             services.append(service)
-        sides = [Side(service) for service in services]
+        texts = chat()
+        sides = [Side(service, texts) for service in services]
         started = time.perf_counter()
         asyncio.run(measure(servers.nats_url, sides, args.rounds, args.seconds))
     this, base = (side.figures for side in sides)
