@@ -8,10 +8,10 @@ removed after it, or a directory given as REV), and drives them in turns, A B th
 seconds each, so both see the same machine. A turn is add_message at 100 in flight from one
 connection to 100 conversations (chat drawn from bench/corpus.py, the same texts in the same
 order for both, so the search read model does a real text's work), then conversations.get
-of another conversation, of 100 messages, and conversations.list, one at a time. For each turn it reads from /proc the CPU of the service, of its child
-processes (projections, the event feed) and of its database's Postgres backends, and prints
-the medians of both sides with the median of the turns' ratios (this tree over the base's,
-paired within a round).
+of another conversation, of 100 messages, and conversations.list, one at a time. For each
+turn it reads from /proc the CPU of the service, of its child processes (projections, the
+event feed) and of its database's Postgres backends, and prints the medians of both sides
+with the median of the turns' ratios (this tree over the base's, paired within a round).
 """
 
 from __future__ import annotations
@@ -47,11 +47,6 @@ CONVERSATIONS = 100
 READ_MESSAGES = 100
 TEXTS = 20_000  # distinct messages, written in turn
 
-
-def chat(count: int = TEXTS, seed: int = 7) -> list[str]:
-    """The messages both sides write, user's and agent's alternately, in this order."""
-    corpus = Corpus(random.Random(seed))
-    return [corpus.message("user" if n % 2 == 0 else "agent")[0] for n in range(count)]
 # (figure, unit, lower is better)
 FIGURES = (
     ("add_message/s, 100 in flight", "msg/s", False),
@@ -64,6 +59,12 @@ FIGURES = (
     ("conversations.list p50", "ms", True),
     ("conversations.list: service CPU per read", "µs", True),
 )
+
+
+def chat(count: int = TEXTS, seed: int = 7) -> list[str]:
+    """The messages both sides write, user's and agent's alternately, in this order."""
+    corpus = Corpus(random.Random(seed))
+    return [corpus.message("user" if n % 2 == 0 else "agent")[0] for n in range(count)]
 
 
 @contextlib.contextmanager
